@@ -1,0 +1,115 @@
+// Package cmdutil holds what every command is handed: the Factory of lazy
+// providers (IO streams, configuration, printer, platform client, logger),
+// the typed errors that map to exit codes, and small cobra helpers.
+package cmdutil
+
+import (
+	"log/slog"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/iostreams"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
+)
+
+// Factory is a plain struct of lazy providers: nothing is built until a
+// command asks, so start-up stays cheap and every provider can be replaced
+// by a test double.
+type Factory struct {
+	IOStreams *iostreams.IOStreams
+
+	// Paths locates the config file and default data directory.
+	Paths func() (config.Paths, error)
+	// Config reads the configuration file.
+	Config func() (*config.File, error)
+	// Settings resolves flags, environment, profile and defaults.
+	Settings func() (*config.Settings, error)
+	// Printer writes command results in the selected output format.
+	Printer func() (*output.Printer, error)
+	// Styles colours text for stderr messages.
+	Styles func() output.Styles
+	// Platform is the client for the selected profile.
+	Platform func() (platform.Client, error)
+	// Logger writes structured logs to stderr (debug level with -v).
+	Logger func() *slog.Logger
+}
+
+// Globals holds the global flags, bound by the root command.
+type Globals struct {
+	Flags   *pflag.FlagSet
+	Config  string
+	Profile string
+	Output  string
+	Verbose bool
+}
+
+// New returns the production factory for ios and env. The root command
+// must bind g's flags before any provider is called.
+func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
+	f := &Factory{IOStreams: ios}
+
+	f.Paths = sync.OnceValues(func() (config.Paths, error) {
+		return config.DefaultPaths(env, g.Config)
+	})
+	f.Config = sync.OnceValues(func() (*config.File, error) {
+		p, err := f.Paths()
+		if err != nil {
+			return nil, err
+		}
+		return config.Load(p.ConfigFile)
+	})
+	f.Settings = sync.OnceValues(func() (*config.Settings, error) {
+		p, err := f.Paths()
+		if err != nil {
+			return nil, err
+		}
+		file, err := f.Config()
+		if err != nil {
+			return nil, err
+		}
+		s, err := config.Resolve(file, g.Flags, p)
+		if err != nil {
+			return nil, err
+		}
+		if s.NoColor {
+			ios.DisableColor()
+		}
+		return s, nil
+	})
+	f.Printer = sync.OnceValues(func() (*output.Printer, error) {
+		s, err := f.Settings()
+		if err != nil {
+			return nil, err
+		}
+		format, err := output.ParseFormat(s.Output)
+		if err != nil {
+			return nil, &UsageError{Err: err}
+		}
+		format = output.Resolve(format, ios.IsStdoutTTY())
+		return output.NewPrinter(ios.Out, format, output.NewStyles(ios.Out, ios.ColorEnabled())), nil
+	})
+	f.Styles = sync.OnceValue(func() output.Styles {
+		// Settings may carry --no-color or SNAVIO_NO_COLOR; an error here
+		// is reported by the command that needs settings, not by styling.
+		_, _ = f.Settings()
+		return output.NewStyles(ios.ErrOut, ios.IsStderrTTY() && ios.ColorEnabled())
+	})
+	f.Platform = sync.OnceValues(func() (platform.Client, error) {
+		s, err := f.Settings()
+		if err != nil {
+			return nil, err
+		}
+		return platform.New(s)
+	})
+	f.Logger = sync.OnceValue(func() *slog.Logger {
+		level := slog.LevelWarn
+		if g.Verbose {
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: level}))
+	})
+	return f
+}

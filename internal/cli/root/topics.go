@@ -1,0 +1,84 @@
+package root
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// helpTopics are `snavio help <topic>` pages: commands with no run function
+// that cobra lists under "Additional help topics".
+func helpTopics() []*cobra.Command {
+	return []*cobra.Command{
+		{
+			Use:   "exit-codes",
+			Short: "Exit codes of snavio commands",
+			Long: `snavio exits with one of these codes:
+
+  0  OK: the command did what it was asked.
+  1  Error: the command failed; one line on stderr says what, with which
+     input, and what to do (add -v for the underlying detail).
+  2  Usage error: an unknown command or flag, a missing or malformed
+     argument, an invalid flag value. Nothing was changed.
+  3  Changes pending or differences found, for commands that compare state
+     and were asked to report it (route apply --detailed-exitcode,
+     snapshot diff).
+
+Commands that follow a command's outcome document their own codes in their
+help (snavio send --wait).`,
+		},
+		{
+			Use:   "config",
+			Short: "The configuration file and its profiles",
+			Long: `snavio reads $XDG_CONFIG_HOME/snavio/config.yaml (~/.config/snavio/config.yaml
+when XDG_CONFIG_HOME is unset), or the file named by --config or SNAVIO_CONFIG.
+It holds named profiles; the current one is used unless --profile or
+SNAVIO_PROFILE names another.
+
+  current_profile: local
+  profiles:
+    local:
+      kind: local                       # a running "snavio dispatch serve"
+      endpoint: http://127.0.0.1:8787
+      data_dir: /home/me/.local/share/snavio
+    prod:
+      kind: aws                         # the AWS services directly
+      region: eu-west-1
+      aws_profile: platform-admin       # profile in ~/.aws/config
+      bus_name: snavio-command-bus
+      table_prefix: snavio-prod
+      snapshot_bucket: snavio-prod-snapshots
+      role_arn: arn:aws:iam::123456789012:role/snavio-operator
+
+Manage it with "snavio profile list|use|show|set|delete" rather than by hand;
+snavio writes the file atomically with mode 0600. Unknown keys are errors.
+
+With no file at all, snavio uses a built-in local profile named "default"
+(endpoint http://127.0.0.1:8787, data under $XDG_DATA_HOME/snavio).
+
+Every setting resolves with the precedence:
+
+  flag  >  SNAVIO_* environment variable  >  profile  >  default
+
+"snavio profile show" prints each resolved value and where it came from.`,
+		},
+		{
+			Use:   "environment",
+			Short: "Environment variables snavio reads",
+			Long: `  SNAVIO_CONFIG           config file (like --config)
+  SNAVIO_PROFILE          profile to use (like --profile)
+  SNAVIO_OUTPUT           output format: table, json, yaml or ndjson (like -o)
+  SNAVIO_ENDPOINT_URL     platform endpoint (like --endpoint-url)
+  SNAVIO_REGION           AWS region (like --region)
+  SNAVIO_NO_COLOR         true disables colour (like --no-color)
+  SNAVIO_DATA_DIR         data directory of a local profile
+  SNAVIO_AWS_PROFILE      AWS shared-config profile of an aws profile
+  SNAVIO_BUS_NAME         EventBridge bus of an aws profile
+  SNAVIO_TABLE_PREFIX     DynamoDB table prefix of an aws profile
+  SNAVIO_SNAPSHOT_BUCKET  snapshot bucket of an aws profile
+  SNAVIO_ROLE_ARN         role to assume for an aws profile
+  SNAVIO_FORCE_TTY        1 treats stdout and stderr as terminals
+  NO_COLOR                any non-empty value disables colour (no-color.org)
+  XDG_CONFIG_HOME         base of the default config file location
+  XDG_DATA_HOME           base of the default data directory`,
+		},
+	}
+}

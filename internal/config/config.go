@@ -1,0 +1,307 @@
+// Package config reads and writes the snavio configuration file and resolves
+// the settings a command runs with.
+//
+// The file ($XDG_CONFIG_HOME/snavio/config.yaml) holds named profiles:
+//
+//	current_profile: local
+//	profiles:
+//	  local:
+//	    kind: local
+//	    endpoint: http://127.0.0.1:8787
+//	    data_dir: /home/me/.local/share/snavio
+//	  prod:
+//	    kind: aws
+//	    region: eu-west-1
+//	    aws_profile: platform-admin
+//	    bus_name: snavio-command-bus
+//	    table_prefix: snavio-prod
+//	    snapshot_bucket: snavio-prod-snapshots
+//	    role_arn: arn:aws:iam::123456789012:role/snavio-operator
+//
+// Every setting resolves with the precedence flag > SNAVIO_* environment
+// variable > profile > default. A fresh viper instance is built for every
+// invocation (no package state), and profile names are map keys rather than
+// viper paths, so names with dots work.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+)
+
+// Profile kinds.
+const (
+	KindLocal = "local"
+	KindAWS   = "aws"
+)
+
+// DefaultProfileName is used when nothing names a profile.
+const DefaultProfileName = "default"
+
+// DefaultLocalEndpoint is where `snavio dispatch serve` listens by default.
+const DefaultLocalEndpoint = "http://127.0.0.1:8787"
+
+// DefaultBusName is the spec's EventBridge bus.
+const DefaultBusName = "snavio-command-bus"
+
+// File is the configuration file.
+type File struct {
+	CurrentProfile string              `yaml:"current_profile,omitempty" mapstructure:"current_profile"`
+	Profiles       map[string]*Profile `yaml:"profiles,omitempty" mapstructure:"profiles"`
+}
+
+// Profile is one named target: a local `dispatch serve` or an AWS account.
+type Profile struct {
+	Kind string `yaml:"kind" json:"kind" mapstructure:"kind"`
+
+	// kind: local
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty" mapstructure:"endpoint"`
+	DataDir  string `yaml:"data_dir,omitempty" json:"data_dir,omitempty" mapstructure:"data_dir"`
+
+	// kind: aws
+	Region         string `yaml:"region,omitempty" json:"region,omitempty" mapstructure:"region"`
+	AWSProfile     string `yaml:"aws_profile,omitempty" json:"aws_profile,omitempty" mapstructure:"aws_profile"`
+	BusName        string `yaml:"bus_name,omitempty" json:"bus_name,omitempty" mapstructure:"bus_name"`
+	TablePrefix    string `yaml:"table_prefix,omitempty" json:"table_prefix,omitempty" mapstructure:"table_prefix"`
+	SnapshotBucket string `yaml:"snapshot_bucket,omitempty" json:"snapshot_bucket,omitempty" mapstructure:"snapshot_bucket"`
+	RoleARN        string `yaml:"role_arn,omitempty" json:"role_arn,omitempty" mapstructure:"role_arn"`
+}
+
+// Paths tells where configuration and state live.
+type Paths struct {
+	// ConfigFile is the configuration file's path.
+	ConfigFile string
+	// DataDir is the default data directory of local profiles.
+	DataDir string
+}
+
+// Env looks up environment variables (os.LookupEnv in production).
+type Env interface {
+	LookupEnv(key string) (string, bool)
+}
+
+// DefaultPaths computes the configuration file and data directory from
+// --config (flagConfig, may be empty), SNAVIO_CONFIG and the XDG base
+// directory variables, falling back to ~/.config and ~/.local/share.
+func DefaultPaths(env Env, flagConfig string) (Paths, error) {
+	home, _ := env.LookupEnv("HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = h
+		}
+	}
+	var p Paths
+	switch {
+	case flagConfig != "":
+		p.ConfigFile = flagConfig
+	case nonEmpty(env, "SNAVIO_CONFIG"):
+		p.ConfigFile, _ = env.LookupEnv("SNAVIO_CONFIG")
+	default:
+		dir, _ := env.LookupEnv("XDG_CONFIG_HOME")
+		if dir == "" {
+			if home == "" {
+				return Paths{}, errors.New("cannot locate the config file: neither XDG_CONFIG_HOME nor HOME is set; pass --config FILE")
+			}
+			dir = filepath.Join(home, ".config")
+		}
+		p.ConfigFile = filepath.Join(dir, "snavio", "config.yaml")
+	}
+	data, _ := env.LookupEnv("XDG_DATA_HOME")
+	if data == "" && home != "" {
+		data = filepath.Join(home, ".local", "share")
+	}
+	if data != "" {
+		p.DataDir = filepath.Join(data, "snavio")
+	}
+	return p, nil
+}
+
+func nonEmpty(env Env, key string) bool {
+	v, ok := env.LookupEnv(key)
+	return ok && v != ""
+}
+
+// Load reads the configuration file at path. A missing file is an empty
+// configuration, not an error; a malformed one is an error naming the file.
+func Load(path string) (*File, error) {
+	f := &File{Profiles: map[string]*Profile{}}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	v := viper.NewWithOptions(viper.KeyDelimiter("\x00"))
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("read config file %s: %w; fix the YAML or move the file away", path, unwrapViper(err))
+	}
+	// Decode strictly with yaml.v3 so that a misspelt key is reported
+	// instead of silently ignored. viper has checked the file parses.
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config file %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
+		return nil, fmt.Errorf("config file %s: %s; see `snavio help config` for the format", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if f.Profiles == nil {
+		f.Profiles = map[string]*Profile{}
+	}
+	for name, p := range f.Profiles {
+		if p == nil {
+			return nil, fmt.Errorf("config file %s: profile %q is empty; give it a kind (local or aws)", path, name)
+		}
+		if err := ValidateProfile(name, p); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+func unwrapViper(err error) error {
+	var pe viper.ConfigParseError
+	if errors.As(err, &pe) {
+		if u := pe.Unwrap(); u != nil {
+			return u
+		}
+	}
+	return err
+}
+
+// Save writes f to path atomically (a temporary file in the same directory,
+// then a rename) with mode 0600, creating the directory 0700 if needed.
+func Save(path string, f *File) error {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("encode config: %w", err)
+	}
+	b := buf.Bytes()
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create config directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".config-*.yaml")
+	if err != nil {
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// ProfileNames returns the profile names in sorted order.
+func (f *File) ProfileNames() []string {
+	names := make([]string, 0, len(f.Profiles))
+	for n := range f.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+var (
+	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	regionRE      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	roleARNRE     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$`)
+	bucketRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	busRE         = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,256}$`)
+	tablePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
+)
+
+// ValidateProfileName checks a profile name.
+func ValidateProfileName(name string) error {
+	if !profileNameRE.MatchString(name) {
+		return fmt.Errorf("invalid profile name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateProfile checks every field of p, naming the profile and the field
+// in the error.
+func ValidateProfile(name string, p *Profile) error {
+	if err := ValidateProfileName(name); err != nil {
+		return err
+	}
+	switch p.Kind {
+	case KindLocal:
+		if p.Region != "" || p.AWSProfile != "" || p.BusName != "" || p.TablePrefix != "" || p.SnapshotBucket != "" || p.RoleARN != "" {
+			return fmt.Errorf("profile %q: kind local takes only endpoint and data_dir; remove the AWS fields or set kind: aws", name)
+		}
+		if p.Endpoint != "" {
+			if err := ValidateEndpoint(p.Endpoint); err != nil {
+				return fmt.Errorf("profile %q: %w", name, err)
+			}
+		}
+	case KindAWS:
+		if p.Endpoint != "" || p.DataDir != "" {
+			return fmt.Errorf("profile %q: kind aws does not take endpoint or data_dir; use --endpoint-url for an AWS-compatible endpoint, or set kind: local", name)
+		}
+		if p.Region != "" && !regionRE.MatchString(p.Region) {
+			return fmt.Errorf("profile %q: invalid region %q: use an AWS region such as us-east-1", name, p.Region)
+		}
+		if p.RoleARN != "" && !roleARNRE.MatchString(p.RoleARN) {
+			return fmt.Errorf("profile %q: invalid role_arn %q: use arn:aws:iam::<12-digit account>:role/<name>", name, p.RoleARN)
+		}
+		if p.SnapshotBucket != "" && !bucketRE.MatchString(p.SnapshotBucket) {
+			return fmt.Errorf("profile %q: invalid snapshot_bucket %q: use an S3 bucket name (3-63 lowercase letters, digits, '.', '-')", name, p.SnapshotBucket)
+		}
+		if p.BusName != "" && !busRE.MatchString(p.BusName) {
+			return fmt.Errorf("profile %q: invalid bus_name %q: use an EventBridge bus name", name, p.BusName)
+		}
+		if p.TablePrefix != "" && !tablePrefixRE.MatchString(p.TablePrefix) {
+			return fmt.Errorf("profile %q: invalid table_prefix %q: use letters, digits, '_', '.', '-'", name, p.TablePrefix)
+		}
+	case "":
+		return fmt.Errorf("profile %q has no kind: set kind to local or aws", name)
+	default:
+		return fmt.Errorf("profile %q: unknown kind %q: use local or aws", name, p.Kind)
+	}
+	return nil
+}
+
+// ValidateEndpoint checks an endpoint URL: http or https with a host.
+func ValidateEndpoint(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid endpoint %q: use a URL such as %s", s, DefaultLocalEndpoint)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("invalid endpoint %q: give only scheme, host and port, such as %s", s, DefaultLocalEndpoint)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+// Package platform is what the CLI talks to, chosen by the profile's kind:
+// a running `snavio dispatch serve` (local) or the AWS services directly
+// (aws). Commands depend on the Client interface only; clients open no
+// connection and load no SDK configuration until a method needs it.
+package platform
+
+import (
+	"fmt"
+
+	"github.com/snavio/snavio/internal/config"
+)
+
+// Target is the resolved description of where commands go.
+type Target struct {
+	Kind           string `json:"kind"`
+	Endpoint       string `json:"endpoint,omitempty"`
+	Region         string `json:"region,omitempty"`
+	DataDir        string `json:"data_dir,omitempty"`
+	AWSProfile     string `json:"aws_profile,omitempty"`
+	BusName        string `json:"bus_name,omitempty"`
+	TablePrefix    string `json:"table_prefix,omitempty"`
+	SnapshotBucket string `json:"snapshot_bucket,omitempty"`
+	RoleARN        string `json:"role_arn,omitempty"`
+}
+
+// Client is the platform a command operates on. Operations are added here
+// as the commands that need them are built; each is implemented for both
+// kinds.
+type Client interface {
+	// Target describes the resolved platform.
+	Target() Target
+}
+
+// New returns the client for s's profile kind.
+func New(s *config.Settings) (Client, error) {
+	t := Target{
+		Kind:           s.Kind,
+		Endpoint:       s.EndpointURL,
+		Region:         s.Region,
+		DataDir:        s.DataDir,
+		AWSProfile:     s.AWSProfile,
+		BusName:        s.BusName,
+		TablePrefix:    s.TablePrefix,
+		SnapshotBucket: s.SnapshotBucket,
+		RoleARN:        s.RoleARN,
+	}
+	switch s.Kind {
+	case config.KindLocal:
+		if t.Endpoint == "" {
+			return nil, fmt.Errorf("profile %q has no endpoint: set one with `snavio profile set %s --endpoint URL`", s.ProfileName, s.ProfileName)
+		}
+		return &local{target: t}, nil
+	case config.KindAWS:
+		return &aws{target: t}, nil
+	default:
+		return nil, fmt.Errorf("profile %q: unknown kind %q: use local or aws", s.ProfileName, s.Kind)
+	}
+}
+
+type local struct{ target Target }
+
+func (c *local) Target() Target { return c.target }
+
+type aws struct{ target Target }
+
+func (c *aws) Target() Target { return c.target }
