@@ -155,7 +155,7 @@ func Load(path string) (*File, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
 	dec.KnownFields(true)
 	if err := dec.Decode(f); err != nil && !errors.Is(err, io.EOF) { // io.EOF: an empty file
-		return nil, fmt.Errorf("config file %s: %s; see `snavio help config` for the format", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("config file %s: %s; see `snavio help config` for the format", path, yamlMessage(err))
 	}
 	if f.Profiles == nil {
 		f.Profiles = map[string]*Profile{}
@@ -169,6 +169,20 @@ func Load(path string) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// yamlMessage flattens a yaml.v3 error (a TypeError lists one problem
+// per line) into one line.
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = strings.ReplaceAll(m, " in type config.Profile", "")
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
 func unwrapViper(err error) error {

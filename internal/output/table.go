@@ -58,7 +58,7 @@ func RenderTable(w io.Writer, header []string, rows [][]string, styles Styles) e
 	if len(header) > 0 {
 		h := make([]any, len(header))
 		for i, s := range header {
-			h[i] = styles.Header(strings.ToUpper(s))
+			h[i] = strings.ToUpper(s)
 		}
 		t.Header(h...)
 	}
@@ -76,11 +76,17 @@ func RenderTable(w io.Writer, header []string, rows [][]string, styles Styles) e
 	}
 	// Column padding leaves trailing blanks on every line; drop them so
 	// that output is clean to diff and to paste.
+	// The header line is styled whole, after layout, so that escape codes
+	// never count toward column widths.
 	lines := strings.SplitAfter(buf.String(), "\n")
 	var out strings.Builder
-	for _, l := range lines {
+	for i, l := range lines {
 		nl := strings.HasSuffix(l, "\n")
-		out.WriteString(strings.TrimRight(l, " \n"))
+		l = strings.TrimRight(l, " \n")
+		if i == 0 && len(header) > 0 && l != "" {
+			l = styles.Header(l)
+		}
+		out.WriteString(l)
 		if nl {
 			out.WriteByte('\n')
 		}

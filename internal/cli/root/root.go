@@ -26,7 +26,10 @@ them, enforces ACLs, rate limits, fairness and write-once dedupe, and routes
 them to target teams' SQS queues. Every outcome is telemetry.
 
 Settings resolve with the precedence flag > SNAVIO_* environment variable >
-profile > default; see "snavio help config" and "snavio help environment".`,
+profile > default; see "snavio help config" and "snavio help environment".
+
+Exit codes: 0 ok, 1 error, 2 usage error, 3 changes pending (commands that
+compare state); see "snavio help exit-codes".`,
 		Example: `  snavio version
   snavio profile set local --kind local --endpoint-url http://127.0.0.1:8787
   snavio profile show -o yaml`,
