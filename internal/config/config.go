@@ -36,6 +36,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -248,18 +249,25 @@ func (f *File) ProfileNames() []string {
 	return names
 }
 
+// The validation patterns are compiled on first use, not at package init:
+// compiling them eagerly cost more than a whole hello-world process at every
+// start of snavio (measured by TestStartupCost).
 var (
-	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-	regionRE      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
-	roleARNRE     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$`)
-	bucketRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-	busRE         = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,256}$`)
-	tablePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,200}$`)
+	profileNameRE = lazyRE(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	regionRE      = lazyRE(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	roleARNRE     = lazyRE(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$`)
+	bucketRE      = lazyRE(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	busRE         = lazyRE(`^[A-Za-z0-9._/-]{1,256}$`)
+	tablePrefixRE = lazyRE(`^[A-Za-z0-9_.-]{1,200}$`)
 )
+
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // ValidateProfileName checks a profile name.
 func ValidateProfileName(name string) error {
-	if !profileNameRE.MatchString(name) {
+	if !profileNameRE().MatchString(name) {
 		return fmt.Errorf("invalid profile name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	return nil
@@ -285,19 +293,19 @@ func ValidateProfile(name string, p *Profile) error {
 		if p.Endpoint != "" || p.DataDir != "" {
 			return fmt.Errorf("profile %q: kind aws does not take endpoint or data_dir; use --endpoint-url for an AWS-compatible endpoint, or set kind: local", name)
 		}
-		if p.Region != "" && !regionRE.MatchString(p.Region) {
+		if p.Region != "" && !regionRE().MatchString(p.Region) {
 			return fmt.Errorf("profile %q: invalid region %q: use an AWS region such as us-east-1", name, p.Region)
 		}
-		if p.RoleARN != "" && !roleARNRE.MatchString(p.RoleARN) {
+		if p.RoleARN != "" && !roleARNRE().MatchString(p.RoleARN) {
 			return fmt.Errorf("profile %q: invalid role_arn %q: use arn:aws:iam::<12-digit account>:role/<name>", name, p.RoleARN)
 		}
-		if p.SnapshotBucket != "" && !bucketRE.MatchString(p.SnapshotBucket) {
+		if p.SnapshotBucket != "" && !bucketRE().MatchString(p.SnapshotBucket) {
 			return fmt.Errorf("profile %q: invalid snapshot_bucket %q: use an S3 bucket name (3-63 lowercase letters, digits, '.', '-')", name, p.SnapshotBucket)
 		}
-		if p.BusName != "" && !busRE.MatchString(p.BusName) {
+		if p.BusName != "" && !busRE().MatchString(p.BusName) {
 			return fmt.Errorf("profile %q: invalid bus_name %q: use an EventBridge bus name", name, p.BusName)
 		}
-		if p.TablePrefix != "" && !tablePrefixRE.MatchString(p.TablePrefix) {
+		if p.TablePrefix != "" && !tablePrefixRE().MatchString(p.TablePrefix) {
 			return fmt.Errorf("profile %q: invalid table_prefix %q: use letters, digits, '_', '.', '-'", name, p.TablePrefix)
 		}
 	case "":

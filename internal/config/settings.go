@@ -91,6 +91,37 @@ type Settings struct {
 	Values []Setting `json:"settings"`
 }
 
+// Presentation is how output looks: the settings that come only from
+// flags, the environment and defaults, never from a profile. Printing needs
+// nothing else, so it never reads or validates the config file.
+type Presentation struct {
+	Output  string
+	NoColor bool
+}
+
+// ResolvePresentation resolves -o/SNAVIO_OUTPUT and
+// --no-color/SNAVIO_NO_COLOR. flags may be nil.
+func ResolvePresentation(flags *pflag.FlagSet) (Presentation, error) {
+	v := viper.NewWithOptions(viper.KeyDelimiter("\x00"))
+	v.SetDefault("output", "")
+	v.SetDefault("no_color", false)
+	for _, k := range keys[:2] { // output, no_color
+		if err := v.BindEnv(k.name, EnvName(k.name)); err != nil {
+			return Presentation{}, fmt.Errorf("bind %s: %w", EnvName(k.name), err)
+		}
+		if f := lookup(flags, k.flag); f != nil {
+			if err := v.BindPFlag(k.name, f); err != nil {
+				return Presentation{}, fmt.Errorf("bind --%s: %w", k.flag, err)
+			}
+		}
+	}
+	noColor, err := strconv.ParseBool(orFalse(v.GetString("no_color")))
+	if err != nil {
+		return Presentation{}, fmt.Errorf("invalid %s=%q: use true or false", EnvName("no_color"), v.GetString("no_color"))
+	}
+	return Presentation{Output: v.GetString("output"), NoColor: noColor}, nil
+}
+
 // Resolve computes the settings from the global flags, the SNAVIO_*
 // environment, the selected profile of file and the defaults, in that
 // order of precedence. flags may be nil. paths supplies the default data
@@ -165,12 +196,11 @@ func Resolve(file *File, flags *pflag.FlagSet, paths Paths) (*Settings, error) {
 		s.Values = append(s.Values, Setting{Key: k.name, Value: v.GetString(k.name), Origin: origin, Env: EnvName(k.name)})
 	}
 
-	s.Output = v.GetString("output")
-	noColor, err := strconv.ParseBool(orFalse(v.GetString("no_color")))
+	pres, err := ResolvePresentation(flags)
 	if err != nil {
-		return nil, fmt.Errorf("invalid %s=%q: use true or false", EnvName("no_color"), v.GetString("no_color"))
+		return nil, err
 	}
-	s.NoColor = noColor
+	s.Output, s.NoColor = pres.Output, pres.NoColor
 	s.EndpointURL = v.GetString("endpoint_url")
 	s.Region = v.GetString("region")
 	s.DataDir = v.GetString("data_dir")
@@ -185,7 +215,7 @@ func Resolve(file *File, flags *pflag.FlagSet, paths Paths) (*Settings, error) {
 			return nil, fmt.Errorf("endpoint URL (from %s): %w", s.origin("endpoint_url"), err)
 		}
 	}
-	if s.Region != "" && !regionRE.MatchString(s.Region) {
+	if s.Region != "" && !regionRE().MatchString(s.Region) {
 		return nil, fmt.Errorf("invalid region %q (from %s): use an AWS region such as us-east-1", s.Region, s.origin("region"))
 	}
 	return s, nil
@@ -206,6 +236,13 @@ func (s *Settings) origin(key string) Origin {
 		}
 	}
 	return FromDefault
+}
+
+func lookup(flags *pflag.FlagSet, name string) *pflag.Flag {
+	if flags == nil || name == "" {
+		return nil
+	}
+	return flags.Lookup(name)
 }
 
 func lookupChanged(flags *pflag.FlagSet, name string) *pflag.Flag {

@@ -70,21 +70,23 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		if err != nil {
 			return nil, err
 		}
-		s, err := config.Resolve(file, g.Flags, p)
-		if err != nil {
-			return nil, err
-		}
-		if s.NoColor {
+		return config.Resolve(file, g.Flags, p)
+	})
+	// Output format and colour come only from flags, environment and
+	// defaults, so printing never waits on (or fails with) the config file.
+	presentation := sync.OnceValues(func() (config.Presentation, error) {
+		p, err := config.ResolvePresentation(g.Flags)
+		if err == nil && p.NoColor {
 			ios.DisableColor()
 		}
-		return s, nil
+		return p, err
 	})
 	f.Printer = sync.OnceValues(func() (*output.Printer, error) {
-		s, err := f.Settings()
+		pres, err := presentation()
 		if err != nil {
-			return nil, err
+			return nil, &UsageError{Err: err}
 		}
-		format, err := output.ParseFormat(s.Output)
+		format, err := output.ParseFormat(pres.Output)
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}
@@ -92,9 +94,9 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		return output.NewPrinter(ios.Out, format, output.NewStyles(ios.Out, ios.ColorEnabled())), nil
 	})
 	f.Styles = sync.OnceValue(func() output.Styles {
-		// Settings may carry --no-color or SNAVIO_NO_COLOR; an error here
-		// is reported by the command that needs settings, not by styling.
-		_, _ = f.Settings()
+		// An invalid SNAVIO_NO_COLOR is reported by the printer; styling
+		// stderr falls back to the terminal and NO_COLOR alone.
+		_, _ = presentation()
 		return output.NewStyles(ios.ErrOut, ios.IsStderrTTY() && ios.ColorEnabled())
 	})
 	f.Platform = sync.OnceValues(func() (platform.Client, error) {
