@@ -1,0 +1,369 @@
+// Package jcs produces and recognizes the RFC 8785 JSON Canonicalization
+// Scheme (JCS) form of a JSON value.
+//
+// Canonicalization itself is delegated to jsontext.Value.Canonicalize from
+// github.com/go-json-experiment/json. This package adds IsCanonical, a
+// single-pass recognizer that proves a value is already canonical without
+// re-encoding it, so the common case (a producer that sends canonical JSON)
+// costs one linear scan and no allocation. IsCanonical is conservative: it
+// may answer false for a canonical value it does not fully analyse (object
+// names with escapes or with characters at or above U+E000, nesting deeper
+// than MaxDepth); callers then fall back to Canonicalize, which is exact.
+// It never answers true for a value that is not canonical: the fuzz test
+// FuzzIsCanonical checks that against jsontext.
+//
+// All functions are safe for concurrent use.
+package jcs
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxDepth is the deepest nesting IsCanonical analyses; deeper values are
+// reported as not canonical (and so take the exact path).
+const MaxDepth = 64
+
+// ErrTooDeep reports a value nested deeper than the limit given to Append.
+var ErrTooDeep = errors.New("jcs: JSON value nested too deeply")
+
+// IsCanonical reports whether v is a valid JSON value already in RFC 8785
+// canonical form. A false answer means "not proven canonical".
+func IsCanonical(v []byte) bool {
+	c := checker{b: v}
+	if !c.value(0) {
+		return false
+	}
+	return c.i == len(v)
+}
+
+// Append appends the canonical form of the JSON value v to dst. It rejects
+// values nested deeper than maxDepth (ErrTooDeep; maxDepth <= 0 means no
+// limit of its own), duplicate object names (jsontext.ErrDuplicateName),
+// invalid JSON and numbers outside the double range. On error dst is
+// returned unchanged. Append does not allocate when v is already canonical
+// and dst has room.
+func Append(dst, v []byte, maxDepth int) ([]byte, error) {
+	if IsCanonical(v) {
+		if maxDepth > 0 && Depth(v) > maxDepth {
+			return dst, ErrTooDeep
+		}
+		return append(dst, v...), nil
+	}
+	if maxDepth > 0 && Depth(v) > maxDepth {
+		return dst, ErrTooDeep
+	}
+	c := jsontext.Value(bytes.Clone(v))
+	if err := c.Canonicalize(); err != nil {
+		return dst, err
+	}
+	return append(dst, c...), nil
+}
+
+// Depth returns the maximum nesting depth of arrays and objects in v
+// (0 for a scalar). It scans bytes only and is meaningful for valid JSON;
+// for invalid input it returns some number without failing.
+func Depth(v []byte) int {
+	d, m := 0, 0
+	inStr := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			d++
+			if d > m {
+				m = d
+			}
+		case '}', ']':
+			d--
+		}
+	}
+	return m
+}
+
+type checker struct {
+	b []byte
+	i int
+}
+
+func (c *checker) value(depth int) bool {
+	if c.i >= len(c.b) {
+		return false
+	}
+	switch c.b[c.i] {
+	case '{':
+		return c.object(depth + 1)
+	case '[':
+		return c.array(depth + 1)
+	case '"':
+		_, _, ok := c.str()
+		return ok
+	case 't':
+		return c.lit("true")
+	case 'f':
+		return c.lit("false")
+	case 'n':
+		return c.lit("null")
+	default:
+		return c.number()
+	}
+}
+
+func (c *checker) lit(s string) bool {
+	if !bytes.HasPrefix(c.b[c.i:], []byte(s)) {
+		return false
+	}
+	c.i += len(s)
+	return true
+}
+
+func (c *checker) object(depth int) bool {
+	if depth > MaxDepth {
+		return false
+	}
+	c.i++ // '{'
+	if c.i < len(c.b) && c.b[c.i] == '}' {
+		c.i++
+		return true
+	}
+	var prev []byte
+	for first := true; ; first = false {
+		if c.i >= len(c.b) || c.b[c.i] != '"' {
+			return false
+		}
+		name, simple, ok := c.str()
+		if !ok || !simple {
+			// Escaped names or names whose UTF-8 order could differ from
+			// UTF-16 order are left to the exact path.
+			return false
+		}
+		if !first && bytes.Compare(prev, name) >= 0 {
+			return false // out of order or duplicate
+		}
+		prev = name
+		if c.i >= len(c.b) || c.b[c.i] != ':' {
+			return false
+		}
+		c.i++
+		if !c.value(depth) {
+			return false
+		}
+		if c.i >= len(c.b) {
+			return false
+		}
+		switch c.b[c.i] {
+		case ',':
+			c.i++
+		case '}':
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (c *checker) array(depth int) bool {
+	if depth > MaxDepth {
+		return false
+	}
+	c.i++ // '['
+	if c.i < len(c.b) && c.b[c.i] == ']' {
+		c.i++
+		return true
+	}
+	for {
+		if !c.value(depth) {
+			return false
+		}
+		if c.i >= len(c.b) {
+			return false
+		}
+		switch c.b[c.i] {
+		case ',':
+			c.i++
+		case ']':
+			c.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str consumes a canonical string starting at the opening quote. It returns
+// the raw contents, whether they are "simple" (free of escapes and of code
+// points at or above U+E000, so that byte order equals UTF-16 order) and
+// whether the string is canonical at all.
+func (c *checker) str() (name []byte, simple, ok bool) {
+	start := c.i + 1
+	i := start
+	simple = true
+	b := c.b
+	for i < len(b) {
+		ch := b[i]
+		switch {
+		case ch == '"':
+			c.i = i + 1
+			return b[start:i], simple, true
+		case ch == '\\':
+			if i+1 >= len(b) {
+				return c.fail()
+			}
+			simple = false
+			switch b[i+1] {
+			case '"', '\\', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				// Canonical form uses \u00xx (lowercase hex) only for
+				// control characters without a short escape.
+				if i+5 >= len(b) || b[i+2] != '0' || b[i+3] != '0' {
+					return c.fail()
+				}
+				h, l := b[i+4], b[i+5]
+				if h != '0' && h != '1' {
+					return c.fail()
+				}
+				var lv byte
+				switch {
+				case l >= '0' && l <= '9':
+					lv = l - '0'
+				case l >= 'a' && l <= 'f':
+					lv = l - 'a' + 10
+				default:
+					return c.fail()
+				}
+				cp := (h-'0')<<4 | lv
+				switch cp {
+				case '\b', '\f', '\n', '\r', '\t':
+					return c.fail()
+				}
+				i += 6
+			default:
+				return c.fail()
+			}
+		case ch < 0x20:
+			return c.fail()
+		case ch < utf8.RuneSelf:
+			i++
+		default:
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n <= 1 {
+				return c.fail()
+			}
+			if r >= 0xE000 {
+				simple = false
+			}
+			i += n
+		}
+	}
+	return c.fail()
+}
+
+func (c *checker) fail() ([]byte, bool, bool) {
+	c.i = len(c.b) + 1 // ensures the caller cannot report success
+	return nil, false, false
+}
+
+// number consumes a number and reports whether it is in the ECMAScript
+// Number.prototype.toString form that RFC 8785 prescribes.
+func (c *checker) number() bool {
+	b := c.b
+	start := c.i
+	i := start
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i >= len(b) {
+		return false
+	}
+	intStart := i
+	if b[i] == '0' {
+		i++
+	} else if b[i] >= '1' && b[i] <= '9' {
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	} else {
+		return false
+	}
+	intDigits := i - intStart
+	plain := true
+	if i < len(b) && b[i] == '.' {
+		plain = false
+		i++
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		plain = false
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return false
+		}
+	}
+	c.i = i
+	tok := b[start:i]
+	if plain && intDigits <= 15 {
+		// Integers below 10^15 are exact doubles and print as themselves,
+		// except negative zero, which prints as 0.
+		return !(tok[0] == '-' && tok[1] == '0')
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return false
+	}
+	var buf [32]byte
+	return bytes.Equal(AppendNumber(buf[:0], f), tok)
+}
+
+// AppendNumber appends f in the ECMAScript Number.prototype.toString form
+// used by RFC 8785 (section 3.2.2.3). f must be finite.
+func AppendNumber(dst []byte, f float64) []byte {
+	if f == 0 {
+		return append(dst, '0')
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs < 1e-6 || abs >= 1e21 {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// Go prints e-07; ECMAScript prints e-7.
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
