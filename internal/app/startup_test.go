@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -24,7 +23,10 @@ func TestStartupCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two binaries; skipped with -short")
 	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command on PATH: %v", err)
+	}
 	dir := t.TempDir()
 
 	hello := filepath.Join(dir, "hello")
@@ -44,12 +46,12 @@ func TestStartupCost(t *testing.T) {
 	const runs = 60
 	var th, ts []time.Duration
 	for range 3 { // warm the page cache
-		run(t, env, hello)
-		run(t, env, snavio, "version", "-o", "json")
+		timeRun(t, env, hello)
+		timeRun(t, env, snavio, "version", "-o", "json")
 	}
 	for range runs {
-		th = append(th, run(t, env, hello))
-		ts = append(ts, run(t, env, snavio, "version", "-o", "json"))
+		th = append(th, timeRun(t, env, hello))
+		ts = append(ts, timeRun(t, env, snavio, "version", "-o", "json"))
 	}
 	minH, minS := minOf(th), minOf(ts)
 	medH, medS := medianOf(th), medianOf(ts)
@@ -80,7 +82,7 @@ func build(t *testing.T, gobin, dir, out, pkg string) {
 	}
 }
 
-func run(t *testing.T, env []string, bin string, args ...string) time.Duration {
+func timeRun(t *testing.T, env []string, bin string, args ...string) time.Duration {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env

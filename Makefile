@@ -1,0 +1,90 @@
+# snavio build, test and release targets. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO        ?= go
+GOBIN     ?= $(shell $(GO) env GOPATH)/bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE      ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+BUILDPKG  := github.com/snavio/snavio/internal/build
+# The same -X flags as .goreleaser.yaml.
+LDFLAGS   := -s -w -X $(BUILDPKG).Version=$(VERSION) -X $(BUILDPKG).Commit=$(COMMIT) -X $(BUILDPKG).Date=$(DATE)
+
+STATICCHECK_VERSION := 2026.2.2
+GORELEASER_VERSION  := v2.13.3
+FUZZTIME  ?= 20s
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 5
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build bin/snavio (CGO off, version stamped)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/snavio ./cmd/snavio
+
+.PHONY: test
+test: vet fmt-check staticcheck ## The CI command: vet, gofmt check, staticcheck, and the whole suite with the race detector (includes the stale-generated-files check)
+	$(GO) test -race -count=1 ./...
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet ./...
+
+.PHONY: fmt-check
+fmt-check: ## Fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; echo "run: gofmt -w ."; exit 1; fi
+
+.PHONY: lint
+lint: vet fmt-check staticcheck ## go vet + gofmt check + staticcheck
+
+.PHONY: staticcheck
+staticcheck: $(GOBIN)/staticcheck
+	$(GOBIN)/staticcheck ./...
+
+$(GOBIN)/staticcheck:
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: completions
+completions: ## Regenerate completions/ from the command tree
+	$(GO) run ./tools/gendocs completions
+
+.PHONY: man
+man: ## Regenerate man/ with cobra's doc generator
+	$(GO) run ./tools/gendocs man
+
+.PHONY: generate
+generate: completions man ## Regenerate every generated file
+
+.PHONY: bench
+bench: ## Run benchmarks and print each beside its floor, with the ratio
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bench.out
+	$(GO) test -count=1 -run '^TestStartupCost$$' -v ./internal/app/ | tee -a bench.out | grep -E 'startup over|FAIL' || true
+	@echo
+	$(GO) run ./tools/benchratio < bench.out
+
+.PHONY: fuzz
+fuzz: ## Run every native fuzz target for FUZZTIME each
+	./tools/fuzz-all.sh $(FUZZTIME)
+
+.PHONY: release-check
+release-check: $(GOBIN)/goreleaser ## goreleaser check
+	$(GOBIN)/goreleaser check
+
+.PHONY: snapshot
+snapshot: $(GOBIN)/goreleaser ## Build release artefacts locally (no publish)
+	$(GOBIN)/goreleaser release --snapshot --clean
+
+$(GOBIN)/goreleaser:
+	$(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+.PHONY: tools
+tools: $(GOBIN)/staticcheck $(GOBIN)/goreleaser ## Install staticcheck and goreleaser
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf bin dist bench.out
