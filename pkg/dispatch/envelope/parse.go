@@ -1,0 +1,492 @@
+package envelope
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snavio/snavio/pkg/dispatch/jcs"
+	"github.com/snavio/snavio/pkg/dispatch/reason"
+)
+
+// Parser parses envelopes under fixed Limits. It is safe for concurrent use;
+// it keeps a pool of decoders so that steady-state parsing allocates only
+// the returned strings and payload.
+type Parser struct {
+	limits Limits
+	pool   sync.Pool // *state
+}
+
+// NewParser returns a Parser with limits (zero fields mean defaults).
+func NewParser(limits Limits) *Parser {
+	return &Parser{limits: limits.normalized()}
+}
+
+// Limits returns the parser's effective limits.
+func (p *Parser) Limits() Limits { return p.limits }
+
+// Parse decodes and validates detail, a producer's envelope. It does not
+// retain detail. On success the Envelope owns its memory, Command.Source is
+// empty and Command.Payload is canonical (RFC 8785).
+//
+// If check is not nil, Parse calls it once with the parsed
+// metadata.timestamp as soon as the metadata block is complete and valid.
+// If check returns an error, Parse stops early: it reads on only as far as
+// the command's target and name (for Seen) and returns check's error. The
+// shield uses this to apply the replay window before reading the payload.
+//
+// On failure Parse returns the zero Envelope, the well-formed identifying
+// fields seen so far, and an error: check's error, or a *reason.Error whose
+// Code names the first violation found in input order.
+func (p *Parser) Parse(detail []byte, check func(sentAt time.Time) error) (Envelope, Seen, error) {
+	if len(detail) > p.limits.MaxBytes {
+		return Envelope{}, Seen{}, reason.New(reason.TooLarge, "",
+			"the event detail is "+strconv.Itoa(len(detail))+" bytes; the limit is "+strconv.Itoa(p.limits.MaxBytes)+" bytes: make the payload smaller")
+	}
+	s, _ := p.pool.Get().(*state)
+	if s == nil {
+		s = &state{}
+	}
+	env, err := s.parse(detail, p.limits.MaxDepth, check)
+	var seen Seen
+	if err != nil {
+		seen = s.seen()
+		env = Envelope{}
+	}
+	s.release()
+	p.pool.Put(s)
+	return env, seen, err
+}
+
+// field indexes into state.off.
+const (
+	fID = iota
+	fTimestamp
+	fType
+	fHMAC
+	fVersion
+	fTarget
+	fName
+	fPayload
+	fSource // only ever detected, never stored
+	numFields
+)
+
+var fieldPath = [numFields]string{
+	"metadata.id", "metadata.timestamp", "metadata.type", "metadata.hmac",
+	"metadata.version_id", "command.target", "command.name", "command.payload",
+	"command.source",
+}
+
+type state struct {
+	buf     bytes.Buffer
+	dec     jsontext.Decoder
+	scratch []byte
+	blob    []byte // validated string fields, back to back
+	payload []byte // canonical payload
+	start   [numFields]int
+	end     [numFields]int
+	have    uint16 // bit per field seen
+	sentAt  time.Time
+}
+
+var decodeOpts = []jsontext.Options{
+	// Duplicate names are detected by the field bitmask in the envelope and
+	// by canonicalization in the payload; letting the tokenizer skip its
+	// own name sets halves its cost on object-heavy payloads.
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(false),
+}
+
+func (s *state) release() {
+	s.buf = bytes.Buffer{}
+	s.dec.Reset(&s.buf) // drop references to the caller's detail
+	if cap(s.payload) > 64<<10 {
+		s.payload = nil
+	}
+}
+
+func (s *state) seen() Seen {
+	var out Seen
+	get := func(f int) string {
+		if s.have&(1<<f) == 0 {
+			return ""
+		}
+		return string(s.blob[s.start[f]:s.end[f]])
+	}
+	out.ID, out.Timestamp, out.Target, out.Name = get(fID), get(fTimestamp), get(fTarget), get(fName)
+	return out
+}
+
+func (s *state) parse(detail []byte, maxDepth int, check func(time.Time) error) (Envelope, error) {
+	s.buf = *bytes.NewBuffer(detail)
+	s.dec.Reset(&s.buf, decodeOpts...)
+	s.blob = s.blob[:0]
+	s.payload = s.payload[:0]
+	s.have = 0
+
+	if err := s.openObject(""); err != nil {
+		return Envelope{}, err
+	}
+	var blocks uint8
+	stopped := false
+	for !stopped && s.dec.PeekKind() != '}' {
+		name, err := s.readName()
+		if err != nil {
+			return Envelope{}, err
+		}
+		switch string(name) {
+		case "metadata":
+			if blocks&1 != 0 {
+				return Envelope{}, dup("metadata")
+			}
+			blocks |= 1
+			if err := s.metadata(); err != nil {
+				return Envelope{}, err
+			}
+			if check != nil {
+				if err := check(s.sentAt); err != nil {
+					if blocks&2 == 0 {
+						s.skimCommand()
+					}
+					return Envelope{}, err
+				}
+			}
+		case "command":
+			if blocks&2 != 0 {
+				return Envelope{}, dup("command")
+			}
+			blocks |= 2
+			if err := s.command(maxDepth); err != nil {
+				return Envelope{}, err
+			}
+		default:
+			return Envelope{}, unknown("", name)
+		}
+	}
+	if _, err := s.dec.ReadToken(); err != nil { // '}'
+		return Envelope{}, syntax(err)
+	}
+	if _, err := s.dec.ReadToken(); err != io.EOF {
+		return Envelope{}, reason.New(reason.MalformedJSON, "",
+			"unexpected data after the envelope object: send exactly one JSON object")
+	}
+	if blocks&1 == 0 {
+		return Envelope{}, missing("metadata")
+	}
+	if blocks&2 == 0 {
+		return Envelope{}, missing("command")
+	}
+	return s.build(), nil
+}
+
+// build copies the validated fields out of the pooled buffers: one string
+// and one byte slice, whatever the number of fields.
+func (s *state) build() Envelope {
+	all := string(s.blob)
+	f := func(i int) string { return all[s.start[i]:s.end[i]] }
+	return Envelope{
+		Metadata: Metadata{ID: f(fID), Timestamp: f(fTimestamp), Type: EventType, HMAC: f(fHMAC), VersionID: f(fVersion)},
+		Command:  Command{Target: f(fTarget), Name: f(fName), Payload: bytes.Clone(s.payload)},
+		SentAt:   s.sentAt,
+	}
+}
+
+func (s *state) openObject(path string) error {
+	switch k := s.dec.PeekKind(); k {
+	case '{':
+		_, err := s.dec.ReadToken()
+		return syntax(err)
+	case 0:
+		_, err := s.dec.ReadToken()
+		if err == nil || err == io.EOF {
+			return reason.New(reason.MalformedJSON, path, "the event detail is empty: send the envelope as a JSON object")
+		}
+		return syntax(err)
+	default:
+		what := path
+		if what == "" {
+			what = "the event detail"
+		}
+		return reason.New(reason.WrongType, path, what+" is a JSON "+kindName(k)+"; it must be an object")
+	}
+}
+
+// readName reads an object member name and returns it unescaped. The
+// result is valid until the next read.
+func (s *state) readName() ([]byte, error) {
+	v, err := s.dec.ReadValue()
+	if err != nil {
+		return nil, syntax(err)
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1], nil
+	}
+	s.scratch, err = jsontext.AppendUnquote(s.scratch[:0], v)
+	if err != nil {
+		return nil, syntax(err)
+	}
+	return s.scratch, nil
+}
+
+// valid validates the unescaped value of string field f.
+func (s *state) valid(f int, b []byte) bool {
+	switch f {
+	case fID:
+		return ValidID(b)
+	case fTimestamp:
+		t, ok := ParseTimestamp(b)
+		s.sentAt = t
+		return ok
+	case fType:
+		return string(b) == EventType
+	case fHMAC:
+		return ValidHMAC(b)
+	case fVersion:
+		return ValidVersionID(b)
+	case fTarget:
+		return ValidTarget(b)
+	case fName:
+		return ValidName(b)
+	}
+	return false
+}
+
+// readString reads string field f into blob after validating it.
+func (s *state) readString(f int, max int, code reason.Code, fix string) error {
+	if s.have&(1<<f) != 0 {
+		return dup(fieldPath[f])
+	}
+	if k := s.dec.PeekKind(); k != '"' {
+		if k == 0 {
+			_, err := s.dec.ReadValue()
+			return syntax(err)
+		}
+		return reason.New(reason.WrongType, fieldPath[f], "is a JSON "+kindName(k)+"; it must be a string")
+	}
+	v, err := s.dec.ReadValue()
+	if err != nil {
+		return syntax(err)
+	}
+	if len(v) > 6*max+2 {
+		return reason.New(code, fieldPath[f], "is longer than "+strconv.Itoa(max)+" bytes: "+fix)
+	}
+	raw := v[1 : len(v)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		s.scratch, err = jsontext.AppendUnquote(s.scratch[:0], v)
+		if err != nil {
+			return syntax(err)
+		}
+		raw = s.scratch
+	}
+	if !s.valid(f, raw) {
+		return reason.New(code, fieldPath[f], fix)
+	}
+	s.start[f] = len(s.blob)
+	s.blob = append(s.blob, raw...)
+	s.end[f] = len(s.blob)
+	s.have |= 1 << f
+	return nil
+}
+
+func (s *state) metadata() error {
+	if err := s.openObject("metadata"); err != nil {
+		return err
+	}
+	for s.dec.PeekKind() != '}' {
+		name, err := s.readName()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "id":
+			err = s.readString(fID, 36, reason.InvalidID,
+				"it must be a UUID in lowercase canonical form such as 0f8fad5b-d9cb-469f-a165-70867728950e")
+		case "timestamp":
+			err = s.readString(fTimestamp, MaxTimestampLen, reason.InvalidTimestamp, "it must be an RFC 3339 date-time such as 2025-04-07T12:58:00.000Z")
+		case "type":
+			err = s.readString(fType, len(EventType), reason.InvalidEventType, "it must be "+EventType)
+		case "hmac":
+			err = s.readString(fHMAC, 64, reason.InvalidHMAC,
+				"it must be the HMAC-SHA256 signature as 64 lowercase hex digits (see docs/security/signing.md)")
+		case "version_id":
+			err = s.readString(fVersion, MaxVersionIDLen, reason.InvalidVersionID,
+				"it must name the key version, such as hmac-v2, as published in your tenant config")
+		default:
+			return unknown("metadata", name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := s.dec.ReadToken(); err != nil {
+		return syntax(err)
+	}
+	for _, f := range []int{fID, fTimestamp, fType, fHMAC, fVersion} {
+		if s.have&(1<<f) == 0 {
+			return missing(fieldPath[f])
+		}
+	}
+	return nil
+}
+
+func (s *state) command(maxDepth int) error {
+	if err := s.openObject("command"); err != nil {
+		return err
+	}
+	for s.dec.PeekKind() != '}' {
+		name, err := s.readName()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "target":
+			err = s.readString(fTarget, MaxTargetLen, reason.InvalidTarget,
+				"it must be a registered service name: 1-64 characters a-z, 0-9, '.', '_' or '-'")
+		case "name":
+			err = s.readString(fName, MaxNameLen, reason.InvalidCommandName,
+				"it must be a registered command name: 1-128 characters A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+		case "payload":
+			err = s.readPayload(maxDepth)
+		default:
+			if strings.EqualFold(string(name), "source") {
+				return reason.New(reason.CommandSourcePresent, "command.source",
+					"producers must not set command.source (got member "+quote(name)+"); remove it: the dispatcher sets it from your authenticated event source")
+			}
+			return unknown("command", name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := s.dec.ReadToken(); err != nil {
+		return syntax(err)
+	}
+	for _, f := range []int{fTarget, fName, fPayload} {
+		if s.have&(1<<f) == 0 {
+			return missing(fieldPath[f])
+		}
+	}
+	return nil
+}
+
+func (s *state) readPayload(maxDepth int) error {
+	if s.have&(1<<fPayload) != 0 {
+		return dup("command.payload")
+	}
+	v, err := s.dec.ReadValue()
+	if err != nil {
+		return syntax(err)
+	}
+	s.payload, err = jcs.Append(s.payload[:0], v, maxDepth)
+	switch {
+	case err == nil:
+	case errors.Is(err, jcs.ErrTooDeep):
+		return reason.New(reason.TooDeep, "command.payload",
+			"nests arrays and objects more than "+strconv.Itoa(maxDepth)+" levels deep: flatten the payload")
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return reason.New(reason.DuplicateMember, "command.payload",
+			"an object in the payload repeats a member name: send each name once")
+	default:
+		return reason.New(reason.InvalidPayload, "command.payload",
+			"cannot be canonicalized (RFC 8785): "+err.Error())
+	}
+	s.have |= 1 << fPayload
+	return nil
+}
+
+// skimCommand reads, after an early rejection, as much of a following
+// command block as identifies the message (target and name) and stops at
+// anything else. Errors end it silently.
+func (s *state) skimCommand() {
+	for s.dec.PeekKind() != 0 {
+		name, err := s.readName()
+		if err != nil || string(name) != "command" || s.dec.PeekKind() != '{' {
+			return
+		}
+		if _, err := s.dec.ReadToken(); err != nil {
+			return
+		}
+		for s.dec.PeekKind() == '"' {
+			name, err := s.readName()
+			if err != nil {
+				return
+			}
+			switch string(name) {
+			case "target":
+				err = s.readString(fTarget, MaxTargetLen, reason.InvalidTarget, "")
+			case "name":
+				err = s.readString(fName, MaxNameLen, reason.InvalidCommandName, "")
+			default:
+				return
+			}
+			if err != nil || s.have&(1<<fTarget) != 0 && s.have&(1<<fName) != 0 {
+				return
+			}
+		}
+		return
+	}
+}
+
+func syntax(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "the JSON ends early"
+	}
+	return reason.New(reason.MalformedJSON, "", msg+": send one valid UTF-8 JSON object")
+}
+
+func dup(path string) error {
+	return reason.New(reason.DuplicateMember, path, "appears more than once (names are compared after unescaping): send it once")
+}
+
+func missing(path string) error {
+	return reason.New(reason.MissingField, path, "is required: add it (see docs/security/envelope.md)")
+}
+
+func unknown(parent string, name []byte) error {
+	where := "the envelope"
+	if parent != "" {
+		where = parent
+	}
+	return reason.New(reason.UnknownMember, parent,
+		where+" has no member "+quote(name)+" (names are case-sensitive): remove it")
+}
+
+func quote(name []byte) string {
+	if len(name) > 64 {
+		name = append(name[:61:61], "..."...)
+	}
+	q, _ := jsontext.AppendQuote(nil, name)
+	if q == nil {
+		return `"?"`
+	}
+	return string(q)
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "boolean"
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "value"
+}

@@ -1,0 +1,342 @@
+package envelope
+
+import (
+	stdjson "encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/reason"
+)
+
+const (
+	goodID   = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	goodTS   = "2025-04-07T12:58:00.000Z"
+	goodHMAC = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+func meta(extra string) string {
+	return `{"id":"` + goodID + `","timestamp":"` + goodTS + `","type":"snavio.command-sent","hmac":"` + goodHMAC + `","version_id":"hmac-v2"` + extra + `}`
+}
+
+func cmd(extra string) string {
+	return `{"target":"discord-bot","name":"notify-user","payload":{"user":"u-1","n":1}` + extra + `}`
+}
+
+func good() string { return `{"metadata":` + meta("") + `,"command":` + cmd("") + `}` }
+
+func TestParseValid(t *testing.T) {
+	p := NewParser(Limits{})
+	env, seen, err := p.Parse([]byte(good()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != (Seen{}) {
+		t.Errorf("seen = %+v on success", seen)
+	}
+	want := Envelope{
+		Metadata: Metadata{ID: goodID, Timestamp: goodTS, Type: EventType, HMAC: goodHMAC, VersionID: "hmac-v2"},
+		Command:  Command{Target: "discord-bot", Name: "notify-user", Payload: []byte(`{"n":1,"user":"u-1"}`)},
+		SentAt:   time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC),
+	}
+	if env.Metadata != want.Metadata || env.Command.Target != want.Command.Target ||
+		env.Command.Name != want.Command.Name || string(env.Command.Payload) != string(want.Command.Payload) ||
+		!env.SentAt.Equal(want.SentAt) || env.Command.Source != "" {
+		t.Fatalf("got %+v\nwant %+v", env, want)
+	}
+	// Escaped names and values mean the same thing.
+	esc := strings.Replace(good(), `"target":"discord-bot"`, `"t\u0061rget":"discord\u002dbot"`, 1)
+	env2, _, err := p.Parse([]byte(esc), nil)
+	if err != nil || env2.Command.Target != "discord-bot" {
+		t.Fatalf("escaped: %+v %v", env2, err)
+	}
+	// Member order does not matter, and whitespace is allowed.
+	swapped := "{ \"command\" : " + cmd("") + " ,\n \"metadata\": " + meta("") + " }"
+	if _, _, err := p.Parse([]byte(swapped), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	p := NewParser(Limits{})
+	env, _, err := p.Parse([]byte(good()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := env.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2, _, err := p.Parse(out, nil)
+	if err != nil || env2.Metadata != env.Metadata || string(env2.Command.Payload) != string(env.Command.Payload) {
+		t.Fatalf("round trip: %s -> %+v, %v", out, env2, err)
+	}
+	env.Command.Source = "tenant-a/billing"
+	out, _ = env.AppendJSON(nil)
+	if !strings.Contains(string(out), `"command":{"source":"tenant-a/billing","target":"discord-bot"`) {
+		t.Fatalf("delivered form: %s", out)
+	}
+	if _, _, err := p.Parse(out, nil); reason.Of(err) != reason.CommandSourcePresent {
+		t.Fatalf("delivered form parsed as producer input: %v", err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	repl := func(old, new string) string {
+		s := good()
+		if !strings.Contains(s, old) {
+			panic(old)
+		}
+		return strings.Replace(s, old, new, 1)
+	}
+	deep := strings.Repeat("[", 33) + strings.Repeat("]", 33)
+	for _, tc := range []struct {
+		name, in string
+		code     reason.Code
+		field    string
+	}{
+		{"empty", ``, reason.MalformedJSON, ""},
+		{"not json", `hello`, reason.MalformedJSON, ""},
+		{"array", `[]`, reason.WrongType, ""},
+		{"truncated", good()[:40], reason.MalformedJSON, ""},
+		{"trailing", good() + `{}`, reason.MalformedJSON, ""},
+		{"invalid utf8", repl(`"u-1"`, "\"u-\xff\""), reason.MalformedJSON, ""},
+		{"missing metadata", `{"command":` + cmd("") + `}`, reason.MissingField, "metadata"},
+		{"missing command", `{"metadata":` + meta("") + `}`, reason.MissingField, "command"},
+		{"missing id", repl(`"id":"`+goodID+`",`, ``), reason.MissingField, "metadata.id"},
+		{"missing timestamp", repl(`"timestamp":"`+goodTS+`",`, ``), reason.MissingField, "metadata.timestamp"},
+		{"missing type", repl(`"type":"snavio.command-sent",`, ``), reason.MissingField, "metadata.type"},
+		{"missing hmac", repl(`"hmac":"`+goodHMAC+`",`, ``), reason.MissingField, "metadata.hmac"},
+		{"missing version", repl(`,"version_id":"hmac-v2"`, ``), reason.MissingField, "metadata.version_id"},
+		{"missing target", repl(`"target":"discord-bot",`, ``), reason.MissingField, "command.target"},
+		{"missing name", repl(`"name":"notify-user",`, ``), reason.MissingField, "command.name"},
+		{"missing payload", repl(`,"payload":{"user":"u-1","n":1}`, ``), reason.MissingField, "command.payload"},
+		{"metadata not object", repl(`"metadata":{`, `"metadata":[],"x":{`), reason.WrongType, "metadata"},
+		{"id number", repl(`"id":"`+goodID+`"`, `"id":12`), reason.WrongType, "metadata.id"},
+		{"id null", repl(`"id":"`+goodID+`"`, `"id":null`), reason.WrongType, "metadata.id"},
+		{"target object", repl(`"target":"discord-bot"`, `"target":{}`), reason.WrongType, "command.target"},
+		{"name bool", repl(`"name":"notify-user"`, `"name":true`), reason.WrongType, "command.name"},
+		{"id not uuid", repl(goodID, "not-a-uuid"), reason.InvalidID, "metadata.id"},
+		{"id uppercase", repl(goodID, strings.ToUpper(goodID)), reason.InvalidID, "metadata.id"},
+		{"id braces", repl(`"`+goodID+`"`, `"{`+goodID+`}"`), reason.InvalidID, "metadata.id"},
+		{"id nil", repl(goodID, "00000000-0000-0000-0000-000000000000"), reason.InvalidID, "metadata.id"},
+		{"timestamp garbage", repl(goodTS, "yesterday"), reason.InvalidTimestamp, "metadata.timestamp"},
+		{"timestamp no zone", repl(goodTS, "2025-04-07T12:58:00"), reason.InvalidTimestamp, "metadata.timestamp"},
+		{"timestamp feb 30", repl(goodTS, "2025-02-30T12:58:00Z"), reason.InvalidTimestamp, "metadata.timestamp"},
+		{"timestamp lowercase z", repl(goodTS, "2025-04-07T12:58:00z"), reason.InvalidTimestamp, "metadata.timestamp"},
+		{"type", repl(`snavio.command-sent`, `snavio.command-delivered`), reason.InvalidEventType, "metadata.type"},
+		{"hmac short", repl(goodHMAC, "abcd"), reason.InvalidHMAC, "metadata.hmac"},
+		{"hmac upper", repl(goodHMAC, strings.ToUpper(goodHMAC)), reason.InvalidHMAC, "metadata.hmac"},
+		{"version", repl(`hmac-v2`, `v2`), reason.InvalidVersionID, "metadata.version_id"},
+		{"version zero", repl(`hmac-v2`, `hmac-v02`), reason.InvalidVersionID, "metadata.version_id"},
+		{"target bad", repl(`discord-bot`, `Discord Bot`), reason.InvalidTarget, "command.target"},
+		{"target long", repl(`discord-bot`, strings.Repeat("a", 65)), reason.InvalidTarget, "command.target"},
+		{"target empty", repl(`"discord-bot"`, `""`), reason.InvalidTarget, "command.target"},
+		{"name bad", repl(`notify-user`, `notify user`), reason.InvalidCommandName, "command.name"},
+		{"source", repl(`"target"`, `"source":"tenant-b/x","target"`), reason.CommandSourcePresent, "command.source"},
+		{"source null", repl(`"target"`, `"source":null,"target"`), reason.CommandSourcePresent, "command.source"},
+		{"source upper", repl(`"target"`, `"SOURCE":"x","target"`), reason.CommandSourcePresent, "command.source"},
+		{"source long s", repl(`"target"`, `"ſource":"x","target"`), reason.CommandSourcePresent, "command.source"},
+		{"source escaped", repl(`"target"`, `"\u0073ource":"x","target"`), reason.CommandSourcePresent, "command.source"},
+		{"source last", repl(`"name":"notify-user"`, `"name":"notify-user","source":"x"`), reason.CommandSourcePresent, "command.source"},
+		{"unknown top", repl(`{"metadata"`, `{"x":1,"metadata"`), reason.UnknownMember, ""},
+		{"unknown metadata", repl(`"version_id"`, `"extra":1,"version_id"`), reason.UnknownMember, "metadata"},
+		{"case variant", repl(`"target"`, `"Target"`), reason.UnknownMember, "command"},
+		{"case variant metadata", repl(`"id"`, `"ID"`), reason.UnknownMember, "metadata"},
+		{"duplicate field", repl(`"name":"notify-user"`, `"name":"notify-user","name":"other"`), reason.DuplicateMember, "command.name"},
+		{"duplicate escaped", repl(`"name":"notify-user"`, `"name":"notify-user","n\u0061me":"other"`), reason.DuplicateMember, "command.name"},
+		{"duplicate command", good()[:len(good())-1] + `,"command":` + cmd("") + `}`, reason.DuplicateMember, "command"},
+		{"duplicate in payload", repl(`{"user":"u-1","n":1}`, `{"user":"u-1","user":"u-2"}`), reason.DuplicateMember, "command.payload"},
+		{"deep payload", repl(`{"user":"u-1","n":1}`, deep), reason.TooDeep, "command.payload"},
+		{"deep non-canonical payload", repl(`{"user":"u-1","n":1}`, strings.Replace(deep, "[]", "[ ]", 1)), reason.TooDeep, "command.payload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, err := NewParser(Limits{}).Parse([]byte(tc.in), nil)
+			var re *reason.Error
+			if !errors.As(err, &re) {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+			if re.Code != tc.code || re.Field != tc.field {
+				t.Fatalf("got %s at %q (%v), want %s at %q", re.Code, re.Field, err, tc.code, tc.field)
+			}
+			if re.Msg == "" {
+				t.Error("empty message")
+			}
+			if env.Metadata != (Metadata{}) || env.Command.Target != "" || env.Command.Payload != nil {
+				t.Errorf("partial envelope returned: %+v", env)
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	p := NewParser(Limits{MaxBytes: 1 << 30})
+	if p.Limits().MaxBytes != DefaultMaxBytes {
+		t.Fatalf("MaxBytes above the transport limit was kept: %d", p.Limits().MaxBytes)
+	}
+	pad := strings.Repeat("x", DefaultMaxBytes)
+	big := strings.Replace(good(), `"u-1"`, `"`+pad+`"`, 1)
+	if _, _, err := p.Parse([]byte(big), nil); reason.Of(err) != reason.TooLarge {
+		t.Fatalf("oversized: %v", err)
+	}
+	fits := strings.Replace(good(), `"u-1"`, `"`+pad[:DefaultMaxBytes-len(good())+3]+`"`, 1)
+	if len(fits) != DefaultMaxBytes {
+		t.Fatalf("test setup: %d", len(fits))
+	}
+	if _, _, err := p.Parse([]byte(fits), nil); err != nil {
+		t.Fatalf("exactly at the limit: %v", err)
+	}
+	small := NewParser(Limits{MaxBytes: 100, MaxDepth: 1})
+	if _, _, err := small.Parse([]byte(good()), nil); reason.Of(err) != reason.TooLarge {
+		t.Fatalf("custom limit: %v", err)
+	}
+}
+
+func TestParseCheckStopsEarly(t *testing.T) {
+	p := NewParser(Limits{})
+	stop := errors.New("outside window")
+	var got time.Time
+	// The payload after target and name is malformed: an early stop must not reach it.
+	in := `{"metadata":` + meta("") + `,"command":{"target":"discord-bot","name":"notify-user","payload":{"a":}}}`
+	_, seen, err := p.Parse([]byte(in), func(t time.Time) error { got = t; return stop })
+	if err != stop {
+		t.Fatalf("err = %v", err)
+	}
+	if !got.Equal(time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC)) {
+		t.Fatalf("check got %v", got)
+	}
+	want := Seen{ID: goodID, Timestamp: goodTS, Target: "discord-bot", Name: "notify-user"}
+	if seen != want {
+		t.Fatalf("seen = %+v, want %+v", seen, want)
+	}
+	// Malformed identifying fields are not reported.
+	bad := strings.Replace(good(), `"notify-user"`, `"notify user"`, 1)
+	_, seen, _ = p.Parse([]byte(bad), nil)
+	if seen != (Seen{ID: goodID, Timestamp: goodTS, Target: "discord-bot"}) {
+		t.Fatalf("seen = %+v", seen)
+	}
+}
+
+func TestParseTimestamp(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"2025-04-07T12:58:00Z":                time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC),
+		"2025-04-07T12:58:00.5Z":              time.Date(2025, 4, 7, 12, 58, 0, 5e8, time.UTC),
+		"2025-04-07T12:58:00.123456789Z":      time.Date(2025, 4, 7, 12, 58, 0, 123456789, time.UTC),
+		"2025-04-07T14:58:00+02:00":           time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC),
+		"2025-04-07T12:58:00-00:00":           time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC),
+		"2024-02-29T00:00:00Z":                time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC),
+		"2025-04-07T12:58:00.1234567890Z":     {},
+		"2025-04-07T12:58:60Z":                {},
+		"2025-02-29T00:00:00Z":                {},
+		"2025-04-07 12:58:00Z":                {},
+		"2025-04-07T12:58:00.Z":               {},
+		"2025-04-07T12:58:00+0200":            {},
+		"2025-13-07T12:58:00Z":                {},
+		"2025-04-07T12:58:00+24:00":           {},
+		"+2025-04-07T12:58:00Z":               {},
+		"2025-04-07T12:58:00.000000000+02:00": time.Date(2025, 4, 7, 10, 58, 0, 0, time.UTC),
+	} {
+		got, ok := ParseTimestamp(in)
+		if ok != !want.IsZero() || ok && !got.Equal(want) {
+			t.Errorf("ParseTimestamp(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	if got := FormatTimestamp(time.Date(2025, 4, 7, 14, 58, 0, 123456789, time.FixedZone("", 7200))); got != "2025-04-07T12:58:00.123Z" {
+		t.Fatal(got)
+	}
+}
+
+func TestValidSource(t *testing.T) {
+	for s, want := range map[string]bool{
+		"tenant-a/billing": true, "123456789012/account-service": true,
+		"tenant-a": false, "/billing": false, "tenant-a/": false, "tenant a/billing": false,
+		"tenant-a/Billing": false, "a/b/c": false, strings.Repeat("t", 65) + "/x": false,
+	} {
+		if got := ValidSource(s); got != want {
+			t.Errorf("ValidSource(%q) = %v", s, got)
+		}
+	}
+}
+
+// v1Envelope is how a check written against encoding/json (v1) would see
+// the message: a struct with a source field it can test for emptiness.
+type v1Envelope struct {
+	Metadata struct {
+		ID string `json:"id"`
+	} `json:"metadata"`
+	Command struct {
+		Source string `json:"source"`
+		Target string `json:"target"`
+	} `json:"command"`
+}
+
+// TestParserDifferential is the issue's attack: each input smuggles
+// command.source (or a second value for a field) past encoding/json v1.
+// v1 accepts every one of them, with an empty or attacker-chosen result; the
+// strict parser must reject every one.
+func TestParserDifferential(t *testing.T) {
+	m := meta("")
+	for _, tc := range []struct {
+		name, in string
+		v1       func(v1Envelope) bool // what v1 makes of it
+	}{
+		{"upper-case SOURCE", `{"metadata":` + m + `,"command":` + cmd(`,"SOURCE":"tenant-b/x"`) + `}`,
+			func(e v1Envelope) bool { return e.Command.Source == "tenant-b/x" }},
+		{"long s (U+017F) folds to s", `{"metadata":` + m + `,"command":` + cmd(`,"ſource":"tenant-b/x"`) + `}`,
+			func(e v1Envelope) bool { return e.Command.Source == "tenant-b/x" }},
+		{"escaped name", `{"metadata":` + m + `,"command":` + cmd(`,"\u0073ource":"tenant-b/x"`) + `}`,
+			func(e v1Envelope) bool { return e.Command.Source == "tenant-b/x" }},
+		{"duplicate key, last wins", `{"metadata":` + m + `,"command":` + cmd(`,"source":"tenant-b/x","source":""`) + `}`,
+			func(e v1Envelope) bool { return e.Command.Source == "" }},
+		{"second command object merged", `{"metadata":` + m + `,"command":` + cmd("") + `,"command":{"source":"tenant-b/x"}}`,
+			func(e v1Envelope) bool { return e.Command.Source == "tenant-b/x" && e.Command.Target == "discord-bot" }},
+		{"case variant of command", `{"metadata":` + m + `,"command":` + cmd("") + `,"Command":{"source":"tenant-b/x"}}`,
+			func(e v1Envelope) bool { return e.Command.Source == "tenant-b/x" }},
+		{"duplicate target", `{"metadata":` + m + `,"command":` + cmd(`,"target":"admin-service"`) + `}`,
+			func(e v1Envelope) bool { return e.Command.Target == "admin-service" }},
+		{"unknown member", `{"metadata":` + m + `,"command":` + cmd(`,"sourсe":"tenant-b/x"`) + `}`, // Cyrillic с
+			func(e v1Envelope) bool { return e.Command.Source == "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e v1Envelope
+			if err := stdjson.Unmarshal([]byte(tc.in), &e); err != nil {
+				t.Fatalf("encoding/json v1 rejected it (%v); the differential no longer holds", err)
+			}
+			if !tc.v1(e) {
+				t.Fatalf("encoding/json v1 decoded %+v, not what this case documents", e)
+			}
+			_, _, err := NewParser(Limits{}).Parse([]byte(tc.in), nil)
+			if err == nil {
+				t.Fatal("strict parser accepted it")
+			}
+			if !reason.Known(reason.Of(err)) {
+				t.Fatalf("rejection without a known reason code: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseAllocs(t *testing.T) {
+	p := NewParser(Limits{})
+	in := []byte(strings.Replace(good(), `{"user":"u-1","n":1}`, `{"n":1,"user":"u-1"}`, 1))
+	if _, _, err := p.Parse(in, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Canonical payload: one string for all fields and one payload copy.
+	if n := testing.AllocsPerRun(200, func() { _, _, _ = p.Parse(in, nil) }); n > 2 {
+		t.Fatalf("Parse allocates %v times per message, want <= 2", n)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	p := NewParser(Limits{})
+	in := []byte(good())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, _, err := p.Parse(in, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
