@@ -59,6 +59,7 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		if err != nil {
 			return nil, err
 		}
+		f.Logger().Debug("reading config", "file", p.ConfigFile)
 		return config.Load(p.ConfigFile)
 	})
 	f.Settings = sync.OnceValues(func() (*config.Settings, error) {
@@ -70,7 +71,18 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		if err != nil {
 			return nil, err
 		}
-		return config.Resolve(file, g.Flags, p)
+		s, err := config.Resolve(file, g.Flags, p)
+		if err != nil {
+			return nil, err
+		}
+		log := f.Logger()
+		log.Debug("resolved profile", "profile", s.ProfileName, "from", s.ProfileOrigin, "kind", s.Kind, "config_file", s.ConfigFile)
+		for _, v := range s.Values {
+			if v.Origin != config.FromDefault {
+				log.Debug("resolved setting", "key", v.Key, "value", v.Value, "from", v.Origin)
+			}
+		}
+		return s, nil
 	})
 	// Output format and colour come only from flags, environment and
 	// defaults, so printing never waits on (or fails with) the config file.
@@ -91,6 +103,7 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 			return nil, &UsageError{Err: err}
 		}
 		format = output.Resolve(format, ios.IsStdoutTTY())
+		f.Logger().Debug("output", "format", format, "stdout_tty", ios.IsStdoutTTY(), "color", ios.ColorEnabled())
 		return output.NewPrinter(ios.Out, format, output.NewStyles(ios.Out, ios.ColorEnabled())), nil
 	})
 	f.Styles = sync.OnceValue(func() output.Styles {
