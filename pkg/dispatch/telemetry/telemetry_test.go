@@ -1,0 +1,166 @@
+package telemetry
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/snavio/snavio/pkg/dispatch/reason"
+)
+
+var (
+	sent = time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC)
+	recv = time.Date(2025, 4, 7, 12, 59, 31, 400_000_000, time.UTC)
+)
+
+// full holds every event with every field set, and the spec's field list
+// (section E) for it, spelled as JSON keys.
+var full = []struct {
+	e    Event
+	keys []string
+	want string
+}{
+	{Delivered{CommandID: "c1", Source: "t/a", Target: "bot", CommandName: "ping", Timestamp: "2025-04-07T12:58:00Z", Path: PathFast, DispatchLatencyMS: 12,
+		Replay: Replay{Replay: true, ReplayReason: "dlq drain", ReplayID: "r1"}},
+		[]string{"command_id", "source", "target", "command_name", "timestamp", "path", "dispatch_latency_ms", "replay", "replay_reason", "replay_id"},
+		`{"event":"snavio.command.delivered","command_id":"c1","source":"t/a","target":"bot","command_name":"ping","timestamp":"2025-04-07T12:58:00Z","path":"fast","dispatch_latency_ms":12,"replay":true,"replay_reason":"dlq drain","replay_id":"r1"}`},
+	{Invalid{CommandID: "c1", Source: "t/a", Target: "bot", CommandName: "ping", Timestamp: "2025-04-07T12:58:00Z", Reason: reason.TimestampTooOld},
+		[]string{"command_id", "source", "target", "command_name", "timestamp", "reason"},
+		`{"event":"snavio.command.invalid","command_id":"c1","source":"t/a","target":"bot","command_name":"ping","timestamp":"2025-04-07T12:58:00Z","reason":"timestamp_too_old"}`},
+	{Failed{CommandID: "c1", Source: "t/a", Target: "bot", CommandName: "ping", Timestamp: "2025-04-07T12:58:00Z", Reason: FailFairnessViolation,
+		RetryAfterMS: 30000, ThrottleUntil: time.Date(2025, 4, 7, 15, 12, 0, 0, time.UTC), SourceShare: 0.91, CompetingShare: 0.12, DispatchVolume: 60,
+		Replay: Replay{Replay: true, ReplayReason: "x", ReplayID: "r1"}},
+		[]string{"command_id", "source", "target", "command_name", "timestamp", "reason", "retry_after_ms", "throttle_until",
+			"source_share", "competing_share", "dispatch_volume", "replay", "replay_reason", "replay_id"},
+		`{"event":"snavio.command.failed","command_id":"c1","source":"t/a","target":"bot","command_name":"ping","timestamp":"2025-04-07T12:58:00Z","reason":"fairness-violation","retry_after_ms":30000,"throttle_until":"2025-04-07T15:12:00Z","source_share":0.91,"competing_share":0.12,"dispatch_volume":60,"replay":true,"replay_reason":"x","replay_id":"r1"}`},
+	{Duplicate{CommandID: "c1", Source: "t/a", Target: "bot", CommandName: "ping", Timestamp: "2025-04-07T12:58:00Z", DedupeMode: "strict"},
+		[]string{"command_id", "source", "target", "command_name", "timestamp", "dedupe_mode"},
+		`{"event":"snavio.command.duplicate","command_id":"c1","source":"t/a","target":"bot","command_name":"ping","timestamp":"2025-04-07T12:58:00Z","dedupe_mode":"strict"}`},
+	{ExecutedAfterACLRevoked{Source: "t/a", Target: "bot", CommandName: "ping", StaleDurationSeconds: 3.5, ACLRevocationTimestamp: sent},
+		[]string{"source", "target", "command_name", "stale_duration_seconds", "acl_revocation_timestamp"},
+		`{"event":"snavio.command.executed_after_acl_revoked","source":"t/a","target":"bot","command_name":"ping","stale_duration_seconds":3.5,"acl_revocation_timestamp":"2025-04-07T12:58:00Z"}`},
+	{WarmPathBan{Source: "t/a", Target: "bot", CommandName: "ping", SourceShare: 0.91, CompetingShare: 0.12, RetryAfterMS: 30000, ThrottleUntil: sent},
+		[]string{"source", "target", "command_name", "source_share", "competing_share", "retry_after_ms", "throttle_until"},
+		`{"event":"snavio.fairness.warm-path-ban","source":"t/a","target":"bot","command_name":"ping","source_share":0.91,"competing_share":0.12,"retry_after_ms":30000,"throttle_until":"2025-04-07T12:58:00Z"}`},
+	{AbuseDetected{Source: "t/a", AffectedTargets: []string{"bot", "mail"}, TotalViolations: 7, BanAppliedUntil: sent},
+		[]string{"source", "affected_targets", "total_violations", "ban_applied_until"},
+		`{"event":"snavio.fairness.abuse_detected","source":"t/a","affected_targets":["bot","mail"],"total_violations":7,"ban_applied_until":"2025-04-07T12:58:00Z"}`},
+	{LegacyKeyUsed{VersionID: "hmac-v1", Source: "t/a", TimeOfLastConfigPoll: sent},
+		[]string{"version_id", "source", "time_of_last_config_poll"},
+		`{"event":"snavio.secret.legacy_key_used","version_id":"hmac-v1","source":"t/a","time_of_last_config_poll":"2025-04-07T12:58:00Z"}`},
+	{KeyExpiryImminent{VersionID: "hmac-v1", Source: "t/a", TimeOfLastConfigPoll: sent},
+		[]string{"version_id", "source", "time_of_last_config_poll"},
+		`{"event":"snavio.secret.key_expiry_imminent","version_id":"hmac-v1","source":"t/a","time_of_last_config_poll":"2025-04-07T12:58:00Z"}`},
+	{SkewNearLimit{CommandID: "c1", Source: "t/a", SentAt: sent, ReceivedAt: recv, SkewSeconds: 91.4},
+		[]string{"command_id", "source", "sent_at", "received_at", "skew_seconds"},
+		`{"event":"snavio.telemetry.skew_near_limit","command_id":"c1","source":"t/a","sent_at":"2025-04-07T12:58:00Z","received_at":"2025-04-07T12:59:31.4Z","skew_seconds":91.4}`},
+	{SkewSample{Source: "t/a", SkewSeconds: 91.4, SentAt: sent, ReceivedAt: recv},
+		[]string{"source", "skew_seconds", "sent_at", "received_at"},
+		`{"event":"snavio.telemetry.skew_sample","source":"t/a","skew_seconds":91.4,"sent_at":"2025-04-07T12:58:00Z","received_at":"2025-04-07T12:59:31.4Z"}`},
+	{Dropped{Tenant: "tenant-xyz", DroppedEvents: 1452, Reason: DroppedQueueUnconsumed, QueueAgeSeconds: 1209600, LastReceivedAt: time.Date(2025, 4, 8, 10, 32, 0, 0, time.UTC)},
+		[]string{"tenant", "dropped_events", "reason", "queue_age_seconds", "last_received_at"},
+		`{"event":"snavio.telemetry.dropped","tenant":"tenant-xyz","dropped_events":1452,"reason":"queue_unconsumed","queue_age_seconds":1209600,"last_received_at":"2025-04-08T10:32:00Z"}`},
+}
+
+func TestCatalogGolden(t *testing.T) {
+	names := map[string]bool{}
+	for _, tc := range full {
+		b, err := Marshal(tc.e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("%s\n got %s\nwant %s", tc.e.EventName(), b, tc.want)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for k := range m {
+			if k != "event" {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		want := slices.Sorted(slices.Values(tc.keys))
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s: keys %v, spec lists %v", tc.e.EventName(), keys, want)
+		}
+		back, err := Unmarshal(b)
+		if err != nil || !reflect.DeepEqual(back, tc.e) {
+			t.Errorf("%s: round trip %#v, %v", tc.e.EventName(), back, err)
+		}
+		names[tc.e.EventName()] = true
+	}
+	if len(names) != 12 {
+		t.Fatalf("catalog has %d events, the spec has 12", len(names))
+	}
+}
+
+func TestOptionalFieldsOmitted(t *testing.T) {
+	for _, tc := range []struct {
+		e    Event
+		want string
+	}{
+		{Invalid{Reason: reason.MalformedJSON}, `{"event":"snavio.command.invalid","reason":"malformed_json"}`},
+		{Delivered{CommandID: "c", Source: "s", Target: "t", CommandName: "n", Timestamp: "ts", Path: PathSlow},
+			`{"event":"snavio.command.delivered","command_id":"c","source":"s","target":"t","command_name":"n","timestamp":"ts","path":"slow","dispatch_latency_ms":0}`},
+		{Failed{Reason: FailACLDeny, Source: "s"}, `{"event":"snavio.command.failed","source":"s","reason":"acl-deny"}`},
+		{LegacyKeyUsed{VersionID: "hmac-v1", Source: "s"}, `{"event":"snavio.secret.legacy_key_used","version_id":"hmac-v1","source":"s"}`},
+	} {
+		b, err := Marshal(tc.e)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("got %s, %v\nwant %s", b, err, tc.want)
+		}
+	}
+}
+
+func TestAlerts(t *testing.T) {
+	var alerting []string
+	for _, tc := range full {
+		if tc.e.Alert() {
+			alerting = append(alerting, tc.e.EventName())
+		}
+	}
+	want := []string{NameInvalid, NameExecutedAfterACLRevoked, NameKeyExpiryImminent, NameDropped}
+	if !slices.Equal(alerting, want) {
+		t.Fatalf("alerting events %v, want %v", alerting, want)
+	}
+}
+
+func TestUnmarshalErrors(t *testing.T) {
+	for _, in := range []string{`{"event":"snavio.nope"}`, `{}`, `[`, `{"event":"snavio.command.invalid","reason":1}`} {
+		if _, err := Unmarshal([]byte(in)); err == nil {
+			t.Errorf("Unmarshal(%s) succeeded", in)
+		}
+	}
+	if _, err := Marshal(nil); err == nil {
+		t.Error("Marshal(nil) succeeded")
+	}
+}
+
+func TestMemory(t *testing.T) {
+	var m Memory
+	m.Emit(Invalid{Reason: reason.BadSignature})
+	m.Emit(SkewSample{Source: "s"})
+	if ev := m.Events(); len(ev) != 2 || ev[0].EventName() != NameInvalid {
+		t.Fatalf("%v", ev)
+	}
+	m.Reset()
+	if len(m.Events()) != 0 {
+		t.Fatal("Reset kept events")
+	}
+	Discard{}.Emit(Invalid{})
+}
+
+func TestMetricNames(t *testing.T) {
+	if CacheACL.UsageStaleMetric() != MetricCacheACLUsageStale ||
+		CacheRouting.RefreshDurationMetric() != MetricCacheRoutingRefreshDuration ||
+		CacheHMAC.StaleWindowSecondsMetric() != MetricCacheHMACStaleWindowSeconds {
+		t.Fatal("derived metric names differ from the constants")
+	}
+}
