@@ -17,6 +17,7 @@ package jcs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -35,11 +36,18 @@ var ErrTooDeep = errors.New("jcs: JSON value nested too deeply")
 // IsCanonical reports whether v is a valid JSON value already in RFC 8785
 // canonical form. A false answer means "not proven canonical".
 func IsCanonical(v []byte) bool {
+	_, ok := check(v)
+	return ok
+}
+
+// check returns the depth of v and whether it is proven canonical; the
+// depth is meaningful only if it is.
+func check(v []byte) (depth int, ok bool) {
 	c := checker{b: v}
-	if !c.value(0) {
-		return false
+	if !c.value(0) || c.i != len(v) {
+		return 0, false
 	}
-	return c.i == len(v)
+	return c.maxDepth, true
 }
 
 // Append appends the canonical form of the JSON value v to dst. It rejects
@@ -49,8 +57,8 @@ func IsCanonical(v []byte) bool {
 // returned unchanged. Append does not allocate when v is already canonical
 // and dst has room.
 func Append(dst, v []byte, maxDepth int) ([]byte, error) {
-	if IsCanonical(v) {
-		if maxDepth > 0 && Depth(v) > maxDepth {
+	if d, ok := check(v); ok {
+		if maxDepth > 0 && d > maxDepth {
 			return dst, ErrTooDeep
 		}
 		return append(dst, v...), nil
@@ -98,8 +106,9 @@ func Depth(v []byte) int {
 }
 
 type checker struct {
-	b []byte
-	i int
+	b        []byte
+	i        int
+	maxDepth int
 }
 
 func (c *checker) value(depth int) bool {
@@ -137,6 +146,7 @@ func (c *checker) object(depth int) bool {
 	if depth > MaxDepth {
 		return false
 	}
+	c.maxDepth = max(c.maxDepth, depth)
 	c.i++ // '{'
 	if c.i < len(c.b) && c.b[c.i] == '}' {
 		c.i++
@@ -183,6 +193,7 @@ func (c *checker) array(depth int) bool {
 	if depth > MaxDepth {
 		return false
 	}
+	c.maxDepth = max(c.maxDepth, depth)
 	c.i++ // '['
 	if c.i < len(c.b) && c.b[c.i] == ']' {
 		c.i++
@@ -217,6 +228,18 @@ func (c *checker) str() (name []byte, simple, ok bool) {
 	simple = true
 	b := c.b
 	for i < len(b) {
+		// Skip eight plain ASCII bytes at a time: none below 0x20, none
+		// at or above 0x80, no quote, no backslash.
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if (x|hasLess20(x)|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\')))&msb != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		ch := b[i]
 		switch {
 		case ch == '"':
@@ -275,6 +298,17 @@ func (c *checker) str() (name []byte, simple, ok bool) {
 	}
 	return c.fail()
 }
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// hasZero sets the high bit of some byte if any byte of x is zero.
+func hasZero(x uint64) uint64 { return (x - lsb) & ^x & msb }
+
+// hasLess20 sets the high bit of some byte if any byte of x is below 0x20.
+func hasLess20(x uint64) uint64 { return (x - lsb*0x20) & ^x & msb }
 
 func (c *checker) fail() ([]byte, bool, bool) {
 	c.i = len(c.b) + 1 // ensures the caller cannot report success

@@ -226,6 +226,7 @@ func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 		return s.reject(busSource, seen, err)
 	}
 	msg := signing.FromEnvelope(&env, busSource)
+	msg.PayloadCanonical = true // envelope.Parser returns the canonical form
 	if err := match.Key.Verify(&msg, env.Metadata.HMAC); err != nil {
 		return s.reject(busSource, seen, err)
 	}

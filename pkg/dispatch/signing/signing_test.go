@@ -217,3 +217,22 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func TestPayloadCanonicalClaim(t *testing.T) {
+	k, _ := NewKey("hmac-v1", testSecret)
+	m := testMessage()
+	sig, _ := k.Sign(&m)
+	claimed := m
+	claimed.PayloadCanonical = true
+	if err := k.Verify(&claimed, sig); err != nil {
+		t.Fatalf("true claim: %v", err)
+	}
+	// A non-canonical payload wrongly claimed canonical is signed as given:
+	// it does not verify against the producer's signature.
+	wrong := m
+	wrong.Payload = []byte(`{"user":"u-42","amount":1250}`)
+	wrong.PayloadCanonical = true
+	if err := k.Verify(&wrong, sig); reason.Of(err) != reason.BadSignature {
+		t.Fatalf("false claim: %v", err)
+	}
+}

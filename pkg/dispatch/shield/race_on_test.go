@@ -1,0 +1,5 @@
+//go:build race
+
+package shield
+
+const raceEnabled = true
