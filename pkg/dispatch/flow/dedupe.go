@@ -1,0 +1,85 @@
+package flow
+
+import (
+	"sync"
+	"time"
+)
+
+// seenSet is the fast path's bounded, sharded set of command ids known to
+// be DELIVERED, with their dedupe expiry. Only a delivered id makes a copy a
+// duplicate on the fast path; an id that was merely forwarded to the slow
+// path is not in it, because that delivery may still fail and the retry
+// must go through. Lookups take one shard lock and never allocate.
+type seenSet struct {
+	shards [seenShards]seenShard
+	per    int
+}
+
+const seenShards = 32
+
+type seenShard struct {
+	mu   sync.Mutex
+	m    map[string]int64 // id -> expiry (unix ns)
+	ring []string         // insertion order, for eviction at capacity
+	head int
+}
+
+func newSeenSet(capacity int) *seenSet {
+	s := &seenSet{per: max(1, capacity/seenShards)}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]int64)
+	}
+	return s
+}
+
+func (s *seenSet) shard(id string) *seenShard {
+	// FNV-1a, inline so it does not allocate.
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return &s.shards[h%seenShards]
+}
+
+// delivered reports whether id is known delivered and still inside its
+// dedupe TTL at now.
+func (s *seenSet) delivered(id string, now time.Time) bool {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	exp, ok := sh.m[id]
+	sh.mu.Unlock()
+	return ok && now.UnixNano() < exp
+}
+
+// add remembers id as delivered until expiry, evicting the oldest entry of
+// the shard at capacity (the set is bounded; an evicted id only costs a
+// slow-path claim, which is authoritative).
+func (s *seenSet) add(id string, expiry time.Time) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.m[id]; ok {
+		sh.m[id] = expiry.UnixNano()
+		return
+	}
+	if len(sh.ring) < s.per {
+		sh.ring = append(sh.ring, id)
+	} else {
+		delete(sh.m, sh.ring[sh.head])
+		sh.ring[sh.head] = id
+		sh.head = (sh.head + 1) % s.per
+	}
+	sh.m[id] = expiry.UnixNano()
+}
+
+// size returns the number of ids held (tests, metrics).
+func (s *seenSet) size() int {
+	n := 0
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		n += len(s.shards[i].m)
+		s.shards[i].mu.Unlock()
+	}
+	return n
+}

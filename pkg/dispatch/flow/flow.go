@@ -1,0 +1,381 @@
+// Package flow is the dispatcher's flow control: per-route rate limits with
+// prefetched warm-path tokens and an authoritative cold-path counter,
+// warm-path fairness with durable escalation to global bans, per-source
+// quotas, a fairness auditor over rollups, and write-once dedupe for strict
+// routes. The design, and how it reconciles the spec's pre-dispatch
+// guarantee with its post-dispatch denylist, is in docs/flow/design.md.
+//
+// A Flow belongs to one dispatcher instance. The fast stage calls Fast
+// (memory only, never blocks on I/O); the slow stage calls Slow before it
+// delivers and Finish after. Flow emits the telemetry of its own decisions
+// (duplicate, failed with retry hints, warm-path ban, escalations).
+package flow
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/reason"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+// Escalation is the reason code with which the fast stage forwards a
+// command to the slow stage.
+type Escalation string
+
+// Escalation reasons of flow control (routing adds its own, such as
+// cache_miss and acl_expired).
+const (
+	EscalateColdOnlyMode   Escalation = "cold_only"        // dispatch mode is cold-only
+	EscalateColdOnlySource Escalation = "cold_only_source" // the source is on the cold-only denylist
+	EscalateGlobalBan      Escalation = "global_ban"       // the source has a global warm-path ban
+	EscalateDedupeRequired Escalation = "dedupe_required"  // strict route, id not known delivered here
+	EscalateWarmPathBanned Escalation = "warm_path_banned" // the source dominates the route's warm path
+	EscalateTokenRequired  Escalation = "token_required"   // no valid prefetched token in memory
+)
+
+// Escalated is the telemetry of an escalation: the spec asks for
+// structured telemetry with a reason code for every one. It goes to the
+// platform's stream, not to tenants.
+type Escalated struct {
+	CommandID   string     `json:"command_id,omitempty"`
+	Source      string     `json:"source"`
+	Target      string     `json:"target"`
+	CommandName string     `json:"command_name"`
+	Reason      Escalation `json:"reason"`
+}
+
+// EventNameEscalated is Escalated's event name.
+const EventNameEscalated = "snavio.dispatch.escalated"
+
+// EventName implements telemetry.Event.
+func (Escalated) EventName() string { return EventNameEscalated }
+
+// Alert implements telemetry.Event.
+func (Escalated) Alert() bool { return false }
+
+// Command is what flow control needs of a validated command.
+type Command struct {
+	ID, Source, Target, Name string
+	// Timestamp is the producer's metadata.timestamp, as sent.
+	Timestamp string
+	// PayloadHash is the hex SHA-256 of the canonical payload; required
+	// for strict routes (dedupe records keep the hash, never the payload).
+	PayloadHash string
+	Replay      telemetry.Replay
+}
+
+func (c *Command) key() RouteKey { return RouteKey{Target: c.Target, Command: c.Name} }
+
+// Route is the flow-control view of a registered route.
+type Route struct {
+	Strict    bool
+	RateLimit RateLimit
+	// Fairness overrides the dispatcher's defaults field by field.
+	Fairness FairnessParams
+}
+
+// Quotas looks up per-source quotas of (source, target, command).
+type Quotas interface {
+	SourceQuota(source, target, command string) (RateLimit, bool)
+}
+
+// Action is what the stage does with a command.
+type Action uint8
+
+// Actions.
+const (
+	// Proceed: deliver it (fast: a token was taken; slow: every check
+	// passed and, on a strict route, the id is claimed).
+	Proceed Action = iota
+	// Escalate: forward to the slow stage (fast only).
+	Escalate
+	// Drop: a duplicate; telemetry was emitted.
+	Drop
+	// Reject: refused; telemetry (failed or invalid) was emitted.
+	Reject
+)
+
+func (a Action) String() string {
+	switch a {
+	case Proceed:
+		return "proceed"
+	case Escalate:
+		return "escalate"
+	case Drop:
+		return "drop"
+	case Reject:
+		return "reject"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Decision is a stage's verdict on one command.
+type Decision struct {
+	Action     Action
+	Escalation Escalation
+	// Throttle is set on rate-limit and fairness rejections.
+	Throttle Throttle
+	// ShadowRefusal names what shadow mode would have refused ("" if
+	// nothing).
+	ShadowRefusal string
+	// claim is the slow path's dedupe claim, finished by Finish.
+	claim  *DedupeRecord
+	warm   bool
+	start  time.Time
+	strict bool
+}
+
+// Flow is flow control for one dispatcher instance. Build it with New; it
+// is safe for concurrent use.
+type Flow struct {
+	cfg     Config
+	store   Store
+	sink    telemetry.Sink
+	quotas  Quotas
+	limiter limiter
+	usage   usages
+	bans    banView
+	seen    *seenSet
+	attempt atomic.Uint64
+}
+
+// New returns flow control over store, emitting telemetry to sink and
+// reading per-source quotas from quotas (nil: none).
+func New(cfg Config, store Store, sink telemetry.Sink, quotas Quotas) (*Flow, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	f := &Flow{cfg: cfg, store: store, sink: sink, quotas: quotas, seen: newSeenSet(cfg.SeenSetSize)}
+	f.limiter = limiter{cfg: &f.cfg, store: store}
+	return f, nil
+}
+
+func (f *Flow) escalate(c *Command, why Escalation) Decision {
+	f.cfg.Metrics.Count(MetricEscalations, 1)
+	f.sink.Emit(Escalated{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Reason: why})
+	return Decision{Action: Escalate, Escalation: why}
+}
+
+// Fast is the fast stage's flow check: memory only. It returns Proceed
+// with a token taken, Escalate with a reason, Drop for a duplicate known
+// delivered, or Reject when the route's window is known exhausted.
+func (f *Flow) Fast(c *Command, r *Route) Decision {
+	now := f.cfg.Clock.Now()
+	if f.cfg.Mode == ModeColdOnly {
+		return f.escalate(c, EscalateColdOnlyMode)
+	}
+	f.maybeRefreshBans(now)
+	if b, ok := f.bans.lookup(c.Source, now); ok {
+		if b.Reason == BanReasonColdOnly {
+			return f.escalate(c, EscalateColdOnlySource)
+		}
+		return f.escalate(c, EscalateGlobalBan)
+	}
+	if r.Strict {
+		f.cfg.Metrics.Count(telemetry.MetricDedupStrictModeUsage, 1)
+		if c.ID != "" && !f.cfg.DisableSeenSet && f.seen.delivered(c.ID, now) {
+			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
+			f.emitDuplicate(c)
+			return Decision{Action: Drop}
+		}
+		f.cfg.Metrics.Count(telemetry.MetricDedupEscalations, 1)
+		return f.escalate(c, EscalateDedupeRequired)
+	}
+	k := c.key()
+	if !r.RateLimit.Limited() {
+		f.usage.get(k).record(c.Source, true, f.fairness(r), now)
+		return Decision{Action: Proceed, warm: true}
+	}
+	u := f.usage.get(k)
+	p := f.fairness(r)
+	if !p.Disabled {
+		fc := u.check(c.Source, p, now)
+		if fc.newBan {
+			f.cfg.Metrics.Count(MetricWarmPathBans, 1)
+			f.sink.Emit(warmPathBanEvent(c.Source, k, fc, now))
+			f.escalateBan(BanKey{Source: c.Source, Target: k.Target, Command: k.Command}, now)
+		}
+		if fc.banned {
+			return f.escalate(c, EscalateWarmPathBanned)
+		}
+	}
+	ok, throttled := f.limiter.fastTake(k, r.RateLimit, now)
+	if ok {
+		u.record(c.Source, true, p, now)
+		return Decision{Action: Proceed, warm: true}
+	}
+	if throttled != nil {
+		if f.cfg.Shadow {
+			f.shadow(c, "rate-limit-exceeded")
+			return f.escalate(c, EscalateTokenRequired)
+		}
+		f.cfg.Metrics.Count(MetricRateLimited, 1)
+		f.emitFailed(c, telemetry.FailRateLimitExceeded, *throttled, Dominance{})
+		return Decision{Action: Reject, Throttle: *throttled}
+	}
+	return f.escalate(c, EscalateTokenRequired)
+}
+
+func (f *Flow) fairness(r *Route) FairnessParams {
+	return r.Fairness.withDefaults(f.cfg.Fairness)
+}
+
+// Slow is the slow stage's authoritative flow check, made before delivery.
+// On a strict route it claims the command id first (a lost claim is a
+// duplicate; the same id with another payload is refused as a conflict);
+// then it applies the per-source quota to sources under a warm-path ban and
+// takes one unit of the route's window budget. Every Proceed must be
+// followed by Finish with the delivery's outcome.
+func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error) {
+	now := f.cfg.Clock.Now()
+	d := Decision{start: now, strict: r.Strict}
+	if r.Strict {
+		if c.ID == "" || c.PayloadHash == "" {
+			return Decision{}, fmt.Errorf("flow: strict route %s/%s needs the command id and payload hash", c.Target, c.Name)
+		}
+		claim := DedupeRecord{
+			ID: c.ID, PayloadHash: c.PayloadHash, State: ClaimInProgress,
+			Owner:     f.cfg.Instance + "/" + strconv.FormatUint(f.attempt.Add(1), 36),
+			ExpiresAt: now.Add(f.cfg.InProgressTTL),
+		}
+		ok, existing, err := f.store.Claim(ctx, claim, now)
+		if err != nil {
+			return Decision{}, fmt.Errorf("flow: claim command %s: %w", c.ID, err)
+		}
+		if !ok {
+			if existing.PayloadHash != c.PayloadHash {
+				f.sink.Emit(telemetry.Invalid{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name,
+					Timestamp: c.Timestamp, Reason: reason.Code(ReasonDedupeConflict)})
+				return Decision{Action: Reject}, nil
+			}
+			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
+			if existing.State == ClaimDelivered && !f.cfg.DisableSeenSet {
+				f.seen.add(c.ID, existing.ExpiresAt)
+			}
+			f.emitDuplicate(c)
+			return Decision{Action: Drop}, nil
+		}
+		d.claim = &claim
+	}
+	refuse := func(reason telemetry.FailReason, t Throttle, dom Dominance) (Decision, error) {
+		if f.cfg.Shadow {
+			f.shadow(c, string(reason))
+			d.Action, d.ShadowRefusal = Proceed, string(reason)
+			return d, nil
+		}
+		if d.claim != nil {
+			if err := f.store.Release(ctx, d.claim.ID, d.claim.Owner, f.cfg.Clock.Now()); err != nil {
+				f.cfg.Logger.Warn("releasing dedupe claim after refusal failed; it expires on its own", "id", c.ID, "err", err)
+			}
+		}
+		f.cfg.Metrics.Count(MetricRateLimited, 1)
+		f.emitFailed(c, reason, t, dom)
+		return Decision{Action: Reject, Throttle: t}, nil
+	}
+	if !r.RateLimit.Limited() {
+		d.Action = Proceed
+		return d, nil
+	}
+	k := c.key()
+	u := f.usage.get(k)
+	p := f.fairness(r)
+	_, localBan := u.bannedUntil(c.Source, now)
+	_, globalBan := f.bans.lookup(c.Source, now)
+	if (localBan || globalBan) && f.quotas != nil {
+		if q, ok := f.quotas.SourceQuota(c.Source, c.Target, c.Name); ok && q.Limited() {
+			granted, t, err := f.limiter.quotaTake(ctx, c.Source, k, q, now)
+			if err != nil {
+				f.release(ctx, d.claim)
+				return Decision{}, fmt.Errorf("flow: source quota of %s on %s/%s: %w", c.Source, c.Target, c.Name, err)
+			}
+			if !granted {
+				return refuse(telemetry.FailRateLimitExceeded, t, Dominance{})
+			}
+		}
+	}
+	granted, t, err := f.limiter.slowTake(ctx, k, r.RateLimit, now)
+	if err != nil {
+		f.release(ctx, d.claim)
+		return Decision{}, fmt.Errorf("flow: rate limit of %s/%s: %w", c.Target, c.Name, err)
+	}
+	if !granted {
+		// Hard rejection on sustained abuse: the target's budget is
+		// saturated and this source dominates its warm path.
+		if dom, banned := u.dominance(c.Source, p, now); (banned || globalBan) && !p.Disabled {
+			return refuse(telemetry.FailFairnessViolation, t, dom)
+		}
+		return refuse(telemetry.FailRateLimitExceeded, t, Dominance{})
+	}
+	d.Action = Proceed
+	return d, nil
+}
+
+// ReasonDedupeConflict is the snavio.command.invalid reason for a strict
+// command id reused with a different payload: refused, not dropped as a
+// duplicate of the first.
+const ReasonDedupeConflict = "dedupe_conflict"
+
+func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
+	if claim == nil {
+		return
+	}
+	if err := f.store.Release(ctx, claim.ID, claim.Owner, f.cfg.Clock.Now()); err != nil {
+		f.cfg.Logger.Warn("releasing dedupe claim failed; it expires on its own", "id", claim.ID, "err", err)
+	}
+}
+
+// Finish records the outcome of delivering a command the slow stage
+// admitted (or the fast stage admitted: then only usage is recorded). On a
+// strict route a delivered command's claim becomes a delivered record for
+// the dedupe TTL and the id enters the fast path's seen-set; a failed
+// delivery releases the claim so that a retry goes through.
+func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, delivered bool) error {
+	now := f.cfg.Clock.Now()
+	if delivered && !d.warm {
+		f.usage.get(c.key()).record(c.Source, false, f.fairness(r), now)
+	}
+	if d.strict && !d.start.IsZero() {
+		f.cfg.Metrics.Observe(telemetry.MetricDedupSlowPathLatency, now.Sub(d.start).Seconds())
+	}
+	if d.claim == nil {
+		return nil
+	}
+	if !delivered {
+		if err := f.store.Release(ctx, d.claim.ID, d.claim.Owner, now); err != nil {
+			return fmt.Errorf("flow: release claim of %s after failed delivery: %w (it expires at %s)", c.ID, err, d.claim.ExpiresAt.Format(time.RFC3339))
+		}
+		return nil
+	}
+	exp := now.Add(f.cfg.DedupeTTL)
+	if err := f.store.Complete(ctx, d.claim.ID, d.claim.Owner, exp, now); err != nil {
+		return fmt.Errorf("flow: complete claim of %s: %w", c.ID, err)
+	}
+	if !f.cfg.DisableSeenSet {
+		f.seen.add(c.ID, exp)
+	}
+	return nil
+}
+
+func (f *Flow) shadow(c *Command, what string) {
+	f.cfg.Metrics.Count(MetricShadowWouldRefuse, 1)
+	f.cfg.Logger.Info("shadow mode: would refuse", "refusal", what, "command_id", c.ID, "source", c.Source, "target", c.Target, "command", c.Name)
+}
+
+func (f *Flow) emitDuplicate(c *Command) {
+	f.sink.Emit(telemetry.Duplicate{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name,
+		Timestamp: c.Timestamp, DedupeMode: "strict"})
+}
+
+func (f *Flow) emitFailed(c *Command, why telemetry.FailReason, t Throttle, dom Dominance) {
+	f.sink.Emit(telemetry.Failed{
+		CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Timestamp: c.Timestamp,
+		Reason: why, RetryAfterMS: max(0, t.RetryAfter.Milliseconds()), ThrottleUntil: t.Until,
+		SourceShare: dom.SourceShare, CompetingShare: dom.CompetingShare, DispatchVolume: dom.Volume,
+		Replay: c.Replay,
+	})
+}
