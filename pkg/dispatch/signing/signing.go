@@ -96,7 +96,8 @@ func AppendContent(dst []byte, versionID string, m *Message) ([]byte, error) {
 // retrievable from a Key.
 type Key struct {
 	versionID string
-	pool      sync.Pool // *macState
+	badSig    *reason.Error // shared: reason.Error values are immutable
+	pool      sync.Pool     // *macState
 }
 
 type macState struct {
@@ -117,7 +118,9 @@ func NewKey(versionID string, secret []byte) (*Key, error) {
 			" bytes; use at least " + strconv.Itoa(MinSecretLen) + " random bytes")
 	}
 	s := append([]byte(nil), secret...)
-	k := &Key{versionID: versionID}
+	k := &Key{versionID: versionID, badSig: reason.New(reason.BadSignature, "metadata.hmac",
+		"does not match the message signed with "+versionID+
+			": sign version, id, timestamp, source, target, name and the canonical payload as docs/security/signing.md describes, with the secret of that version")}
 	k.pool.New = func() any { return &macState{h: hmac.New(sha256.New, s)} }
 	return k, nil
 }
@@ -175,9 +178,7 @@ func (k *Key) Verify(m *Message, sig string) error {
 		return err
 	}
 	if !hmac.Equal(st.sum[:], st.sig[:]) {
-		return reason.New(reason.BadSignature, "metadata.hmac",
-			"does not match the message signed with "+k.versionID+
-				": sign id, timestamp, source, target, name and the canonical payload as docs/security/signing.md describes, with the secret of that version")
+		return k.badSig
 	}
 	return nil
 }
