@@ -22,6 +22,8 @@ package envelope
 
 import (
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -43,6 +45,8 @@ const (
 	MaxVersionIDLen = 15
 	// MaxSourceLen is the longest bus source <tenant-id>/<service>, in bytes.
 	MaxSourceLen = 129
+	// MaxReplayReasonLen is the longest metadata.replay_reason, in bytes.
+	MaxReplayReasonLen = 256
 )
 
 // Defaults for Limits.
@@ -86,6 +90,15 @@ type Metadata struct {
 	HMAC string `json:"hmac"`
 	// VersionID names the key version that made HMAC, e.g. "hmac-v2".
 	VersionID string `json:"version_id"`
+	// Replay is true on a command re-emitted by the platform's replayer
+	// (spec appendix C); it is signed, and telemetry carries it.
+	Replay bool `json:"replay,omitzero"`
+	// ReplayReason is the operator's reason for the replay; required with
+	// Replay, forbidden without it.
+	ReplayReason string `json:"replay_reason,omitempty"`
+	// ReplayID identifies the replay operation; required with Replay,
+	// forbidden without it.
+	ReplayID string `json:"replay_id,omitempty"`
 }
 
 // Command is the command block.
@@ -123,8 +136,9 @@ type Seen struct {
 	Name      string
 }
 
-// AppendJSON appends e in wire form to dst: metadata, then command with
-// source (only if non-empty), target, name and payload. Payload must be
+// AppendJSON appends e in wire form to dst: metadata (with the replay
+// fields only if Replay is true), then command with source (only if
+// non-empty), target, name and payload. Payload must be
 // valid JSON (it is copied verbatim). String fields are quoted per RFC 8259;
 // an error is returned only if a string is not valid UTF-8 or Payload is
 // empty.
@@ -139,7 +153,12 @@ func (e *Envelope) AppendJSON(dst []byte) ([]byte, error) {
 		e.Metadata.Timestamp, `,"type":`,
 		e.Metadata.Type, `,"hmac":`,
 		e.Metadata.HMAC, `,"version_id":`,
-		e.Metadata.VersionID, `},"command":{`)
+		e.Metadata.VersionID, ``)
+	if e.Metadata.Replay {
+		dst = append(dst, `,"replay":true,"replay_reason":`...)
+		dst, err = appendStrings(dst, err, e.Metadata.ReplayReason, `,"replay_id":`, e.Metadata.ReplayID, ``)
+	}
+	dst = append(dst, `},"command":{`...)
 	if e.Command.Source != "" {
 		dst = append(dst, `"source":`...)
 		dst, err = appendStrings(dst, err, e.Command.Source, `,`)
@@ -260,6 +279,20 @@ func ValidID[S ~string | ~[]byte](s S) bool {
 	case '8', '9', 'a', 'b':
 	default:
 		return false
+	}
+	return true
+}
+
+// ValidReplayReason reports whether s is 1-256 bytes of valid UTF-8 without
+// control characters.
+func ValidReplayReason[S ~string | ~[]byte](s S) bool {
+	if len(s) == 0 || len(s) > MaxReplayReasonLen || !utf8.ValidString(string(s)) {
+		return false
+	}
+	for _, r := range string(s) {
+		if unicode.IsControl(r) {
+			return false
+		}
 	}
 	return true
 }

@@ -75,13 +75,16 @@ const (
 	fName
 	fPayload
 	fSource // only ever detected, never stored
+	fReplay
+	fReplayReason
+	fReplayID
 	numFields
 )
 
 var fieldPath = [numFields]string{
 	"metadata.id", "metadata.timestamp", "metadata.type", "metadata.hmac",
 	"metadata.version_id", "command.target", "command.name", "command.payload",
-	"command.source",
+	"command.source", "metadata.replay", "metadata.replay_reason", "metadata.replay_id",
 }
 
 type state struct {
@@ -94,6 +97,7 @@ type state struct {
 	end     [numFields]int
 	have    uint16 // bit per field seen
 	sentAt  time.Time
+	replay  bool
 }
 
 var decodeOpts = []jsontext.Options{
@@ -130,6 +134,7 @@ func (s *state) parse(detail []byte, maxDepth int, check func(time.Time) error) 
 	s.blob = s.blob[:0]
 	s.payload = s.payload[:0]
 	s.have = 0
+	s.replay = false
 
 	if err := s.openObject(""); err != nil {
 		return Envelope{}, err
@@ -190,11 +195,19 @@ func (s *state) parse(detail []byte, maxDepth int, check func(time.Time) error) 
 // and one byte slice, whatever the number of fields.
 func (s *state) build() Envelope {
 	all := string(s.blob)
-	f := func(i int) string { return all[s.start[i]:s.end[i]] }
+	f := func(i int) string {
+		if s.have&(1<<i) == 0 {
+			return ""
+		}
+		return all[s.start[i]:s.end[i]]
+	}
 	return Envelope{
-		Metadata: Metadata{ID: f(fID), Timestamp: f(fTimestamp), Type: EventType, HMAC: f(fHMAC), VersionID: f(fVersion)},
-		Command:  Command{Target: f(fTarget), Name: f(fName), Payload: bytes.Clone(s.payload)},
-		SentAt:   s.sentAt,
+		Metadata: Metadata{
+			ID: f(fID), Timestamp: f(fTimestamp), Type: EventType, HMAC: f(fHMAC), VersionID: f(fVersion),
+			Replay: s.replay, ReplayReason: f(fReplayReason), ReplayID: f(fReplayID),
+		},
+		Command: Command{Target: f(fTarget), Name: f(fName), Payload: bytes.Clone(s.payload)},
+		SentAt:  s.sentAt,
 	}
 }
 
@@ -253,6 +266,10 @@ func (s *state) valid(f int, b []byte) bool {
 	case fTarget:
 		return ValidTarget(b)
 	case fName:
+		return ValidName(b)
+	case fReplayReason:
+		return ValidReplayReason(b)
+	case fReplayID:
 		return ValidName(b)
 	}
 	return false
@@ -318,6 +335,14 @@ func (s *state) metadata() error {
 		case "version_id":
 			err = s.readString(fVersion, MaxVersionIDLen, reason.InvalidVersionID,
 				"it must name the key version, such as hmac-v2, as published in your tenant config")
+		case "replay":
+			err = s.readReplay()
+		case "replay_reason":
+			err = s.readString(fReplayReason, MaxReplayReasonLen, reason.InvalidReplay,
+				"it must be 1-256 bytes of printable text saying why the command is replayed")
+		case "replay_id":
+			err = s.readString(fReplayID, MaxNameLen, reason.InvalidReplay,
+				"it must identify the replay operation: 1-128 characters A-Z, a-z, 0-9, '.', '_', ':' or '-'")
 		default:
 			return unknown("metadata", name)
 		}
@@ -333,6 +358,38 @@ func (s *state) metadata() error {
 			return missing(fieldPath[f])
 		}
 	}
+	if s.replay {
+		for _, f := range []int{fReplayReason, fReplayID} {
+			if s.have&(1<<f) == 0 {
+				return reason.New(reason.InvalidReplay, fieldPath[f], "is required when metadata.replay is true: the replayer sets it")
+			}
+		}
+	} else if s.have&(1<<fReplayReason|1<<fReplayID) != 0 {
+		return reason.New(reason.InvalidReplay, "metadata.replay",
+			"replay_reason and replay_id are only allowed with \"replay\": true; remove them from live traffic")
+	}
+	return nil
+}
+
+// readReplay reads metadata.replay, a boolean.
+func (s *state) readReplay() error {
+	if s.have&(1<<fReplay) != 0 {
+		return dup("metadata.replay")
+	}
+	switch k := s.dec.PeekKind(); k {
+	case 't', 'f':
+		tok, err := s.dec.ReadToken()
+		if err != nil {
+			return syntax(err)
+		}
+		s.replay = tok.Bool()
+	case 0:
+		_, err := s.dec.ReadValue()
+		return syntax(err)
+	default:
+		return reason.New(reason.WrongType, "metadata.replay", "is a JSON "+kindName(k)+"; it must be true or false")
+	}
+	s.have |= 1 << fReplay
 	return nil
 }
 

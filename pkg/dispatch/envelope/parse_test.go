@@ -148,6 +148,14 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate escaped", repl(`"name":"notify-user"`, `"name":"notify-user","n\u0061me":"other"`), reason.DuplicateMember, "command.name"},
 		{"duplicate command", good()[:len(good())-1] + `,"command":` + cmd("") + `}`, reason.DuplicateMember, "command"},
 		{"duplicate in payload", repl(`{"user":"u-1","n":1}`, `{"user":"u-1","user":"u-2"}`), reason.DuplicateMember, "command.payload"},
+		{"replay fields without replay", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay_id":"r1","replay_reason":"x"`), reason.InvalidReplay, "metadata.replay"},
+		{"replay false with fields", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":false,"replay_id":"r1"`), reason.InvalidReplay, "metadata.replay"},
+		{"replay without id", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay_reason":"x"`), reason.InvalidReplay, "metadata.replay_id"},
+		{"replay without reason", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay_id":"r1"`), reason.InvalidReplay, "metadata.replay_reason"},
+		{"replay not bool", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":"yes"`), reason.WrongType, "metadata.replay"},
+		{"replay twice", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay":true`), reason.DuplicateMember, "metadata.replay"},
+		{"replay reason control char", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay_id":"r1","replay_reason":"a\nb"`), reason.InvalidReplay, "metadata.replay_reason"},
+		{"replay id bad", repl(`,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay_id":"r 1","replay_reason":"x"`), reason.InvalidReplay, "metadata.replay_id"},
 		{"deep payload", repl(`{"user":"u-1","n":1}`, deep), reason.TooDeep, "command.payload"},
 		{"deep non-canonical payload", repl(`{"user":"u-1","n":1}`, strings.Replace(deep, "[]", "[ ]", 1)), reason.TooDeep, "command.payload"},
 	} {
@@ -167,6 +175,31 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("partial envelope returned: %+v", env)
 			}
 		})
+	}
+}
+
+func TestParseReplay(t *testing.T) {
+	in := strings.Replace(good(), `,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":true,"replay_reason":"DLQ drain","replay_id":"rp-1"`, 1)
+	p := NewParser(Limits{})
+	env, _, err := p.Parse([]byte(in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.Metadata.Replay || env.Metadata.ReplayReason != "DLQ drain" || env.Metadata.ReplayID != "rp-1" {
+		t.Fatalf("replay metadata: %+v", env.Metadata)
+	}
+	out, _ := env.AppendJSON(nil)
+	if !strings.Contains(string(out), `"version_id":"hmac-v2","replay":true,"replay_reason":"DLQ drain","replay_id":"rp-1"}`) {
+		t.Fatalf("wire form: %s", out)
+	}
+	back, _, err := p.Parse(out, nil)
+	if err != nil || back.Metadata != env.Metadata {
+		t.Fatalf("round trip: %+v %v", back.Metadata, err)
+	}
+	// "replay": false alone is live traffic.
+	live := strings.Replace(good(), `,"version_id":"hmac-v2"`, `,"version_id":"hmac-v2","replay":false`, 1)
+	if env, _, err := p.Parse([]byte(live), nil); err != nil || env.Metadata.Replay {
+		t.Fatalf("replay false: %+v %v", env.Metadata, err)
 	}
 }
 

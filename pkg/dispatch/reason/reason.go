@@ -50,9 +50,11 @@ const (
 	// InvalidCommandName: command.name is empty, too long or has a character
 	// outside the allowed set.
 	InvalidCommandName Code = "invalid_command_name"
-	// InvalidPayload: command.payload cannot be canonicalized (for example a
-	// number outside the IEEE 754 double range).
+	// InvalidPayload: command.payload cannot be canonicalized (RFC 8785).
 	InvalidPayload Code = "invalid_payload"
+	// InvalidReplay: the replay fields are malformed or inconsistent
+	// (replay_reason or replay_id without replay: true, or missing with it).
+	InvalidReplay Code = "invalid_replay"
 )
 
 // Shield codes, decided against configuration and keys.
@@ -86,7 +88,7 @@ func All() []Code {
 		TooLarge, MalformedJSON, TooDeep, DuplicateMember, UnknownMember,
 		MissingField, WrongType, CommandSourcePresent, InvalidID,
 		InvalidTimestamp, InvalidEventType, InvalidHMAC, InvalidVersionID,
-		InvalidTarget, InvalidCommandName, InvalidPayload,
+		InvalidTarget, InvalidCommandName, InvalidPayload, InvalidReplay,
 		InvalidBusSource, TimestampTooOld, TimestampTooNew, UnknownSource,
 		UnknownKeyVersion, KeyNotYetValid, KeyExpired, BadSignature,
 		SourceBanned,

@@ -40,7 +40,7 @@ func resignAndCheck(t *testing.T, fx *fixture, detail []byte, busSource string) 
 // TestFuzzHarnessReachesAcceptance makes sure FuzzShield's harness does
 // let valid inputs through, so its acceptance properties are exercised.
 func TestFuzzHarnessReachesAcceptance(t *testing.T) {
-	for _, name := range []string{"valid", "legacy_key", "other_source", "noncanonical_payload"} {
+	for _, name := range []string{"valid", "legacy_key", "other_source", "noncanonical_payload", "replay"} {
 		b, err := os.ReadFile("testdata/fuzz/FuzzShield/" + name)
 		if err != nil {
 			t.Fatal(err)

@@ -399,6 +399,20 @@ func TestNoticeMemoryIsBounded(t *testing.T) {
 	}
 }
 
+func TestReplayAccepted(t *testing.T) {
+	f := newFixture(t, Config{})
+	detail := message(t, T, key(t, "hmac-v2", 2), func(e *envelope.Envelope) {
+		e.Metadata.Replay, e.Metadata.ReplayReason, e.Metadata.ReplayID = true, "DLQ drain", "rp-1"
+	})
+	acc, err := f.sh.Check(src, detail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := acc.Envelope.Metadata; !m.Replay || m.ReplayReason != "DLQ drain" || m.ReplayID != "rp-1" {
+		t.Fatalf("replay metadata lost: %+v", m)
+	}
+}
+
 func TestColdOnly(t *testing.T) {
 	f := newFixture(t, Config{})
 	acc, err := f.sh.Check(src, message(t, T, key(t, "hmac-v2", 2), func(e *envelope.Envelope) { e.Command.Name = "cold-cmd" }))

@@ -44,7 +44,12 @@ type Message struct {
 	Source    string
 	Target    string
 	Name      string
-	Payload   []byte
+	// Replay, ReplayID and ReplayReason are the replay metadata; for live
+	// traffic they are false and empty.
+	Replay       bool
+	ReplayID     string
+	ReplayReason string
+	Payload      []byte
 	// PayloadCanonical may be set when Payload is known to be in RFC 8785
 	// form already (envelope.Parser guarantees it); the canonical check is
 	// then skipped. A false claim cannot make a forgery pass: the bytes are
@@ -56,7 +61,9 @@ type Message struct {
 func FromEnvelope(e *envelope.Envelope, source string) Message {
 	return Message{
 		ID: e.Metadata.ID, Timestamp: e.Metadata.Timestamp, Source: source,
-		Target: e.Command.Target, Name: e.Command.Name, Payload: e.Command.Payload,
+		Target: e.Command.Target, Name: e.Command.Name,
+		Replay: e.Metadata.Replay, ReplayID: e.Metadata.ReplayID, ReplayReason: e.Metadata.ReplayReason,
+		Payload: e.Command.Payload,
 	}
 }
 
@@ -64,14 +71,19 @@ func FromEnvelope(e *envelope.Envelope, source string) Message {
 // under key version versionID:
 //
 //	Scheme, 0x0A, then for each of versionID, ID, Timestamp, Source,
-//	Target, Name and the canonical payload: its length as a 4-byte
-//	big-endian unsigned integer followed by its bytes.
+//	Target, Name, replay ("true" or ""), ReplayID, ReplayReason and the
+//	canonical payload: its length as a 4-byte big-endian unsigned integer
+//	followed by its bytes.
 //
 // It fails only if the payload is not valid JSON or has duplicate names.
 func AppendContent(dst []byte, versionID string, m *Message) ([]byte, error) {
 	dst = append(dst, Scheme...)
 	dst = append(dst, '\n')
-	for _, f := range [...]string{versionID, m.ID, m.Timestamp, m.Source, m.Target, m.Name} {
+	replay := ""
+	if m.Replay {
+		replay = "true"
+	}
+	for _, f := range [...]string{versionID, m.ID, m.Timestamp, m.Source, m.Target, m.Name, replay, m.ReplayID, m.ReplayReason} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
 		dst = append(dst, f...)
 	}

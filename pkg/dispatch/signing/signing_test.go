@@ -22,6 +22,9 @@ type vector struct {
 	Source           string `json:"source"`
 	Target           string `json:"target"`
 	Name             string `json:"name"`
+	Replay           bool   `json:"replay"`
+	ReplayID         string `json:"replay_id"`
+	ReplayReason     string `json:"replay_reason"`
 	Payload          string `json:"payload"`
 	CanonicalPayload string `json:"canonical_payload"`
 	ContentHex       string `json:"content_hex"`
@@ -60,7 +63,8 @@ func TestVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := Message{ID: v.ID, Timestamp: v.Timestamp, Source: v.Source, Target: v.Target, Name: v.Name, Payload: []byte(v.Payload)}
+			m := Message{ID: v.ID, Timestamp: v.Timestamp, Source: v.Source, Target: v.Target, Name: v.Name,
+				Replay: v.Replay, ReplayID: v.ReplayID, ReplayReason: v.ReplayReason, Payload: []byte(v.Payload)}
 			content, err := AppendContent(nil, v.VersionID, &m)
 			if err != nil {
 				t.Fatal(err)
@@ -80,6 +84,9 @@ func TestVectors(t *testing.T) {
 			}
 			sigs[v.Description] = sig
 		})
+	}
+	if sigs["replayed by the platform replayer"] == "" || sigs["replayed by the platform replayer"] == sigs["second key version"] {
+		t.Fatal("the replay vector must exist and differ from the live one")
 	}
 	if sigs["canonical object payload"] == "" ||
 		sigs["canonical object payload"] != sigs["same payload re-serialized (whitespace, member order, escapes, number spelling): same signature"] {
@@ -111,6 +118,7 @@ func TestVerifyRejectsEveryChange(t *testing.T) {
 		"source":    func(m *Message) { m.Source = "tenant-b/billing" },
 		"target":    func(m *Message) { m.Target = flip(m.Target) },
 		"name":      func(m *Message) { m.Name = flip(m.Name) },
+		"replay":    func(m *Message) { m.Replay, m.ReplayID, m.ReplayReason = true, "r1", "x" },
 		"payload":   func(m *Message) { m.Payload = []byte(`{"amount":1251,"user":"u-42"}`) },
 		// Moving bytes between fields changes the framing, not just the concatenation.
 		"boundary": func(m *Message) { m.Target, m.Name = m.Target+"n", m.Name[1:] },
@@ -202,9 +210,10 @@ func FuzzVerify(f *testing.F) {
 	m := testMessage()
 	k, _ := NewKey("hmac-v1", testSecret)
 	sig, _ := k.Sign(&m)
-	f.Add(m.ID, m.Timestamp, m.Source, m.Target, m.Name, m.Payload, sig)
-	f.Fuzz(func(t *testing.T, id, ts, source, target, name string, payload []byte, sig string) {
-		m := Message{ID: id, Timestamp: ts, Source: source, Target: target, Name: name, Payload: payload}
+	f.Add(m.ID, m.Timestamp, m.Source, m.Target, m.Name, false, "", "", m.Payload, sig)
+	f.Fuzz(func(t *testing.T, id, ts, source, target, name string, replay bool, replayID, replayReason string, payload []byte, sig string) {
+		m := Message{ID: id, Timestamp: ts, Source: source, Target: target, Name: name,
+			Replay: replay, ReplayID: replayID, ReplayReason: replayReason, Payload: payload}
 		err := k.Verify(&m, sig)
 		want, serr := k.Sign(&m)
 		switch {

@@ -331,11 +331,25 @@ func (SkewSample) Alert() bool { return false }
 func (Dropped) Alert() bool { return true }
 
 // Marshal encodes e as a JSON object that starts with its "event" member.
+// The replay fields of Delivered and Failed are written only if Replay is
+// true, whatever the other two hold.
 // Times are RFC 3339 with their location's offset; the dispatcher always
 // emits UTC times.
 func Marshal(e Event) ([]byte, error) {
 	if e == nil {
 		return nil, errors.New("telemetry: nil event")
+	}
+	switch v := e.(type) {
+	case Delivered:
+		if !v.Replay.Replay {
+			v.Replay = Replay{}
+		}
+		e = v
+	case Failed:
+		if !v.Replay.Replay {
+			v.Replay = Replay{}
+		}
+		e = v
 	}
 	body, err := json.Marshal(e, json.Deterministic(true))
 	if err != nil {

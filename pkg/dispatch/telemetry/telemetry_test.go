@@ -111,6 +111,7 @@ func TestOptionalFieldsOmitted(t *testing.T) {
 			`{"event":"snavio.command.delivered","command_id":"c","source":"s","target":"t","command_name":"n","timestamp":"ts","path":"slow","dispatch_latency_ms":0}`},
 		{Failed{Reason: FailACLDeny, Source: "s"}, `{"event":"snavio.command.failed","source":"s","reason":"acl-deny"}`},
 		{LegacyKeyUsed{VersionID: "hmac-v1", Source: "s"}, `{"event":"snavio.secret.legacy_key_used","version_id":"hmac-v1","source":"s"}`},
+		{Failed{Reason: FailRouteMissing, Replay: Replay{ReplayReason: "stray", ReplayID: "r"}}, `{"event":"snavio.command.failed","reason":"route-missing"}`},
 	} {
 		b, err := Marshal(tc.e)
 		if err != nil || string(b) != tc.want {
