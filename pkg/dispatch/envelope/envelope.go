@@ -57,6 +57,10 @@ const (
 	// DefaultMaxDepth is the deepest nesting of arrays and objects allowed
 	// inside command.payload (a flat object has depth 1).
 	DefaultMaxDepth = 32
+	// DefaultMaxMembers is the most object members (name-value pairs)
+	// allowed in command.payload, summed over all its objects. It bounds
+	// the memory of canonicalizing an adversarial payload.
+	DefaultMaxMembers = 4096
 )
 
 // Limits bound what the parser accepts. The zero value means the defaults.
@@ -66,6 +70,9 @@ type Limits struct {
 	MaxBytes int
 	// MaxDepth is the deepest payload nesting; <= 0 means DefaultMaxDepth.
 	MaxDepth int
+	// MaxMembers is the most object members in the payload; <= 0 means
+	// DefaultMaxMembers.
+	MaxMembers int
 }
 
 func (l Limits) normalized() Limits {
@@ -74,6 +81,9 @@ func (l Limits) normalized() Limits {
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxMembers <= 0 {
+		l.MaxMembers = DefaultMaxMembers
 	}
 	return l
 }

@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 		if !checked.Equal(env.SentAt) {
 			t.Fatalf("check saw %v, envelope has %v", checked, env.SentAt)
 		}
-		if c, err := jcs.Append(nil, env.Command.Payload, 0); err != nil || !bytes.Equal(c, env.Command.Payload) {
+		if c, err := jcs.Append(nil, env.Command.Payload, jcs.Limits{}); err != nil || !bytes.Equal(c, env.Command.Payload) {
 			t.Fatalf("payload not canonical: %s", env.Command.Payload)
 		}
 		if jcs.Depth(env.Command.Payload) > 8 {

@@ -53,7 +53,7 @@ func (p *Parser) Parse(detail []byte, check func(sentAt time.Time) error) (Envel
 	if s == nil {
 		s = &state{}
 	}
-	env, err := s.parse(detail, p.limits.MaxDepth, check)
+	env, err := s.parse(detail, p.limits, check)
 	var seen Seen
 	if err != nil {
 		seen = s.seen()
@@ -128,7 +128,7 @@ func (s *state) seen() Seen {
 	return out
 }
 
-func (s *state) parse(detail []byte, maxDepth int, check func(time.Time) error) (Envelope, error) {
+func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (Envelope, error) {
 	s.buf = *bytes.NewBuffer(detail)
 	s.dec.Reset(&s.buf, decodeOpts...)
 	s.blob = s.blob[:0]
@@ -168,7 +168,7 @@ func (s *state) parse(detail []byte, maxDepth int, check func(time.Time) error) 
 				return Envelope{}, dup("command")
 			}
 			blocks |= 2
-			if err := s.command(maxDepth); err != nil {
+			if err := s.command(lim); err != nil {
 				return Envelope{}, err
 			}
 		default:
@@ -393,7 +393,7 @@ func (s *state) readReplay() error {
 	return nil
 }
 
-func (s *state) command(maxDepth int) error {
+func (s *state) command(lim Limits) error {
 	if err := s.openObject("command"); err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func (s *state) command(maxDepth int) error {
 			err = s.readString(fName, MaxNameLen, reason.InvalidCommandName,
 				"it must be a registered command name: 1-128 characters A-Z, a-z, 0-9, '.', '_', ':' or '-'")
 		case "payload":
-			err = s.readPayload(maxDepth)
+			err = s.readPayload(lim)
 		default:
 			if strings.EqualFold(string(name), "source") {
 				return reason.New(reason.CommandSourcePresent, "command.source",
@@ -433,20 +433,28 @@ func (s *state) command(maxDepth int) error {
 	return nil
 }
 
-func (s *state) readPayload(maxDepth int) error {
+func (s *state) readPayload(lim Limits) error {
 	if s.have&(1<<fPayload) != 0 {
 		return dup("command.payload")
 	}
+	rest := s.dec.UnreadBuffer()
 	v, err := s.dec.ReadValue()
 	if err != nil {
+		// The tokenizer gives up at 10000 levels with a syntax error;
+		// name the real problem.
+		if jcs.Depth(rest) > lim.MaxDepth {
+			return tooDeep(lim.MaxDepth)
+		}
 		return syntax(err)
 	}
-	s.payload, err = jcs.Append(s.payload[:0], v, maxDepth)
+	s.payload, err = jcs.Append(s.payload[:0], v, jcs.Limits{MaxDepth: lim.MaxDepth, MaxMembers: lim.MaxMembers})
 	switch {
 	case err == nil:
 	case errors.Is(err, jcs.ErrTooDeep):
-		return reason.New(reason.TooDeep, "command.payload",
-			"nests arrays and objects more than "+strconv.Itoa(maxDepth)+" levels deep: flatten the payload")
+		return tooDeep(lim.MaxDepth)
+	case errors.Is(err, jcs.ErrTooManyMembers):
+		return reason.New(reason.TooManyMembers, "command.payload",
+			"has more than "+strconv.Itoa(lim.MaxMembers)+" object members in total: send bulk data as arrays or split the command")
 	case errors.Is(err, jsontext.ErrDuplicateName):
 		return reason.New(reason.DuplicateMember, "command.payload",
 			"an object in the payload repeats a member name: send each name once")
@@ -462,33 +470,38 @@ func (s *state) readPayload(maxDepth int) error {
 // command block as identifies the message (target and name) and stops at
 // anything else. Errors end it silently.
 func (s *state) skimCommand() {
-	for s.dec.PeekKind() != 0 {
-		name, err := s.readName()
-		if err != nil || string(name) != "command" || s.dec.PeekKind() != '{' {
-			return
-		}
-		if _, err := s.dec.ReadToken(); err != nil {
-			return
-		}
-		for s.dec.PeekKind() == '"' {
-			name, err := s.readName()
-			if err != nil {
-				return
-			}
-			switch string(name) {
-			case "target":
-				err = s.readString(fTarget, MaxTargetLen, reason.InvalidTarget, "")
-			case "name":
-				err = s.readString(fName, MaxNameLen, reason.InvalidCommandName, "")
-			default:
-				return
-			}
-			if err != nil || s.have&(1<<fTarget) != 0 && s.have&(1<<fName) != 0 {
-				return
-			}
-		}
+	if s.dec.PeekKind() != '"' {
 		return
 	}
+	name, err := s.readName()
+	if err != nil || string(name) != "command" || s.dec.PeekKind() != '{' {
+		return
+	}
+	if _, err := s.dec.ReadToken(); err != nil {
+		return
+	}
+	for s.dec.PeekKind() == '"' {
+		name, err := s.readName()
+		if err != nil {
+			return
+		}
+		switch string(name) {
+		case "target":
+			err = s.readString(fTarget, MaxTargetLen, reason.InvalidTarget, "")
+		case "name":
+			err = s.readString(fName, MaxNameLen, reason.InvalidCommandName, "")
+		default:
+			return
+		}
+		if err != nil || s.have&(1<<fTarget) != 0 && s.have&(1<<fName) != 0 {
+			return
+		}
+	}
+}
+
+func tooDeep(maxDepth int) error {
+	return reason.New(reason.TooDeep, "command.payload",
+		"nests arrays and objects more than "+strconv.Itoa(maxDepth)+" levels deep: flatten the payload")
 }
 
 func syntax(err error) error {

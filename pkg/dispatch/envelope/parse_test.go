@@ -3,6 +3,8 @@ package envelope
 import (
 	stdjson "encoding/json"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +376,69 @@ func BenchmarkParse(b *testing.B) {
 		if _, _, err := p.Parse(in, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseWorstCaseAllocation feeds the parser the most expensive inputs
+// that fit in the size limit and checks that memory stays bounded (24 times
+// the largest input) and every rejection is coded.
+func TestParseWorstCaseAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation figures are not meaningful under -race")
+	}
+	wrap := func(payload string) []byte {
+		s := strings.Replace(good(), `{"user":"u-1","n":1}`, payload, 1)
+		if len(s) > DefaultMaxBytes {
+			s = s[:0] + strings.Replace(good(), `{"user":"u-1","n":1}`, payload[:len(payload)-(len(s)-DefaultMaxBytes)], 1)
+		}
+		return []byte(s)
+	}
+	n := DefaultMaxBytes - len(good()) - 16
+	members := func(count int, pad int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := 0; i < count; i++ {
+			// Reverse order forces the exact (allocating) path.
+			fmt.Fprintf(&b, `"k%07d%s":0,`, 9999999-i, strings.Repeat("x", pad))
+		}
+		return strings.TrimSuffix(b.String(), ",") + "}"
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		code reason.Code
+	}{
+		{"nesting beyond the tokenizer limit", wrap(strings.Repeat("[", n/2) + strings.Repeat("]", n/2)), reason.TooDeep},
+		{"nesting at 33", wrap(strings.Repeat("[", 33) + strings.Repeat("]", 33)), reason.TooDeep},
+		{"escapes everywhere", wrap(`"` + strings.Repeat(`\u0041`, n/6) + `"`), ""},
+		{"many empty objects", wrap("[" + strings.Repeat(`{ },`, n/4-1) + "{}]"), ""},
+		{"members beyond the limit", wrap(members(n/14, 0)), reason.TooManyMembers},
+		{"members at the limit, out of order", wrap(members(DefaultMaxMembers, 0)), ""},
+		{"members at the limit, long names", wrap(members(DefaultMaxMembers, n/DefaultMaxMembers-14)), ""},
+		{"1024 members, longer names", wrap(members(1024, n/1024-14)), ""},
+		{"256 members, long names", wrap(members(256, n/256-14)), ""},
+		{"many numbers to reformat", wrap("[" + strings.Repeat(`1.0,`, n/4-1) + "1]"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewParser(Limits{})
+			if len(tc.in) > DefaultMaxBytes {
+				t.Fatalf("input %d bytes", len(tc.in))
+			}
+			_, _, _ = p.Parse(tc.in, nil) // warm the pools
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, _, err := p.Parse(tc.in, nil)
+			runtime.ReadMemStats(&after)
+			if reason.Of(err) != tc.code {
+				t.Fatalf("err = %v, want %q", err, tc.code)
+			}
+			// The bound is absolute: 24 times the largest input (6 MiB).
+			got := after.TotalAlloc - before.TotalAlloc
+			if limit := uint64(24 * DefaultMaxBytes); got > limit {
+				t.Fatalf("allocated %d bytes for a %d-byte input (limit %d)", got, len(tc.in), limit)
+			}
+			t.Logf("%d-byte input: %d bytes allocated", len(tc.in), got)
+		})
 	}
 }

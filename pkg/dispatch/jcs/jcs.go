@@ -30,41 +30,67 @@ import (
 // reported as not canonical (and so take the exact path).
 const MaxDepth = 64
 
-// ErrTooDeep reports a value nested deeper than the limit given to Append.
+// ErrTooDeep reports a value nested deeper than Limits.MaxDepth.
 var ErrTooDeep = errors.New("jcs: JSON value nested too deeply")
+
+// ErrTooManyMembers reports a value with more object members in total than
+// Limits.MaxMembers.
+var ErrTooManyMembers = errors.New("jcs: JSON value has too many object members")
+
+// Limits bound what Append accepts. Zero fields mean no limit of their own.
+// They exist because canonicalizing a non-canonical value costs memory per
+// object member (sorting and duplicate detection in jsontext: about 400
+// bytes each), so an adversarial 256 KiB object of 40 000 tiny members
+// would cost ~10 MiB.
+type Limits struct {
+	// MaxDepth is the deepest nesting of arrays and objects allowed.
+	MaxDepth int
+	// MaxMembers is the most object members allowed, summed over every
+	// object in the value.
+	MaxMembers int
+}
+
+func (l Limits) check(depth, members int) error {
+	if l.MaxDepth > 0 && depth > l.MaxDepth {
+		return ErrTooDeep
+	}
+	if l.MaxMembers > 0 && members > l.MaxMembers {
+		return ErrTooManyMembers
+	}
+	return nil
+}
 
 // IsCanonical reports whether v is a valid JSON value already in RFC 8785
 // canonical form. A false answer means "not proven canonical".
 func IsCanonical(v []byte) bool {
-	_, ok := check(v)
+	_, _, ok := check(v)
 	return ok
 }
 
-// check returns the depth of v and whether it is proven canonical; the
-// depth is meaningful only if it is.
-func check(v []byte) (depth int, ok bool) {
+// check returns the depth and member count of v and whether it is proven
+// canonical; the counts are meaningful only if it is.
+func check(v []byte) (depth, members int, ok bool) {
 	c := checker{b: v}
 	if !c.value(0) || c.i != len(v) {
-		return 0, false
+		return 0, 0, false
 	}
-	return c.maxDepth, true
+	return c.maxDepth, c.members, true
 }
 
 // Append appends the canonical form of the JSON value v to dst. It rejects
-// values nested deeper than maxDepth (ErrTooDeep; maxDepth <= 0 means no
-// limit of its own), duplicate object names (jsontext.ErrDuplicateName),
-// invalid JSON and numbers outside the double range. On error dst is
-// returned unchanged. Append does not allocate when v is already canonical
-// and dst has room.
-func Append(dst, v []byte, maxDepth int) ([]byte, error) {
-	if d, ok := check(v); ok {
-		if maxDepth > 0 && d > maxDepth {
-			return dst, ErrTooDeep
+// values beyond lim (ErrTooDeep, ErrTooManyMembers), checked before any
+// canonicalization work, duplicate object names (jsontext.ErrDuplicateName)
+// and invalid JSON. On error dst is returned unchanged. Append does not
+// allocate when v is already canonical and dst has room.
+func Append(dst, v []byte, lim Limits) ([]byte, error) {
+	if d, m, ok := check(v); ok {
+		if err := lim.check(d, m); err != nil {
+			return dst, err
 		}
 		return append(dst, v...), nil
 	}
-	if maxDepth > 0 && Depth(v) > maxDepth {
-		return dst, ErrTooDeep
+	if err := lim.check(Shape(v)); err != nil {
+		return dst, err
 	}
 	c := jsontext.Value(bytes.Clone(v))
 	if err := c.Canonicalize(); err != nil {
@@ -74,9 +100,18 @@ func Append(dst, v []byte, maxDepth int) ([]byte, error) {
 }
 
 // Depth returns the maximum nesting depth of arrays and objects in v
-// (0 for a scalar). It scans bytes only and is meaningful for valid JSON;
-// for invalid input it returns some number without failing.
+// (0 for a scalar). See Shape.
 func Depth(v []byte) int {
+	d, _ := Shape(v)
+	return d
+}
+
+// Shape returns the maximum nesting depth of arrays and objects in v (0 for
+// a scalar) and the number of object members (name-value pairs) in all its
+// objects. It scans bytes only, in linear time without allocating, and is
+// exact for valid JSON; for invalid input it returns some numbers without
+// failing.
+func Shape(v []byte) (depth, members int) {
 	d, m := 0, 0
 	inStr := false
 	for i := 0; i < len(v); i++ {
@@ -93,6 +128,8 @@ func Depth(v []byte) int {
 		switch c {
 		case '"':
 			inStr = true
+		case ':':
+			members++
 		case '{', '[':
 			d++
 			if d > m {
@@ -102,13 +139,14 @@ func Depth(v []byte) int {
 			d--
 		}
 	}
-	return m
+	return m, members
 }
 
 type checker struct {
 	b        []byte
 	i        int
 	maxDepth int
+	members  int
 }
 
 func (c *checker) value(depth int) bool {
@@ -167,6 +205,7 @@ func (c *checker) object(depth int) bool {
 			return false // out of order or duplicate
 		}
 		prev = name
+		c.members++
 		if c.i >= len(c.b) || c.b[c.i] != ':' {
 			return false
 		}

@@ -71,24 +71,24 @@ func TestIsCanonical(t *testing.T) {
 }
 
 func TestAppend(t *testing.T) {
-	got, err := Append([]byte("x"), []byte(`{ "b" : 1.0, "a" : "\u0041" }`), 8)
+	got, err := Append([]byte("x"), []byte(`{ "b" : 1.0, "a" : "\u0041" }`), Limits{MaxDepth: 8})
 	if err != nil || string(got) != `x{"a":"A","b":1}` {
 		t.Fatalf("Append = %q, %v", got, err)
 	}
-	if _, err := Append(nil, []byte(`{"a":1,"a":2}`), 8); !errors.Is(err, jsontext.ErrDuplicateName) {
+	if _, err := Append(nil, []byte(`{"a":1,"a":2}`), Limits{MaxDepth: 8}); !errors.Is(err, jsontext.ErrDuplicateName) {
 		t.Fatalf("duplicate names: err = %v", err)
 	}
 	deep := []byte(`[[[[[1]]]]]`)
-	if _, err := Append(nil, deep, 4); !errors.Is(err, ErrTooDeep) {
+	if _, err := Append(nil, deep, Limits{MaxDepth: 4}); !errors.Is(err, ErrTooDeep) {
 		t.Fatalf("deep canonical: err = %v", err)
 	}
-	if _, err := Append(nil, []byte(`[[[[[ 1]]]]]`), 4); !errors.Is(err, ErrTooDeep) {
+	if _, err := Append(nil, []byte(`[[[[[ 1]]]]]`), Limits{MaxDepth: 4}); !errors.Is(err, ErrTooDeep) {
 		t.Fatalf("deep non-canonical: err = %v", err)
 	}
-	if out, err := Append(nil, deep, 5); err != nil || !bytes.Equal(out, deep) {
+	if out, err := Append(nil, deep, Limits{MaxDepth: 5}); err != nil || !bytes.Equal(out, deep) {
 		t.Fatalf("depth at limit: %q, %v", out, err)
 	}
-	if _, err := Append(nil, []byte(`{`), 4); err == nil {
+	if _, err := Append(nil, []byte(`{`), Limits{MaxDepth: 4}); err == nil {
 		t.Fatal("invalid JSON accepted")
 	}
 }
@@ -96,8 +96,28 @@ func TestAppend(t *testing.T) {
 func TestAppendNoAllocWhenCanonical(t *testing.T) {
 	v := []byte(`{"a":[1,2,3],"b":{"c":"d"},"e":12345}`)
 	dst := make([]byte, 0, 256)
-	if n := testing.AllocsPerRun(100, func() { _, _ = Append(dst[:0], v, 32) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = Append(dst[:0], v, Limits{MaxDepth: 32, MaxMembers: 10}) }); n != 0 {
 		t.Fatalf("Append allocates %v times for canonical input", n)
+	}
+}
+
+func TestMemberLimit(t *testing.T) {
+	lim := Limits{MaxMembers: 3}
+	for in, ok := range map[string]bool{
+		`{"a":1,"b":{"c":2}}`:             true,
+		`{"a":1,"b":{"c":2,"d":3}}`:       false,
+		`{ "b":{"c":2,"d":3}, "a":1}`:     false, // non-canonical: checked before canonicalizing
+		`[{"a":1},{"a":1},{"a":":"}]`:     true,
+		`[{"a":1},{"a":1},{"a":1},{}]`:    true,
+		`[{"a":1},{"a":1},{"a":1,"b":1}]`: false,
+	} {
+		_, err := Append(nil, []byte(in), lim)
+		if ok != (err == nil) || !ok && !errors.Is(err, ErrTooManyMembers) {
+			t.Errorf("Append(%s) = %v", in, err)
+		}
+	}
+	if d, m := Shape([]byte(`{"a":{"b":"x:y"},"c":[1,{"d":2}]}`)); d != 3 || m != 4 {
+		t.Errorf("Shape = %d, %d", d, m)
 	}
 }
 
@@ -141,7 +161,7 @@ func FuzzIsCanonical(f *testing.F) {
 				t.Fatalf("IsCanonical(%q) = false for jsontext's canonical output", c)
 			}
 		}
-		out, aerr := Append(nil, in, 0)
+		out, aerr := Append(nil, in, Limits{})
 		if (aerr == nil) != (err == nil) || (aerr == nil && !bytes.Equal(out, c)) {
 			t.Fatalf("Append(%q) = %q, %v; jsontext %q, %v", in, out, aerr, c, err)
 		}

@@ -21,6 +21,9 @@ const (
 	MalformedJSON Code = "malformed_json"
 	// TooDeep: the payload nests objects and arrays deeper than the limit.
 	TooDeep Code = "too_deep"
+	// TooManyMembers: the payload has more object members in total than
+	// the limit.
+	TooManyMembers Code = "too_many_members"
 	// DuplicateMember: an object names the same member twice (after
 	// unescaping), in the envelope or in the payload.
 	DuplicateMember Code = "duplicate_member"
@@ -85,7 +88,7 @@ const (
 // All lists every code, in documentation order.
 func All() []Code {
 	return []Code{
-		TooLarge, MalformedJSON, TooDeep, DuplicateMember, UnknownMember,
+		TooLarge, MalformedJSON, TooDeep, TooManyMembers, DuplicateMember, UnknownMember,
 		MissingField, WrongType, CommandSourcePresent, InvalidID,
 		InvalidTimestamp, InvalidEventType, InvalidHMAC, InvalidVersionID,
 		InvalidTarget, InvalidCommandName, InvalidPayload, InvalidReplay,

@@ -70,10 +70,12 @@ func message(t testing.TB, sentAt time.Time, k *signing.Key, mut func(*envelope.
 	return b
 }
 
-type bans map[string]Ban
+type banKey struct{ source, target, command string }
+
+type bans map[banKey]Ban
 
 func (b bans) Ban(source, target, command string, _ time.Time) Ban {
-	return b[source+" "+target+" "+command]
+	return b[banKey{source, target, command}]
 }
 
 type fixture struct {
@@ -89,7 +91,7 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	f := &fixture{clock: clock.NewFake(T), sink: &telemetry.Memory{}, polls: &keys.Polls{}, rnd: 0.5}
 	sh, err := New(cfg, Deps{
 		Clock: f.clock, Keys: testRing(t), Telemetry: f.sink, Polls: f.polls,
-		Bans: bans{src + " discord-bot blocked-cmd": Blocked, src + " discord-bot cold-cmd": ColdOnly},
+		Bans: bans{{src, "discord-bot", "blocked-cmd"}: Blocked, {src, "discord-bot", "cold-cmd"}: ColdOnly},
 		Rand: func() float64 { return f.rnd },
 	})
 	if err != nil {

@@ -93,7 +93,7 @@ func AppendContent(dst []byte, versionID string, m *Message) ([]byte, error) {
 	}
 	n := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, 0)
-	out, err := jcs.Append(dst, m.Payload, 0)
+	out, err := jcs.Append(dst, m.Payload, jcs.Limits{})
 	if err != nil {
 		return dst[:n], reason.New(reason.InvalidPayload, "command.payload",
 			"is not valid JSON that can be canonicalized (RFC 8785): "+err.Error())
