@@ -135,6 +135,18 @@ type Envelope struct {
 	SentAt time.Time `json:"-"`
 }
 
+// New returns a producer's envelope for a command to target, sent at
+// sentAt (formatted with FormatTimestamp), ready to sign with
+// signing.Key.SignEnvelope. id must be a fresh lowercase UUID (reuse it
+// only to retry the same command); payload must be valid JSON.
+func New(id string, sentAt time.Time, target, name string, payload []byte) Envelope {
+	return Envelope{
+		Metadata: Metadata{ID: id, Timestamp: FormatTimestamp(sentAt), Type: EventType},
+		Command:  Command{Target: target, Name: name, Payload: payload},
+		SentAt:   sentAt,
+	}
+}
+
 // Seen holds the identifying fields of a rejected message that were read
 // and well-formed before the rejection, so that snavio.command.invalid can
 // carry them. Fields not sent, not reached or malformed are empty. Seen is
@@ -199,6 +211,7 @@ func appendStrings(dst []byte, err error, pairs ...string) ([]byte, error) {
 
 type envError string
 
+// Error returns the message.
 func (e envError) Error() string { return string(e) }
 
 const errEmptyPayload = envError("envelope: command.payload is empty; set it to a JSON value such as {}")

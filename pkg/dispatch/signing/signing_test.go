@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 
@@ -165,14 +166,12 @@ func TestNewKey(t *testing.T) {
 
 func TestEnvelopeRoundTrip(t *testing.T) {
 	k, _ := NewKey("hmac-v7", testSecret)
-	env := envelope.Envelope{
-		Metadata: envelope.Metadata{ID: "0f8fad5b-d9cb-469f-a165-70867728950e", Timestamp: "2025-04-07T12:58:00.000Z", Type: envelope.EventType},
-		Command:  envelope.Command{Target: "discord-bot", Name: "notify-user", Payload: []byte(`{"b": 2, "a": 1}`)},
-	}
+	env := envelope.New("0f8fad5b-d9cb-469f-a165-70867728950e", time.Date(2025, 4, 7, 12, 58, 0, 0, time.UTC),
+		"discord-bot", "notify-user", []byte(`{"b": 2, "a": 1}`))
 	if err := k.SignEnvelope(&env, "tenant-a/billing"); err != nil {
 		t.Fatal(err)
 	}
-	if env.Metadata.VersionID != "hmac-v7" || !envelope.ValidHMAC(env.Metadata.HMAC) {
+	if env.Metadata.VersionID != "hmac-v7" || !envelope.ValidHMAC(env.Metadata.HMAC) || env.Metadata.Timestamp != "2025-04-07T12:58:00.000Z" {
 		t.Fatalf("metadata after signing: %+v", env.Metadata)
 	}
 	wire, err := env.AppendJSON(nil)
