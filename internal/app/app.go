@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/root"
@@ -53,6 +54,9 @@ func Run(ctx context.Context, args []string, ios *iostreams.IOStreams, env iostr
 	fmt.Fprintln(ios.ErrOut, styles.Failure("Error:")+" "+err.Error())
 	if g.Verbose {
 		for _, d := range cmdutil.Detail(err) {
+			if strings.HasSuffix(d, ": "+err.Error()) {
+				continue // a wrapper that adds nothing to the line above
+			}
 			fmt.Fprintln(ios.ErrOut, styles.Muted("  caused by: "+d))
 		}
 	}
