@@ -140,8 +140,7 @@ func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (E
 		return Envelope{}, err
 	}
 	var blocks uint8
-	stopped := false
-	for !stopped && s.dec.PeekKind() != '}' {
+	for s.dec.PeekKind() != '}' {
 		name, err := s.readName()
 		if err != nil {
 			return Envelope{}, err

@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 
@@ -269,9 +270,12 @@ func (c *checker) str() (name []byte, simple, ok bool) {
 	for i < len(b) {
 		// Skip eight plain ASCII bytes at a time: none below 0x20, none
 		// at or above 0x80, no quote, no backslash.
+		// The lowest flagged byte is exact (borrows only propagate
+		// upwards), so jump straight to the first special byte.
 		for i+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[i:])
-			if (x|hasLess20(x)|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\')))&msb != 0 {
+			if m := (x | hasLess20(x) | hasZero(x^(lsb*'"')) | hasZero(x^(lsb*'\\'))) & msb; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
