@@ -81,10 +81,35 @@ const (
 	numFields
 )
 
-var fieldPath = [numFields]string{
-	"metadata.id", "metadata.timestamp", "metadata.type", "metadata.hmac",
-	"metadata.version_id", "command.target", "command.name", "command.payload",
-	"command.source", "metadata.replay", "metadata.replay_reason", "metadata.replay_id",
+// fieldPath names field f for errors.
+func fieldPath(f int) string {
+	switch f {
+	case fID:
+		return "metadata.id"
+	case fTimestamp:
+		return "metadata.timestamp"
+	case fType:
+		return "metadata.type"
+	case fHMAC:
+		return "metadata.hmac"
+	case fVersion:
+		return "metadata.version_id"
+	case fTarget:
+		return "command.target"
+	case fName:
+		return "command.name"
+	case fPayload:
+		return "command.payload"
+	case fSource:
+		return "command.source"
+	case fReplay:
+		return "metadata.replay"
+	case fReplayReason:
+		return "metadata.replay_reason"
+	case fReplayID:
+		return "metadata.replay_id"
+	}
+	return ""
 }
 
 type state struct {
@@ -98,14 +123,6 @@ type state struct {
 	have    uint16 // bit per field seen
 	sentAt  time.Time
 	replay  bool
-}
-
-var decodeOpts = []jsontext.Options{
-	// Duplicate names are detected by the field bitmask in the envelope and
-	// by canonicalization in the payload; letting the tokenizer skip its
-	// own name sets halves its cost on object-heavy payloads.
-	jsontext.AllowDuplicateNames(true),
-	jsontext.AllowInvalidUTF8(false),
 }
 
 func (s *state) release() {
@@ -130,7 +147,10 @@ func (s *state) seen() Seen {
 
 func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (Envelope, error) {
 	s.buf = *bytes.NewBuffer(detail)
-	s.dec.Reset(&s.buf, decodeOpts...)
+	// Duplicate names are detected by the field bitmask in the envelope
+	// and by canonicalization in the payload; letting the tokenizer skip
+	// its own name sets halves its cost on object-heavy payloads.
+	s.dec.Reset(&s.buf, jsontext.AllowDuplicateNames(true))
 	s.blob = s.blob[:0]
 	s.payload = s.payload[:0]
 	s.have = 0
@@ -277,21 +297,21 @@ func (s *state) valid(f int, b []byte) bool {
 // readString reads string field f into blob after validating it.
 func (s *state) readString(f int, max int, code reason.Code, fix string) error {
 	if s.have&(1<<f) != 0 {
-		return dup(fieldPath[f])
+		return dup(fieldPath(f))
 	}
 	if k := s.dec.PeekKind(); k != '"' {
 		if k == 0 {
 			_, err := s.dec.ReadValue()
 			return syntax(err)
 		}
-		return reason.New(reason.WrongType, fieldPath[f], "is a JSON "+kindName(k)+"; it must be a string")
+		return reason.New(reason.WrongType, fieldPath(f), "is a JSON "+kindName(k)+"; it must be a string")
 	}
 	v, err := s.dec.ReadValue()
 	if err != nil {
 		return syntax(err)
 	}
 	if len(v) > 6*max+2 {
-		return reason.New(code, fieldPath[f], "is longer than "+strconv.Itoa(max)+" bytes: "+fix)
+		return reason.New(code, fieldPath(f), "is longer than "+strconv.Itoa(max)+" bytes: "+fix)
 	}
 	raw := v[1 : len(v)-1]
 	if bytes.IndexByte(raw, '\\') >= 0 {
@@ -302,7 +322,7 @@ func (s *state) readString(f int, max int, code reason.Code, fix string) error {
 		raw = s.scratch
 	}
 	if !s.valid(f, raw) {
-		return reason.New(code, fieldPath[f], fix)
+		return reason.New(code, fieldPath(f), fix)
 	}
 	s.start[f] = len(s.blob)
 	s.blob = append(s.blob, raw...)
@@ -354,13 +374,13 @@ func (s *state) metadata() error {
 	}
 	for _, f := range []int{fID, fTimestamp, fType, fHMAC, fVersion} {
 		if s.have&(1<<f) == 0 {
-			return missing(fieldPath[f])
+			return missing(fieldPath(f))
 		}
 	}
 	if s.replay {
 		for _, f := range []int{fReplayReason, fReplayID} {
 			if s.have&(1<<f) == 0 {
-				return reason.New(reason.InvalidReplay, fieldPath[f], "is required when metadata.replay is true: the replayer sets it")
+				return reason.New(reason.InvalidReplay, fieldPath(f), "is required when metadata.replay is true: the replayer sets it")
 			}
 		}
 	} else if s.have&(1<<fReplayReason|1<<fReplayID) != 0 {
@@ -426,7 +446,7 @@ func (s *state) command(lim Limits) error {
 	}
 	for _, f := range []int{fTarget, fName, fPayload} {
 		if s.have&(1<<f) == 0 {
-			return missing(fieldPath[f])
+			return missing(fieldPath(f))
 		}
 	}
 	return nil
