@@ -193,6 +193,12 @@ func TestCheck(t *testing.T) {
 			T, reason.UnknownKeyVersion, inv(reason.UnknownKeyVersion)},
 		{"unknown source", "tenant-z/nobody", func(t *testing.T) []byte { return message(t, T, v2, nil) },
 			T, reason.UnknownSource, strings.Replace(inv(reason.UnknownSource), src, "tenant-z/nobody", 1)},
+		{"previous key inside the overlap", src, func(t *testing.T) []byte { return message(t, T, v1, nil) }, T, "",
+			`{"event":"snavio.secret.legacy_key_used","version_id":"hmac-v1","source":"tenant-a/billing"}` + "\n"},
+		{"revoked (expired) current key", "tenant-a/revoking", func(t *testing.T) []byte {
+			return message(t, T.Add(2*day), key(t, "hmac-v1", 5), nil)
+		}, T.Add(2 * day), reason.KeyExpired,
+			`{"event":"snavio.command.invalid","command_id":"` + testID + `","source":"tenant-a/revoking","target":"discord-bot","command_name":"notify-user","timestamp":"2025-04-09T12:58:00.000Z","reason":"key_expired"}` + "\n"},
 		{"previous key outside the overlap", src, func(t *testing.T) []byte { return message(t, T.Add(4*day), v1, nil) },
 			T.Add(4 * day), reason.KeyExpired,
 			strings.Replace(strings.Replace(invalidFull, "%s", "2025-04-11T12:58:00.000Z", 1), "%s", "key_expired", 1)},
