@@ -1,0 +1,308 @@
+// Package dispatch is the Snavio dispatcher as a library: the same code runs
+// on one machine (`snavio dispatch serve`) and on AWS Lambda. A Dispatcher
+// composes the three stages:
+//
+//   - shield (package shield): schema, forbidden command.source, size
+//     limits, replay window, HMAC, bans; rejects with snavio.command.invalid;
+//   - fast: memory only; routes with cached routing and ACLs (a Router),
+//     applies flow control (package flow: tokens, fairness, local dedupe)
+//     and delivers, or escalates with a reason code;
+//   - slow: authoritative; routes after refreshing, claims strict ids, takes
+//     the rate-limit budget, delivers.
+//
+// The package imports no AWS code and holds no globals; time comes from an
+// injected clock. Storage and delivery are ports (flow.Store, Router,
+// Sender) implemented by stores that pass pkg/dispatch/dispatchtest.
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/reason"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+// Delivery is one command on its way to a target queue.
+type Delivery struct {
+	// QueueARN is the route's target queue.
+	QueueARN string
+	// Body is the envelope with command.source set by the dispatcher. The
+	// sender must not retain it after Send returns.
+	Body []byte
+	// Identifying attributes, for queue message attributes.
+	CommandID, Source, Target, Command string
+}
+
+// Sender delivers commands to target queues (SQS SendMessage; a local
+// queue in `dispatch serve`). Send returns nil only once the queue has
+// durably accepted the message. Safe for concurrent use.
+type Sender interface {
+	Send(ctx context.Context, d *Delivery) error
+}
+
+// Route is a routing decision: where a command goes and the route's flow
+// parameters.
+type Route struct {
+	QueueARN string
+	Flow     flow.Route
+}
+
+// Router makes the routing and ACL decisions. Implementations must be safe
+// for concurrent use.
+type Router interface {
+	// Fast decides from memory only, without blocking: ok=false means
+	// escalate, with a reason code such as cache_miss, acl_expired or
+	// routing_stale. It must not return a failure: only the slow path
+	// refuses.
+	Fast(source, target, command string) (r Route, escalation string, ok bool)
+	// Slow decides authoritatively, refreshing what it needs first. A
+	// non-empty fail (route-missing, acl-deny) refuses the command; an
+	// error means the decision could not be made now (retry later).
+	Slow(ctx context.Context, source, target, command string) (r Route, fail telemetry.FailReason, err error)
+}
+
+// Outcome is what became of a command at a stage.
+type Outcome string
+
+// Outcomes.
+const (
+	Delivered Outcome = "delivered"
+	Escalated Outcome = "escalated"
+	Duplicate Outcome = "duplicate"
+	Invalid   Outcome = "invalid"
+	Failed    Outcome = "failed"
+)
+
+// Result is a stage's verdict on one command.
+type Result struct {
+	Outcome   Outcome
+	CommandID string
+	// Reason is the escalation, rejection or failure reason code.
+	Reason string
+	Path   telemetry.Path
+}
+
+// Escalation is a command the fast stage hands to the slow stage: already
+// through the shield, so the slow stage trusts it and does not verify it
+// again. The hand-off between them must be durable (a queue) so that
+// nothing is lost in a crash; Marshal and UnmarshalEscalation give its
+// wire form.
+type Escalation struct {
+	Envelope   envelope.Envelope `json:"envelope"`
+	ReceivedAt time.Time         `json:"received_at"`
+	Reason     string            `json:"reason"`
+	ColdOnly   bool              `json:"cold_only,omitzero"`
+}
+
+// Marshal returns the escalation's wire form.
+func (e *Escalation) Marshal() ([]byte, error) { return jsonv2.Marshal(e) }
+
+// UnmarshalEscalation parses an escalation's wire form. It is a trusted
+// internal format; it still refuses anything incomplete.
+func UnmarshalEscalation(b []byte) (*Escalation, error) {
+	var e Escalation
+	if err := jsonv2.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("dispatch: escalation: %w", err)
+	}
+	c := &e.Envelope.Command
+	if e.Envelope.Metadata.ID == "" || c.Source == "" || c.Target == "" || c.Name == "" || len(c.Payload) == 0 {
+		return nil, errors.New("dispatch: escalation is missing its id, source, target, name or payload")
+	}
+	return &e, nil
+}
+
+// Deps are the Dispatcher's collaborators.
+type Deps struct {
+	Shield    *shield.Shield
+	Router    Router
+	Flow      *flow.Flow
+	Sender    Sender
+	Clock     clock.Clock
+	Telemetry telemetry.Sink
+	Logger    *slog.Logger
+}
+
+// Dispatcher runs the stages. Safe for concurrent use.
+type Dispatcher struct {
+	d    Deps
+	bufs sync.Pool // *[]byte delivery bodies
+}
+
+// New returns a Dispatcher; every dependency except Logger is required.
+func New(deps Deps) (*Dispatcher, error) {
+	if deps.Shield == nil || deps.Router == nil || deps.Flow == nil || deps.Sender == nil || deps.Clock == nil || deps.Telemetry == nil {
+		return nil, errors.New("dispatch: Shield, Router, Flow, Sender, Clock and Telemetry are required")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{d: deps}, nil
+}
+
+// Fast runs the shield and the fast stage on one bus event: busSource is
+// the authenticated event source, detail the producer's envelope. It
+// returns the result and, when the outcome is Escalated, the escalation
+// the caller must hand durably to the slow stage.
+func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) (Result, *Escalation) {
+	acc, err := x.d.Shield.Check(busSource, detail)
+	if err != nil {
+		return Result{Outcome: Invalid, Reason: reasonOf(err)}, nil
+	}
+	env := &acc.Envelope
+	if acc.ColdOnly {
+		return x.escalate(acc, flow.EscalateColdOnlySource)
+	}
+	route, why, ok := x.d.Router.Fast(busSource, env.Command.Target, env.Command.Name)
+	if !ok {
+		return x.escalate(acc, flow.Escalation(why))
+	}
+	c := flowCommand(env, false)
+	dec := x.d.Flow.Fast(&c, &route.Flow)
+	switch dec.Action {
+	case flow.Escalate:
+		return x.escalate(acc, dec.Escalation)
+	case flow.Drop:
+		return Result{Outcome: Duplicate, CommandID: c.ID}, nil
+	case flow.Reject:
+		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(telemetry.FailRateLimitExceeded)}, nil
+	}
+	if err := x.send(ctx, route.QueueARN, env); err != nil {
+		// At least once: the slow stage retries the delivery.
+		_ = x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false)
+		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
+		return x.escalate(acc, EscalateDeliveryRetry)
+	}
+	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
+		x.d.Logger.Warn("recording fast delivery failed", "command_id", c.ID, "err", err)
+	}
+	x.delivered(env, acc.ReceivedAt, telemetry.PathFast)
+	return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathFast}, nil
+}
+
+// EscalateDeliveryRetry is the escalation of a command whose fast-path
+// delivery failed.
+const EscalateDeliveryRetry flow.Escalation = "delivery_retry"
+
+func (x *Dispatcher) escalate(acc shield.Accepted, why flow.Escalation) (Result, *Escalation) {
+	e := &Escalation{Envelope: acc.Envelope, ReceivedAt: acc.ReceivedAt, Reason: string(why), ColdOnly: acc.ColdOnly}
+	return Result{Outcome: Escalated, CommandID: acc.Envelope.Metadata.ID, Reason: string(why)}, e
+}
+
+// Slow runs the slow stage on an escalation. An error means the command
+// was neither delivered nor refused (a store or queue was unavailable):
+// the caller keeps the escalation and retries it later, and calls GiveUp
+// when it stops retrying.
+func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
+	env := &e.Envelope
+	c := flowCommand(env, false)
+	route, fail, err := x.d.Router.Slow(ctx, c.Source, c.Target, c.Name)
+	if err != nil {
+		return Result{}, fmt.Errorf("dispatch: route %s/%s: %w", c.Target, c.Name, err)
+	}
+	if fail != "" {
+		x.failed(env, fail)
+		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(fail), Path: telemetry.PathSlow}, nil
+	}
+	if route.Flow.Strict {
+		c = flowCommand(env, true)
+	}
+	dec, err := x.d.Flow.Slow(ctx, &c, &route.Flow)
+	if err != nil {
+		return Result{}, err
+	}
+	switch dec.Action {
+	case flow.Drop:
+		return Result{Outcome: Duplicate, CommandID: c.ID, Path: telemetry.PathSlow}, nil
+	case flow.Reject:
+		return Result{Outcome: Failed, CommandID: c.ID, Path: telemetry.PathSlow}, nil
+	}
+	if err := x.send(ctx, route.QueueARN, env); err != nil {
+		if ferr := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false); ferr != nil {
+			x.d.Logger.Warn("releasing claim after failed delivery", "command_id", c.ID, "err", ferr)
+		}
+		return Result{}, fmt.Errorf("dispatch: deliver %s to %s: %w", c.ID, route.QueueARN, err)
+	}
+	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
+		x.d.Logger.Warn("recording slow delivery failed", "command_id", c.ID, "err", err)
+	}
+	x.delivered(env, e.ReceivedAt, telemetry.PathSlow)
+	return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathSlow}, nil
+}
+
+// GiveUp reports that an escalation will not be retried any more: it emits
+// snavio.command.failed with reason delivery-failure.
+func (x *Dispatcher) GiveUp(e *Escalation) Result {
+	x.failed(&e.Envelope, telemetry.FailDeliveryFailure)
+	return Result{Outcome: Failed, CommandID: e.Envelope.Metadata.ID, Reason: string(telemetry.FailDeliveryFailure), Path: telemetry.PathSlow}
+}
+
+func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope) error {
+	bp, _ := x.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body, err := env.AppendJSON((*bp)[:0])
+	if err != nil {
+		x.bufs.Put(bp)
+		return err
+	}
+	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name}
+	err = x.d.Sender.Send(ctx, &d)
+	*bp = body
+	x.bufs.Put(bp)
+	return err
+}
+
+func (x *Dispatcher) delivered(env *envelope.Envelope, received time.Time, path telemetry.Path) {
+	m := &env.Metadata
+	x.d.Telemetry.Emit(telemetry.Delivered{
+		CommandID: m.ID, Source: env.Command.Source, Target: env.Command.Target, CommandName: env.Command.Name,
+		Timestamp: m.Timestamp, Path: path, DispatchLatencyMS: x.d.Clock.Now().Sub(received).Milliseconds(),
+		Replay: replayOf(m),
+	})
+}
+
+func (x *Dispatcher) failed(env *envelope.Envelope, why telemetry.FailReason) {
+	m := &env.Metadata
+	x.d.Telemetry.Emit(telemetry.Failed{
+		CommandID: m.ID, Source: env.Command.Source, Target: env.Command.Target, CommandName: env.Command.Name,
+		Timestamp: m.Timestamp, Reason: why, Replay: replayOf(m),
+	})
+}
+
+func replayOf(m *envelope.Metadata) telemetry.Replay {
+	if !m.Replay {
+		return telemetry.Replay{}
+	}
+	return telemetry.Replay{Replay: true, ReplayReason: m.ReplayReason, ReplayID: m.ReplayID}
+}
+
+// flowCommand is the flow-control view of an accepted envelope; the payload
+// hash (SHA-256 of the canonical payload) is computed only when needed.
+func flowCommand(env *envelope.Envelope, withHash bool) flow.Command {
+	c := flow.Command{
+		ID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Name: env.Command.Name,
+		Timestamp: env.Metadata.Timestamp, Replay: replayOf(&env.Metadata),
+	}
+	if withHash {
+		sum := sha256.Sum256(env.Command.Payload)
+		c.PayloadHash = hex.EncodeToString(sum[:])
+	}
+	return c
+}
+
+// reasonOf extracts the shield's reason code.
+func reasonOf(err error) string { return string(reason.Of(err)) }
