@@ -163,11 +163,11 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	}
 	env := &acc.Envelope
 	if acc.ColdOnly {
-		return x.escalate(acc, flow.EscalateColdOnlySource)
+		return x.escalateEmit(acc, flow.EscalateColdOnlySource)
 	}
 	route, why, ok := x.d.Router.Fast(busSource, env.Command.Target, env.Command.Name)
 	if !ok {
-		return x.escalate(acc, flow.Escalation(why))
+		return x.escalateEmit(acc, flow.Escalation(why))
 	}
 	c := flowCommand(env, false)
 	dec := x.d.Flow.Fast(&c, &route.Flow)
@@ -183,7 +183,7 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 		// At least once: the slow stage retries the delivery.
 		_ = x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false)
 		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
-		return x.escalate(acc, EscalateDeliveryRetry)
+		return x.escalateEmit(acc, EscalateDeliveryRetry)
 	}
 	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
 		x.d.Logger.Warn("recording fast delivery failed", "command_id", c.ID, "err", err)
@@ -195,6 +195,14 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 // EscalateDeliveryRetry is the escalation of a command whose fast-path
 // delivery failed.
 const EscalateDeliveryRetry flow.Escalation = "delivery_retry"
+
+// escalateEmit escalates for a reason decided here or by the router and
+// emits its telemetry (flow control emits the telemetry of its own).
+func (x *Dispatcher) escalateEmit(acc shield.Accepted, why flow.Escalation) (Result, *Escalation) {
+	c := &acc.Envelope.Command
+	x.d.Telemetry.Emit(flow.Escalated{CommandID: acc.Envelope.Metadata.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Reason: why})
+	return x.escalate(acc, why)
+}
 
 func (x *Dispatcher) escalate(acc shield.Accepted, why flow.Escalation) (Result, *Escalation) {
 	e := &Escalation{Envelope: acc.Envelope, ReceivedAt: acc.ReceivedAt, Reason: string(why), ColdOnly: acc.ColdOnly}

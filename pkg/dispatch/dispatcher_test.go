@@ -182,6 +182,10 @@ func TestEscalationRoundTripsToSlow(t *testing.T) {
 	if res.Outcome != dispatch.Escalated || res.Reason != "cache_miss" || esc == nil {
 		t.Fatalf("fast = %+v", res)
 	}
+	escs := events(f.tel, flow.EventNameEscalated)
+	if len(escs) != 1 || escs[0].(flow.Escalated).Reason != "cache_miss" || escs[0].(flow.Escalated).CommandID != uuidN(2) {
+		t.Fatalf("escalation telemetry = %+v", escs)
+	}
 	wire, err := esc.Marshal()
 	if err != nil {
 		t.Fatal(err)
