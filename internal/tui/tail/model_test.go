@@ -1,0 +1,244 @@
+package tail
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+)
+
+// updating reports -update, the flag teatest defines for golden files.
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func TestMain(m *testing.M) {
+	// Goldens must not depend on the terminal the tests run in.
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func ev(tenant string, seq uint64, name, source, target, command, reason string) EventMsg {
+	raw, _ := json.Marshal(map[string]any{"event": name, "source": source, "target": target, "command_name": command, "reason": reason})
+	return EventMsg{Tenant: tenant, Seq: seq, Time: t0.Add(time.Duration(seq) * time.Second), Name: name,
+		CommandID: "0f8fad5b-d9cb-469f-a165-70867728950e", Source: source, Target: target, Command: command, Reason: reason, Raw: raw}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if updating() {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the golden file (go test -update to accept):\n%s", name, got)
+	}
+}
+
+func newTest(t *testing.T, w, h int) (*teatest.TestModel, chan tea.Msg) {
+	ch := make(chan tea.Msg, 64)
+	m := New(Config{Events: ch, Now: func() time.Time { return t0 }, TickEvery: -1})
+	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h)), ch
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, s string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(s)) },
+		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(5*time.Millisecond))
+}
+
+func final(t *testing.T, tm *teatest.TestModel) Model {
+	t.Helper()
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
+	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+}
+
+func TestLiveListCountsAndFilter(t *testing.T) {
+	tm, ch := newTest(t, 110, 20)
+	ch <- ConnMsg{State: Connected}
+	ch <- ev("acme", 1, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
+	ch <- ev("acme", 2, "snavio.command.failed", "acme/billing", "mailer", "send", "rate-limit-exceeded")
+	ch <- ev("acme", 3, "snavio.command.invalid", "acme/shop", "mailer", "send", "hmac_mismatch")
+	ch <- ev("globex", 1, "snavio.command.failed", "globex/api", "accounts", "delete-user", "acl-deny")
+	waitFor(t, tm, "invalid 1")
+
+	// Typed, combined filter: failed events of acme only.
+	tm.Type("/")
+	tm.Type("type:failed source:acme")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	waitFor(t, tm, "filter: type:failed source:acme")
+	m := final(t, tm)
+	vis := m.Visible()
+	if len(vis) != 1 || vis[0].Reason != "rate-limit-exceeded" {
+		t.Fatalf("visible after filter = %+v", vis)
+	}
+	st := m.Stats()
+	if st.Received != 4 || st.Counts[KindFailed] != 2 || st.Counts[KindDelivered] != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	golden(t, "filtered", m.View())
+}
+
+func TestPauseKeepsEvents(t *testing.T) {
+	tm, ch := newTest(t, 100, 20)
+	ch <- ConnMsg{State: Connected}
+	ch <- ev("acme", 1, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
+	waitFor(t, tm, "delivered 1")
+	tm.Send(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	waitFor(t, tm, "paused, 0 new")
+	ch <- ev("acme", 2, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
+	ch <- ev("acme", 3, "snavio.command.duplicate", "acme/billing", "mailer", "send", "")
+	waitFor(t, tm, "paused, 2 new")
+	tm.Send(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	m := final(t, tm)
+	if m.Paused() || len(m.Visible()) != 3 {
+		t.Fatalf("after resume: paused=%v visible=%d, want 3 events and none lost", m.Paused(), len(m.Visible()))
+	}
+}
+
+func TestDetailPaneShowsFullEvent(t *testing.T) {
+	tm, ch := newTest(t, 100, 24)
+	ch <- ConnMsg{State: Connected}
+	ch <- ev("acme", 1, "snavio.command.failed", "acme/billing", "mailer", "send", "route-missing")
+	waitFor(t, tm, "failed 1")
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	waitFor(t, tm, `"reason": "route-missing"`)
+	m := final(t, tm)
+	golden(t, "detail", m.View())
+}
+
+func TestResizeAndHelp(t *testing.T) {
+	tm, ch := newTest(t, 100, 20)
+	ch <- ConnMsg{State: Connected}
+	for i := uint64(1); i <= 30; i++ {
+		ch <- ev("acme", i, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
+	}
+	waitFor(t, tm, "delivered 30")
+	tm.Send(tea.WindowSizeMsg{Width: 40, Height: 8})
+	tm.Type("?")
+	waitFor(t, tm, "snavio tail — keys")
+	tm.Type("?")
+	m := final(t, tm)
+	view := m.View()
+	lines := strings.Split(strings.TrimRight(view, "\n"), "\n")
+	if len(lines) > 8 {
+		t.Errorf("view has %d lines in an 8-line terminal", len(lines))
+	}
+	for _, l := range lines {
+		if w := lipgloss.Width(l); w > 40 {
+			t.Errorf("line of width %d in a 40-column terminal: %q", w, l)
+		}
+	}
+	golden(t, "resized", view)
+}
+
+func TestSequenceGapsAndDuplicates(t *testing.T) {
+	m := New(Config{Now: func() time.Time { return t0 }, TickEvery: -1})
+	var model tea.Model = m
+	for _, seq := range []uint64{1, 2, 2, 3, 6, 4, 7} {
+		model, _ = model.Update(ev("acme", seq, "snavio.command.delivered", "acme/a", "t", "c", ""))
+	}
+	model, _ = model.Update(ev("globex", 10, "snavio.command.delivered", "globex/a", "t", "c", ""))
+	st := model.(Model).Stats()
+	if st.Duplicates != 2 || st.Missing != 2 || st.Received != 6 {
+		t.Fatalf("stats = %+v; want 2 duplicates (2, 4), 2 missing (4, 5), 6 received", st)
+	}
+	if !strings.Contains(model.View(), "2 missing (gap in acme: 2 missing after #3)") {
+		t.Errorf("gap not shown:\n%s", model.View())
+	}
+}
+
+func TestScrollbackIsBounded(t *testing.T) {
+	var model tea.Model = New(Config{Scrollback: 10, Now: func() time.Time { return t0 }, TickEvery: -1})
+	for i := uint64(1); i <= 25; i++ {
+		model, _ = model.Update(ev("acme", i, "snavio.command.delivered", "acme/a", "t", "c", ""))
+	}
+	m := model.(Model)
+	if len(m.Visible()) != 10 || m.Stats().Evicted != 15 || m.Visible()[0].Seq != 16 {
+		t.Fatalf("scrollback: %d visible, %d evicted, first #%d", len(m.Visible()), m.Stats().Evicted, m.Visible()[0].Seq)
+	}
+}
+
+func TestStalenessAndConnection(t *testing.T) {
+	var model tea.Model = New(Config{HeartbeatInterval: 5 * time.Second, Now: func() time.Time { return t0 }, TickEvery: -1})
+	model, _ = model.Update(ConnMsg{State: Connected})
+	model, _ = model.Update(HeartbeatMsg{At: t0})
+	model, _ = model.Update(TickMsg(t0.Add(10 * time.Second)))
+	if v := model.View(); !strings.Contains(v, "● connected") {
+		t.Fatalf("fresh stream not shown connected:\n%s", v)
+	}
+	model, _ = model.Update(TickMsg(t0.Add(16 * time.Second)))
+	if v := model.View(); !strings.Contains(v, "stale: no heartbeat for 16s") {
+		t.Fatalf("stale stream not flagged:\n%s", v)
+	}
+	model, _ = model.Update(ConnMsg{State: Reconnecting, Err: errString("connection refused")})
+	if v := model.View(); !strings.Contains(v, "● reconnecting (connection refused)") {
+		t.Fatalf("reconnecting not shown:\n%s", v)
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func TestParseFilter(t *testing.T) {
+	e := Event{Tenant: "acme", Name: "snavio.command.failed", Source: "acme/billing", Target: "mailer", Command: "send", Reason: "rate-limit-exceeded", CommandID: "0f8fad5b"}
+	for expr, want := range map[string]bool{
+		"":                          true,
+		"type:failed":               true,
+		"type:snavio.command.fail":  true,
+		"type:delivered":            false,
+		"source:ACME target:mailer": true,
+		"source:acme target:other":  false,
+		"reason:rate command:send":  true,
+		"billing":                   true,
+		"nothing-like-this":         false,
+		"tenant:acme id:0f8f":       true,
+	} {
+		f, err := ParseFilter(expr)
+		if err != nil {
+			t.Fatalf("ParseFilter(%q): %v", expr, err)
+		}
+		if got := f.Match(&e); got != want {
+			t.Errorf("%q matched %v, want %v", expr, got, want)
+		}
+	}
+	if _, err := ParseFilter("colour:red"); err == nil || !strings.Contains(err.Error(), "use type:, source:") {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"", "type:failed source:a", "x:y", ":", "a:b:c", "  \t "} {
+		f.Add(s)
+	}
+	e := Event{Name: "snavio.command.failed", Source: "a/b"}
+	f.Fuzz(func(t *testing.T, s string) {
+		flt, err := ParseFilter(s)
+		if err != nil {
+			return
+		}
+		_ = flt.Match(&e)
+	})
+}
