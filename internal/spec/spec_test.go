@@ -69,15 +69,14 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	route := "kind: route\ntarget: mailer\ncommand: send\nqueue: " + q + "\ndlq: " + dlq + "\n"
 	tests := map[string]string{
-		"kind: route\ntarget: t\n  bad: [": "document 1",
-		"target: mailer\n":                 "missing kind: set kind: route or kind: acl",
-		"kind: topic\n":                    `unknown kind "topic"`,
-		route + "colour: red\n":            "unknown key colour",
-		route + "---\n" + route:            "duplicate route key",
-		strings.Replace(route, "mailer\nqueue", "mailer\nqueue", 1) + "rate: fast\n": `rate "fast"`,
-		route + "rate: 10/s\nexpected_drain: 300\n":                                  `"300" has no unit: write 300s`,
-		route + "burst: 5\n": "burst and cooldown need a rate",
-		strings.Replace(route, "mailer\n", "mailer.fifo\n", 0) + "":     "",
+		"kind: route\ntarget: t\n  bad: [":                              "document 1",
+		"target: mailer\n":                                              "missing kind: set kind: route or kind: acl",
+		"kind: topic\n":                                                 `unknown kind "topic"`,
+		route + "colour: red\n":                                         "unknown key colour",
+		route + "---\n" + route:                                         "duplicate route key",
+		route + "rate: fast\n":                                          `rate "fast"`,
+		route + "rate: 10/s\nexpected_drain: 300\n":                     `"300" has no unit: write 300s`,
+		route + "burst: 5\n":                                            "burst and cooldown need a rate",
 		strings.Replace(route, q, q+".fifo", 1):                         "FIFO",
 		strings.Replace(route, "dlq: "+dlq+"\n", "", 1):                 "dlq",
 		route + "sensitivity: extreme\n":                                "extreme",
@@ -88,9 +87,6 @@ func TestParseErrors(t *testing.T) {
 		"- a\n- b\n":                                                    "must be a mapping",
 	}
 	for in, want := range tests {
-		if want == "" {
-			continue
-		}
 		_, err := Parse("f.yaml", strings.NewReader(in), now)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", in, err, want)
