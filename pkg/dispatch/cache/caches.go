@@ -400,3 +400,19 @@ func banEntries(d *registry.Data) ([]string, []BanState) {
 	}
 	return ks, vs
 }
+
+// RefreshAsync starts a background refresh of type t unless one is in
+// flight or backing off after a failure; it does not wait.
+func (c *Caches) RefreshAsync(t Type) {
+	now := c.env.clock.Now().UnixNano()
+	switch t {
+	case Routing:
+		c.Routes.refreshAsync(now)
+	case ACL:
+		c.ACLs.refreshAsync(now)
+	case HMAC:
+		c.Keys.t.refreshAsync(now)
+	case Bans:
+		c.Bans.t.refreshAsync(now)
+	}
+}
