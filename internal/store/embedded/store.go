@@ -1,0 +1,258 @@
+// Package embedded is the durable, embedded implementation of the
+// pkg/dispatch ports that `snavio dispatch serve` runs on: flow control
+// (counters, leases, dedupe claims, bans, rollups), local queues with SQS
+// semantics, the telemetry outbox with per-tenant streams, and the archive
+// of accepted events.
+//
+// Everything lives in one bbolt file under the data directory (see
+// docs/store/embedded.md for the measured choice of engine). Every write is
+// a bbolt transaction committed with fsync before the call returns, so an
+// acknowledged write survives kill -9. Concurrent writers are group
+// committed: while one transaction is being synced, the writes that arrive
+// are queued and committed together in the next, so throughput grows with
+// concurrency instead of being one fsync per call.
+//
+// With Options.Ephemeral the same code runs on an anonymous in-memory file
+// (memfd on Linux) with fsync off: nothing touches the disk.
+//
+// The store never reads the wall clock on its own: the flow ports take the
+// caller's now, and the queue, outbox and archive methods read
+// Options.Clock.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+)
+
+// Options configure Open.
+type Options struct {
+	// Path is the store's file, created with mode 0600 (and its directory
+	// with 0700) if missing. Required unless Ephemeral.
+	Path string
+	// Ephemeral keeps everything in memory: no file is created and nothing
+	// survives Close. Path is ignored.
+	Ephemeral bool
+	// Clock is the time source of the queue, outbox and archive methods.
+	// Default: clock.System().
+	Clock clock.Clock
+	// OpenTimeout bounds the wait for the file lock held by another
+	// process. Default: 2 s.
+	OpenTimeout time.Duration
+}
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("embedded store: closed")
+
+// maxGroup bounds how many queued writes one group commit takes.
+const maxGroup = 256
+
+// Store is the embedded store. Build it with Open; it is safe for
+// concurrent use. Close it to release the file.
+type Store struct {
+	db    *bolt.DB
+	clock clock.Clock
+	path  string
+
+	writes chan *writeReq
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type writeReq struct {
+	fn  func(tx *bolt.Tx) error
+	err chan error
+}
+
+// Top-level buckets.
+var (
+	bCounters = []byte("counters")
+	bLeases   = []byte("leases")
+	bDedupe   = []byte("dedupe")
+	bBanLog   = []byte("banledger")
+	bBans     = []byte("bans")
+	bRollups  = []byte("rollups")
+	bQueues   = []byte("queues")
+	bOutbox   = []byte("outbox")
+	bArchive  = []byte("archive")
+	bMeta     = []byte("meta")
+)
+
+var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bMeta}
+
+// Open opens (creating if needed) the store described by opts.
+func Open(opts Options) (*Store, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.System()
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = 2 * time.Second
+	}
+	bo := &bolt.Options{Timeout: opts.OpenTimeout, FreelistType: bolt.FreelistMapType}
+	path := opts.Path
+	if opts.Ephemeral {
+		path = "snavio-ephemeral"
+		bo.NoSync = true
+		bo.NoGrowSync = true
+		bo.OpenFile = openEphemeral
+	} else {
+		if path == "" {
+			return nil, errors.New("embedded store: no path: set Options.Path to a file under the data directory, or Options.Ephemeral")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("embedded store: create the directory of %s: %w", path, err)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, bo)
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("embedded store: %s is locked by another process (is another `snavio dispatch serve` running on this data directory?): %w", path, err)
+		}
+		return nil, fmt.Errorf("embedded store: open %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("embedded store: initialise %s: %w", path, err)
+	}
+	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{})}
+	if !opts.Ephemeral {
+		s.path = path
+	}
+	s.wg.Add(1)
+	go s.committer()
+	return s, nil
+}
+
+// Path returns the store's file, or "" for an ephemeral store.
+func (s *Store) Path() string { return s.path }
+
+// Close stops accepting writes, waits for the queued ones to commit and
+// closes the file. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.wg.Wait()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// update runs fn in a committed write transaction, possibly together with
+// other callers' functions (group commit). fn may run more than once (if a
+// group it was part of failed, it runs again alone), so it must assign its
+// results rather than accumulate them, and it should report logical
+// outcomes through captured variables and return an error only for a real
+// failure, which rolls back its whole group before the retry.
+func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req := &writeReq{fn: fn, err: make(chan error, 1)}
+	select {
+	case <-s.done:
+		return ErrClosed
+	default:
+	}
+	select {
+	case s.writes <- req:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued the write is committed or failed; its outcome is waited
+	// for even if ctx ends, so a caller never mistakes a committed write for
+	// a lost one.
+	return <-req.err
+}
+
+func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-s.done:
+		return ErrClosed
+	default:
+	}
+	return s.db.View(fn)
+}
+
+func (s *Store) committer() {
+	defer s.wg.Done()
+	group := make([]*writeReq, 0, maxGroup)
+	for {
+		group = group[:0]
+		select {
+		case r := <-s.writes:
+			group = append(group, r)
+		case <-s.done:
+			s.drainOnClose()
+			return
+		}
+	fill:
+		for len(group) < maxGroup {
+			select {
+			case r := <-s.writes:
+				group = append(group, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(group)
+	}
+}
+
+// drainOnClose commits what was queued before Close.
+func (s *Store) drainOnClose() {
+	for {
+		select {
+		case r := <-s.writes:
+			s.commit([]*writeReq{r})
+		default:
+			return
+		}
+	}
+}
+
+func (s *Store) commit(group []*writeReq) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range group {
+			if err := r.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(group) == 1 {
+		for _, r := range group {
+			r.err <- err
+		}
+		return
+	}
+	// One function failed and rolled back the group: run each alone so
+	// that only the failing one reports its error.
+	for _, r := range group {
+		r.err <- s.db.Update(r.fn)
+	}
+}
