@@ -14,11 +14,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
-	"github.com/snavio/snavio/pkg/dispatch/flow"
-	"github.com/snavio/snavio/pkg/dispatch/keys"
-	"github.com/snavio/snavio/pkg/dispatch/memstore"
-	"github.com/snavio/snavio/pkg/dispatch/shield"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -51,35 +50,22 @@ type benchFixture struct {
 	out    *discard
 }
 
-// newBench builds the whole warm path: real shield with warm keys, the
-// route table, real flow control over the in-memory store with a
-// rate-limited route whose tokens are prefetched, a discarding sender and
-// a discarding telemetry sink.
+// newBench builds the whole warm path on the real stack (see buildStack):
+// shield with warm keys from the caches, routing from caches fresh for the
+// whole run, flow control with a rate-limited route whose tokens are
+// prefetched in the background, a discarding sender and telemetry sink.
 func newBench(b *testing.B, strict bool) *benchFixture {
 	b.Helper()
-	clk := clock.NewFake(t0)
-	ring, err := keys.NewKeyring(keys.Policy{}, map[string][]keys.Version{
-		source: {{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}},
-	})
-	if err != nil {
-		b.Fatal(err)
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	route.Profile = registry.ProfileLow
+	route.RateLimit = registry.RateLimit{Max: 1 << 40, IntervalSeconds: 3600, Burst: 1 << 30}
+	if strict {
+		route.DedupeMode = registry.DedupeStrict
 	}
-	tel := telemetry.Discard{}
-	sh, err := shield.New(shield.Config{}, shield.Deps{Clock: clk, Keys: ring, Telemetry: tel})
-	if err != nil {
-		b.Fatal(err)
-	}
-	fl, err := flow.New(flow.Config{Instance: "bench", Clock: clk}, memstore.NewFlow(), tel, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	limit := flow.RateLimit{Max: 1 << 40, Interval: time.Hour, Burst: 1 << 30}
-	r := &routes{m: map[[2]string]dispatch.Route{{"mailer", "send"}: {QueueARN: queue, Flow: flow.Route{Strict: strict, RateLimit: limit}}}}
+	long := cache.TTL{Fresh: time.Hour, Stale: 2 * time.Hour}
+	cc := cache.Config{Jitter: -1, Routing: long, HMAC: long, Bans: long, Profiles: map[registry.Profile]cache.TTL{registry.ProfileCritical: long, registry.ProfileLow: long}}
 	out := &discard{}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: r, Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, clk, _ := buildStack(b, route, cc, telemetry.Discard{}, out, func(f func()) { go f() })
 	f := &fixture{clk: clk}
 	f.key, _ = newKey()
 	detail := f.message(b, uuidN(1), "mailer", "send", payload1K())

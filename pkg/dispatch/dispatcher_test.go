@@ -12,11 +12,14 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
-	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -24,38 +27,9 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-const (
-	source = "acme/billing"
-	queue  = "arn:snavio:sqs:local:000000000000:mailer"
-)
+const source = "acme/billing"
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
-
-// routes is a test double of the Router port: a fixed table, always fresh.
-// (The real router, with stale-tolerant caches, is package routing.)
-type routes struct {
-	m        map[[2]string]dispatch.Route
-	escalate bool // Fast always escalates with cache_miss
-}
-
-func (r *routes) Fast(src, target, command string) (dispatch.Route, string, bool) {
-	if r.escalate {
-		return dispatch.Route{}, "cache_miss", false
-	}
-	rt, ok := r.m[[2]string{target, command}]
-	if !ok {
-		return dispatch.Route{}, "cache_miss", false
-	}
-	return rt, "", true
-}
-
-func (r *routes) Slow(_ context.Context, src, target, command string) (dispatch.Route, telemetry.FailReason, error) {
-	rt, ok := r.m[[2]string{target, command}]
-	if !ok {
-		return dispatch.Route{}, telemetry.FailRouteMissing, nil
-	}
-	return rt, "", nil
-}
 
 // sink records deliveries; fail makes Send fail.
 type sink struct {
@@ -77,43 +51,91 @@ func (s *sink) Send(_ context.Context, d *dispatch.Delivery) error {
 }
 
 type fixture struct {
-	d     *dispatch.Dispatcher
-	clk   *clock.Fake
-	key   *signing.Key
-	tel   *telemetry.Memory
-	out   *sink
-	route *routes
+	d   *dispatch.Dispatcher
+	clk *clock.Fake
+	key *signing.Key
+	tel *telemetry.Memory
+	out *sink
+	reg *memstore.Registry
 }
 
+var queue = dispatchtest.RegistryRoute("mailer", "send").QueueARN
+
+// newFixture builds the real stack (see buildStack) around mailer/send.
 func newFixture(t testing.TB, strict bool) *fixture {
 	t.Helper()
-	clk := clock.NewFake(t0)
-	ring, err := keys.NewKeyring(keys.Policy{}, map[string][]keys.Version{
-		source: {{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}},
-	})
-	if err != nil {
-		t.Fatal(err)
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	if strict {
+		route.DedupeMode = registry.DedupeStrict
 	}
 	tel := &telemetry.Memory{}
-	sh, err := shield.New(shield.Config{SampleRate: -1}, shield.Deps{Clock: clk, Keys: ring, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := flow.New(flow.Config{Instance: "test", Clock: clk, Executor: func(f func()) { f() }}, memstore.NewFlow(), tel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &routes{m: map[[2]string]dispatch.Route{{"mailer", "send"}: {QueueARN: queue, Flow: flow.Route{Strict: strict}}}}
 	out := &sink{}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: r, Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
+	d, clk, reg := buildStack(t, route, cache.Config{Jitter: -1}, tel, out, func(f func()) { f() })
+	k, err := newKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := signing.NewKey("hmac-v1", secret)
+	return &fixture{d: d, clk: clk, key: k, tel: tel, out: out, reg: reg}
+}
+
+// buildStack builds the real stack: an in-memory registry holding the
+// source's key, route and its ACL; the stale-tolerant caches loaded from
+// it; the cache-backed router; the shield reading keys and bans from the
+// caches; flow control over the in-memory flow store (background work on
+// exec); and the dispatcher delivering to out.
+func buildStack(t testing.TB, route registry.Route, cc cache.Config, tel telemetry.Sink, out dispatch.Sender, exec func(func())) (*dispatch.Dispatcher, *clock.Fake, *memstore.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	reg := memstore.NewRegistry()
+	by := registry.Actor{Who: "test", At: t0}
+	acl := dispatchtest.RegistryACL(source, route.Target, route.Command)
+	for _, it := range []registry.Item{
+		{Key: &registry.ServiceKey{Source: source, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}}}},
+		{Route: &route},
+		{ACL: &acl},
+	} {
+		if _, err := reg.Put(ctx, by, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := cache.New(cc, cache.Deps{Reader: reg, Clock: clk, Telemetry: tel, Executor: exec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{d: d, clk: clk, key: k, tel: tel, out: out, route: r}
+	if err := c.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := routing.New(c, reg, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shield.New(shield.Config{SampleRate: -1}, shield.Deps{Clock: clk, Keys: c.Keys, Bans: c.Bans, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := flow.New(flow.Config{Instance: "test", Clock: clk, Executor: exec}, memstore.NewFlow(), tel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, clk, reg
+}
+
+// register adds a route and its ACL after the caches loaded: the fast
+// path misses them and the slow path finds them in the registry.
+func (f *fixture) register(t testing.TB, target, command string) {
+	t.Helper()
+	route := dispatchtest.RegistryRoute(target, command)
+	acl := dispatchtest.RegistryACL(source, target, command)
+	for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+		if _, err := f.reg.Put(context.Background(), registry.Actor{Who: "test", At: t0}, it); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (f *fixture) message(t testing.TB, id, target, name, payload string) []byte {
@@ -177,8 +199,8 @@ func TestFastDeliversWithDispatcherSetSource(t *testing.T) {
 
 func TestEscalationRoundTripsToSlow(t *testing.T) {
 	f := newFixture(t, false)
-	f.route.escalate = true
-	res, esc := f.d.Fast(context.Background(), source, f.message(t, uuidN(2), "mailer", "send", `{}`))
+	f.register(t, "mailer", "notify")
+	res, esc := f.d.Fast(context.Background(), source, f.message(t, uuidN(2), "mailer", "notify", `{}`))
 	if res.Outcome != dispatch.Escalated || res.Reason != "cache_miss" || esc == nil {
 		t.Fatalf("fast = %+v", res)
 	}
@@ -221,6 +243,22 @@ func TestSlowRouteMissingFails(t *testing.T) {
 	failed := events(f.tel, telemetry.NameFailed)
 	if len(failed) != 1 || failed[0].(telemetry.Failed).Reason != telemetry.FailRouteMissing || failed[0].(telemetry.Failed).Target != "nobody" {
 		t.Fatalf("failed = %+v", failed)
+	}
+}
+
+func TestMissingACLIsDenied(t *testing.T) {
+	f := newFixture(t, false)
+	route := dispatchtest.RegistryRoute("accounts", "delete-user")
+	if _, err := f.reg.Put(context.Background(), registry.Actor{Who: "test", At: t0}, registry.Item{Route: &route}); err != nil {
+		t.Fatal(err)
+	}
+	res, esc := f.d.Fast(context.Background(), source, f.message(t, uuidN(7), "accounts", "delete-user", `{}`))
+	if res.Outcome != dispatch.Escalated {
+		t.Fatalf("fast = %+v", res)
+	}
+	res, err := f.d.Slow(context.Background(), esc)
+	if err != nil || res.Outcome != dispatch.Failed || res.Reason != string(telemetry.FailACLDeny) || len(f.out.got) != 0 {
+		t.Fatalf("slow = %+v %v", res, err)
 	}
 }
 

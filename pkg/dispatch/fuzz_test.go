@@ -12,8 +12,8 @@ import (
 // panic, and anything accepted must marshal back to an equivalent record.
 func FuzzUnmarshalEscalation(f *testing.F) {
 	fx := newFixture(f, false)
-	fx.route.escalate = true
-	_, esc := fx.d.Fast(context.Background(), source, fx.message(f, uuidN(9), "mailer", "send", `{"a":[1,2,{"b":null}]}`))
+	fx.register(f, "mailer", "notify")
+	_, esc := fx.d.Fast(context.Background(), source, fx.message(f, uuidN(9), "mailer", "notify", `{"a":[1,2,{"b":null}]}`))
 	good, err := esc.Marshal()
 	if err != nil {
 		f.Fatal(err)
