@@ -1,0 +1,114 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+)
+
+// AWS JSON 1.1 protocol constants, as EventBridge speaks them.
+const (
+	// ContentTypeAWSJSON11 is the content type of every AWS JSON 1.1
+	// request and response.
+	ContentTypeAWSJSON11 = "application/x-amz-json-1.1"
+	// TargetPutEvents is the X-Amz-Target of EventBridge PutEvents.
+	TargetPutEvents = "AWSEvents.PutEvents"
+)
+
+// Error codes of whole-request failures (the `__type` of an AWS JSON 1.1
+// error body). They are the codes EventBridge itself answers with, so SDKs
+// classify them as they would on AWS.
+const (
+	ErrCodeSerialization    = "SerializationException"
+	ErrCodeValidation       = "ValidationException"
+	ErrCodeUnknownOperation = "UnknownOperationException"
+	ErrCodeThrottling       = "ThrottlingException"
+	ErrCodeInternal         = "InternalException"
+)
+
+// Per-entry error codes of a PutEvents response (PutEventsResultEntry.ErrorCode).
+const (
+	EntryErrInvalidArgument      = "InvalidArgument"
+	EntryErrMalformedDetail      = "MalformedDetail"
+	EntryErrNotAuthorizedForSrc  = "NotAuthorizedForSourceException"
+	EntryErrInternal             = "InternalException"
+	EntryErrThrottling           = "ThrottlingException"
+	EntryErrAccessDenied         = "AccessDeniedException"
+	EntryErrResourceNotFound     = "ResourceNotFoundException"
+	EntryErrNotAuthorizedForType = "NotAuthorizedForDetailTypeException"
+)
+
+// awsError is a whole-request failure in the AWS JSON 1.1 shape.
+type awsError struct {
+	Status  int    `json:"-"`
+	Type    string `json:"__type"`
+	Message string `json:"message"`
+	// Reason labels the rejection in snavio_http_rejected_total.
+	Reason string `json:"-"`
+	// RetryAfter, when positive, is sent as the Retry-After header.
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (e *awsError) Error() string { return e.Type + ": " + e.Message }
+
+// newRequestID returns a random request id in the UUID text form AWS uses
+// for x-amzn-RequestId.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
+// writeAWSJSON writes a 200 AWS JSON 1.1 response.
+func writeAWSJSON(w http.ResponseWriter, requestID string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeAWSJSON11)
+	h.Set("X-Amzn-Requestid", requestID)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// writeAWSError writes e as AWS JSON 1.1 does: the code in `__type` and in
+// the X-Amzn-ErrorType header, the message in `message`.
+func writeAWSError(w http.ResponseWriter, requestID string, e *awsError) {
+	body, err := json.Marshal(e)
+	if err != nil { // cannot happen: two strings
+		body = []byte(`{"__type":"InternalException","message":"error encoding failed"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeAWSJSON11)
+	h.Set("X-Amzn-Requestid", requestID)
+	h.Set("X-Amzn-Errortype", e.Type)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}
+
+// retryAfterSeconds renders d as whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}

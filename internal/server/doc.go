@@ -1,0 +1,21 @@
+// Package server is the HTTP side of `snavio dispatch serve`.
+//
+// It is a small facade in the shape of Temporal's devserver:
+// StartOptions -> Start -> *Server, with Server.Shutdown draining in-flight
+// requests and then running the drain hooks the caller registered (the
+// outbox flush, for one). Behind it sit:
+//
+//   - the ingress (Ingress): EventBridge PutEvents spoken as AWS JSON 1.1, so
+//     a producer's own AWS SDK works against it by changing the endpoint. It
+//     validates the request as EventBridge does and hands the valid entries
+//     to a Pipeline, which the dispatcher implements;
+//   - backpressure: bounded in-flight requests and entries, answered with 503
+//     and Retry-After when saturated, never queued;
+//   - /healthz, /readyz and /metrics (Metrics: a Prometheus registry, the
+//     dispatcher's telemetry.Metrics and the HTTP golden metrics);
+//   - control-API authentication (Authenticator): an operator token kept
+//     0600 in the data directory, tenant tokens scoped to one tenant, and
+//     helpers that require operator or same-tenant access.
+//
+// See docs/server/README.md for the decisions behind each part.
+package server

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/smithy-go"
+)
+
+// recordingPipeline accepts every entry with an id derived from its index,
+// except entries whose DetailType is "refuse-me", which it refuses.
+type recordingPipeline struct {
+	mu   sync.Mutex
+	seen []Entry
+}
+
+func (p *recordingPipeline) Ingest(_ context.Context, entries []Entry) []EntryResult {
+	p.mu.Lock()
+	p.seen = append(p.seen, entries...)
+	p.mu.Unlock()
+	out := make([]EntryResult, len(entries))
+	for i, e := range entries {
+		if e.DetailType == "refuse-me" {
+			out[i] = Refused(EntryErrAccessDenied, "no ACL lets this source call that target")
+			continue
+		}
+		out[i] = Accepted("evt-" + string(rune('a'+e.Index)))
+	}
+	return out
+}
+
+func (p *recordingPipeline) entries() []Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Entry(nil), p.seen...)
+}
+
+// sdkClient returns an EventBridge client of the real AWS SDK pointed at
+// url, with static credentials and no retries.
+func sdkClient(url string) *eventbridge.Client {
+	cfg := aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""),
+	}
+	return eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
+		o.BaseEndpoint = aws.String(url)
+		o.RetryMaxAttempts = 1
+	})
+}
+
+func startIngress(t *testing.T, p Pipeline, l Limits) (*httptest.Server, *Ingress, *Metrics) {
+	t.Helper()
+	m := NewMetrics()
+	in, err := NewIngress(IngressOptions{Pipeline: p, Limits: l, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(in)
+	t.Cleanup(srv.Close)
+	return srv, in, m
+}
+
+func TestSDKPutEventsAccepted(t *testing.T) {
+	p := &recordingPipeline{}
+	srv, _, _ := startIngress(t, p, Limits{})
+	when := time.Date(2026, 11, 21, 12, 30, 15, 250e6, time.UTC)
+	out, err := sdkClient(srv.URL).PutEvents(t.Context(), &eventbridge.PutEventsInput{
+		Entries: []types.PutEventsRequestEntry{
+			{Source: aws.String("acme/billing"), DetailType: aws.String("snavio.command-sent"), Detail: aws.String(`{"a":"\"quoted\" é"}`),
+				EventBusName: aws.String("snavio"), Resources: []string{"arn:aws:sqs:eu-west-1:1:q"}, Time: aws.Time(when)},
+			{Source: aws.String("acme/billing"), DetailType: aws.String("snavio.command-sent"), Detail: aws.String(`{}`)},
+		},
+	})
+	if err != nil {
+		t.Fatalf("PutEvents: %v", err)
+	}
+	if out.FailedEntryCount != 0 || len(out.Entries) != 2 ||
+		aws.ToString(out.Entries[0].EventId) != "evt-a" || aws.ToString(out.Entries[1].EventId) != "evt-b" {
+		t.Fatalf("output = %+v", out)
+	}
+	seen := p.entries()
+	if len(seen) != 2 {
+		t.Fatalf("pipeline saw %d entries", len(seen))
+	}
+	e := seen[0]
+	if e.Source != "acme/billing" || e.DetailType != "snavio.command-sent" || string(e.Detail) != `{"a":"\"quoted\" é"}` ||
+		e.EventBusName != "snavio" || len(e.Resources) != 1 || e.Resources[0] != "arn:aws:sqs:eu-west-1:1:q" || !e.Time.Equal(when) {
+		t.Fatalf("entry 0 = %+v", e)
+	}
+	if seen[1].EventBusName != "default" || !seen[1].Time.IsZero() || seen[1].Index != 1 {
+		t.Fatalf("entry 1 = %+v", seen[1])
+	}
+}
+
+func TestSDKPerEntryFailuresInRequestOrder(t *testing.T) {
+	p := &recordingPipeline{}
+	srv, _, _ := startIngress(t, p, Limits{})
+	out, err := sdkClient(srv.URL).PutEvents(t.Context(), &eventbridge.PutEventsInput{
+		Entries: []types.PutEventsRequestEntry{
+			{Source: aws.String("acme/a"), DetailType: aws.String("ok"), Detail: aws.String(`{}`)},
+			{Source: aws.String("acme/a"), Detail: aws.String(`{}`)},                                      // no DetailType: the ingress refuses
+			{Source: aws.String("acme/a"), DetailType: aws.String("refuse-me"), Detail: aws.String(`{}`)}, // the pipeline refuses
+			{Source: aws.String("acme/a"), DetailType: aws.String("ok"), Detail: aws.String(`[1]`)},       // not an object
+			{Source: aws.String("acme/a"), DetailType: aws.String("ok"), Detail: aws.String(`{}`)},
+		},
+	})
+	if err != nil {
+		t.Fatalf("PutEvents: %v", err)
+	}
+	if out.FailedEntryCount != 3 || len(out.Entries) != 5 {
+		t.Fatalf("FailedEntryCount=%d entries=%d", out.FailedEntryCount, len(out.Entries))
+	}
+	want := []struct{ id, code string }{
+		{"evt-a", ""}, {"", EntryErrInvalidArgument}, {"", EntryErrAccessDenied}, {"", EntryErrMalformedDetail}, {"evt-e", ""},
+	}
+	for i, w := range want {
+		got := out.Entries[i]
+		if aws.ToString(got.EventId) != w.id || aws.ToString(got.ErrorCode) != w.code {
+			t.Errorf("entry %d = {%q %q %q}, want {%q %q}", i, aws.ToString(got.EventId), aws.ToString(got.ErrorCode), aws.ToString(got.ErrorMessage), w.id, w.code)
+		}
+		if w.code != "" && aws.ToString(got.ErrorMessage) == "" {
+			t.Errorf("entry %d has no ErrorMessage", i)
+		}
+	}
+	if n := len(p.entries()); n != 3 {
+		t.Fatalf("pipeline saw %d entries, want the 3 valid ones", n)
+	}
+}
+
+// apiError unpacks an SDK error into its code and HTTP status.
+func apiError(t *testing.T, err error) (string, int) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not a smithy.APIError", err, err)
+	}
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) {
+		t.Fatalf("error %v has no HTTP response", err)
+	}
+	return ae.ErrorCode(), re.HTTPStatusCode()
+}
+
+func TestSDKWholeRequestErrors(t *testing.T) {
+	srv, _, _ := startIngress(t, &recordingPipeline{}, Limits{})
+	entry := func(detail string) types.PutEventsRequestEntry {
+		return types.PutEventsRequestEntry{Source: aws.String("acme/a"), DetailType: aws.String("t"), Detail: aws.String(detail)}
+	}
+	eleven := make([]types.PutEventsRequestEntry, 11)
+	for i := range eleven {
+		eleven[i] = entry(`{}`)
+	}
+	huge := `{"p":"` + strings.Repeat("x", DefaultMaxEntriesBytes) + `"}`
+	tests := []struct {
+		name    string
+		entries []types.PutEventsRequestEntry
+		msg     string
+	}{
+		{"eleven entries", eleven, "less than or equal to 10"},
+		{"no entries", []types.PutEventsRequestEntry{}, "greater than or equal to 1"},
+		{"over 256 KiB", []types.PutEventsRequestEntry{entry(huge)}, "Total size of the entries in the request is over the limit"},
+		{"source too long", []types.PutEventsRequestEntry{{Source: aws.String(strings.Repeat("s", 257)), DetailType: aws.String("t"), Detail: aws.String(`{}`)}}, "entries.1.member.source"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sdkClient(srv.URL).PutEvents(t.Context(), &eventbridge.PutEventsInput{Entries: tt.entries})
+			if err == nil {
+				t.Fatal("PutEvents succeeded")
+			}
+			code, status := apiError(t, err)
+			if code != ErrCodeValidation || status != 400 {
+				t.Fatalf("code=%s status=%d, want ValidationException 400", code, status)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("error %q does not say %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// blockingPipeline holds every Ingest call until release is closed,
+// telling entered each time one starts.
+type blockingPipeline struct {
+	entered chan int
+	release chan struct{}
+}
+
+func newBlockingPipeline() *blockingPipeline {
+	return &blockingPipeline{entered: make(chan int, 16), release: make(chan struct{})}
+}
+
+func (p *blockingPipeline) Ingest(_ context.Context, entries []Entry) []EntryResult {
+	p.entered <- len(entries)
+	<-p.release
+	out := make([]EntryResult, len(entries))
+	for i := range out {
+		out[i] = Accepted("id")
+	}
+	return out
+}
+
+func TestSDKSeesThrottlingWhenSaturated(t *testing.T) {
+	p := newBlockingPipeline()
+	srv, _, _ := startIngress(t, p, Limits{MaxInFlightRequests: 1})
+	in := &eventbridge.PutEventsInput{Entries: []types.PutEventsRequestEntry{
+		{Source: aws.String("acme/a"), DetailType: aws.String("t"), Detail: aws.String(`{}`)},
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sdkClient(srv.URL).PutEvents(context.Background(), in)
+		done <- err
+	}()
+	<-p.entered
+	_, err := sdkClient(srv.URL).PutEvents(t.Context(), in)
+	if err == nil {
+		t.Fatal("second PutEvents succeeded while the only slot was held")
+	}
+	code, status := apiError(t, err)
+	if code != ErrCodeThrottling || status != http.StatusServiceUnavailable {
+		t.Fatalf("code=%s status=%d, want ThrottlingException 503", code, status)
+	}
+	close(p.release)
+	if err := <-done; err != nil {
+		t.Fatalf("held request: %v", err)
+	}
+}
