@@ -161,7 +161,7 @@ func TestDedupeStates(t *testing.T) {
 				t.Fatalf("reused id: %v %v, want reject", d.Action, err)
 			}
 			inv := h.sink.of(telemetry.NameInvalid)
-			if len(inv) != 1 || string(inv[0].(telemetry.Invalid).Reason) != flow.ReasonDedupeConflict {
+			if len(inv) != 1 || inv[0].(telemetry.Invalid).Reason != flow.ReasonDedupeConflict {
 				t.Fatalf("invalid events = %+v", inv)
 			}
 		})

@@ -182,7 +182,7 @@ func TestHardRejectionAndSourceQuota(t *testing.T) {
 		t.Fatalf("quota outcomes = %v, want 3 proceed, 2 reject", outcomes)
 	}
 	failed := h.sink.of(telemetry.NameFailed)
-	if f := failed[len(failed)-1].(telemetry.Failed); f.Reason != telemetry.FailRateLimitExceeded || f.RetryAfterMS <= 0 {
+	if f := failed[len(failed)-1].(telemetry.Failed); f.Reason != telemetry.FailRateLimitExceeded || f.Quota != telemetry.QuotaSource || f.RetryAfterMS <= 0 {
 		t.Fatalf("quota refusal = %+v", f)
 	}
 	// Another instance saturates the route, then the dominant source is
@@ -198,7 +198,7 @@ func TestHardRejectionAndSourceQuota(t *testing.T) {
 	}
 	failed = h.sink.of(telemetry.NameFailed)
 	f2 := failed[len(failed)-1].(telemetry.Failed)
-	if f2.Reason != telemetry.FailFairnessViolation || f2.SourceShare < 0.8 || f2.CompetingShare <= 0 || f2.DispatchVolume < 20 || f2.RetryAfterMS <= 0 || f2.ThrottleUntil.IsZero() {
+	if f2.Reason != telemetry.FailFairnessViolation || f2.Quota != "" || f2.SourceShare < 0.8 || f2.CompetingShare <= 0 || f2.DispatchVolume < 20 || f2.RetryAfterMS <= 0 || f2.ThrottleUntil.IsZero() {
 		t.Fatalf("hard rejection = %+v", f2)
 	}
 }

@@ -215,7 +215,7 @@ func (f *Flow) Fast(c *Command, r *Route) Decision {
 			return f.escalate(c, EscalateTokenRequired)
 		}
 		f.cfg.Metrics.Count(MetricRateLimited, 1)
-		f.emitFailed(c, telemetry.FailRateLimitExceeded, *throttled, Dominance{})
+		f.emitFailed(c, telemetry.FailRateLimitExceeded, "", *throttled, Dominance{})
 		return Decision{Action: Reject, Throttle: *throttled}
 	}
 	return f.escalate(c, EscalateTokenRequired)
@@ -250,7 +250,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 		if !ok {
 			if existing.PayloadHash != c.PayloadHash {
 				f.sink.Emit(telemetry.Invalid{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name,
-					Timestamp: c.Timestamp, Reason: reason.Code(ReasonDedupeConflict)})
+					Timestamp: c.Timestamp, Reason: ReasonDedupeConflict})
 				return Decision{Action: Reject}, nil
 			}
 			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
@@ -262,7 +262,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 		}
 		d.claim = &claim
 	}
-	refuse := func(reason telemetry.FailReason, t Throttle, dom Dominance) (Decision, error) {
+	refuse := func(reason telemetry.FailReason, quota string, t Throttle, dom Dominance) (Decision, error) {
 		if f.cfg.Shadow {
 			f.shadow(c, string(reason))
 			d.Action, d.ShadowRefusal = Proceed, string(reason)
@@ -274,7 +274,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			}
 		}
 		f.cfg.Metrics.Count(MetricRateLimited, 1)
-		f.emitFailed(c, reason, t, dom)
+		f.emitFailed(c, reason, quota, t, dom)
 		return Decision{Action: Reject, Throttle: t}, nil
 	}
 	if !r.RateLimit.Limited() {
@@ -294,7 +294,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 				return Decision{}, fmt.Errorf("flow: source quota of %s on %s/%s: %w", c.Source, c.Target, c.Name, err)
 			}
 			if !granted {
-				return refuse(telemetry.FailRateLimitExceeded, t, Dominance{})
+				return refuse(telemetry.FailRateLimitExceeded, telemetry.QuotaSource, t, Dominance{})
 			}
 		}
 	}
@@ -307,9 +307,9 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 		// Hard rejection on sustained abuse: the target's budget is
 		// saturated and this source dominates its warm path.
 		if dom, banned := u.dominance(c.Source, p, now); (banned || globalBan) && !p.Disabled {
-			return refuse(telemetry.FailFairnessViolation, t, dom)
+			return refuse(telemetry.FailFairnessViolation, "", t, dom)
 		}
-		return refuse(telemetry.FailRateLimitExceeded, t, Dominance{})
+		return refuse(telemetry.FailRateLimitExceeded, "", t, Dominance{})
 	}
 	d.Action = Proceed
 	return d, nil
@@ -318,7 +318,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 // ReasonDedupeConflict is the snavio.command.invalid reason for a strict
 // command id reused with a different payload: refused, not dropped as a
 // duplicate of the first.
-const ReasonDedupeConflict = "dedupe_conflict"
+const ReasonDedupeConflict = reason.DedupeConflict
 
 func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
 	if claim == nil {
@@ -371,10 +371,10 @@ func (f *Flow) emitDuplicate(c *Command) {
 		Timestamp: c.Timestamp, DedupeMode: "strict"})
 }
 
-func (f *Flow) emitFailed(c *Command, why telemetry.FailReason, t Throttle, dom Dominance) {
+func (f *Flow) emitFailed(c *Command, why telemetry.FailReason, quota string, t Throttle, dom Dominance) {
 	f.sink.Emit(telemetry.Failed{
 		CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Timestamp: c.Timestamp,
-		Reason: why, RetryAfterMS: max(0, t.RetryAfter.Milliseconds()), ThrottleUntil: t.Until,
+		Reason: why, Quota: quota, RetryAfterMS: max(0, t.RetryAfter.Milliseconds()), ThrottleUntil: t.Until,
 		SourceShare: dom.SourceShare, CompetingShare: dom.CompetingShare, DispatchVolume: dom.Volume,
 		Replay: c.Replay,
 	})

@@ -83,6 +83,9 @@ const (
 	BadSignature Code = "bad_signature"
 	// SourceBanned: the bus source is on the ban list.
 	SourceBanned Code = "source_banned"
+	// DedupeConflict: a strict route's command id was reused with a
+	// different payload (the slow stage's dedupe claim, package flow).
+	DedupeConflict Code = "dedupe_conflict"
 )
 
 // All lists every code, in documentation order.
@@ -94,7 +97,7 @@ func All() []Code {
 		InvalidTarget, InvalidCommandName, InvalidPayload, InvalidReplay,
 		InvalidBusSource, TimestampTooOld, TimestampTooNew, UnknownSource,
 		UnknownKeyVersion, KeyNotYetValid, KeyExpired, BadSignature,
-		SourceBanned,
+		SourceBanned, DedupeConflict,
 	}
 }
 

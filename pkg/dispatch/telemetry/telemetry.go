@@ -137,6 +137,9 @@ type Invalid struct {
 // FailReason is the reason of a Failed event.
 type FailReason string
 
+// QuotaSource marks a Failed event refused by a per-source quota.
+const QuotaSource = "source-quota"
+
 // Failure reasons.
 const (
 	FailRateLimitExceeded FailReason = "rate-limit-exceeded"
@@ -152,17 +155,21 @@ const (
 // structured fairness diagnostics of section C and accompany
 // fairness-violation only.
 type Failed struct {
-	CommandID      string     `json:"command_id,omitempty"`
-	Source         string     `json:"source,omitempty"`
-	Target         string     `json:"target,omitempty"`
-	CommandName    string     `json:"command_name,omitempty"`
-	Timestamp      string     `json:"timestamp,omitempty"`
-	Reason         FailReason `json:"reason"`
-	RetryAfterMS   int64      `json:"retry_after_ms,omitzero"`
-	ThrottleUntil  time.Time  `json:"throttle_until,omitzero"`
-	SourceShare    float64    `json:"source_share,omitzero"`
-	CompetingShare float64    `json:"competing_share,omitzero"`
-	DispatchVolume int64      `json:"dispatch_volume,omitzero"`
+	CommandID   string     `json:"command_id,omitempty"`
+	Source      string     `json:"source,omitempty"`
+	Target      string     `json:"target,omitempty"`
+	CommandName string     `json:"command_name,omitempty"`
+	Timestamp   string     `json:"timestamp,omitempty"`
+	Reason      FailReason `json:"reason"`
+	// Quota names the limit that refused a rate-limit-exceeded command
+	// when it is not the route's own: "source-quota" for a per-source
+	// quota (the spec's "rate-limit-exceeded: source-quota").
+	Quota          string    `json:"quota,omitempty"`
+	RetryAfterMS   int64     `json:"retry_after_ms,omitzero"`
+	ThrottleUntil  time.Time `json:"throttle_until,omitzero"`
+	SourceShare    float64   `json:"source_share,omitzero"`
+	CompetingShare float64   `json:"competing_share,omitzero"`
+	DispatchVolume int64     `json:"dispatch_volume,omitzero"`
 	Replay
 }
 
