@@ -21,6 +21,7 @@ package shield
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -209,7 +210,10 @@ func (s *Shield) Config() Config { return s.cfg }
 //
 // On success it returns the accepted command and emits the skew and key
 // notices that apply. On rejection it emits exactly one
-// snavio.command.invalid and returns a *reason.Error.
+// snavio.command.invalid and returns a *reason.Error. Any other error means
+// a collaborator failed (for example a KeyResolver returning something other
+// than a *reason.Error); the message was not judged, no telemetry was
+// emitted, and the caller should retry or dead-letter it.
 func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 	now := s.clock.Now()
 	if !envelope.ValidSource(busSource) {
@@ -224,6 +228,9 @@ func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 	match, err := s.keys.Resolve(busSource, env.Metadata.VersionID, now)
 	if err != nil {
 		return s.reject(busSource, seen, err)
+	}
+	if match.Key == nil {
+		return Accepted{}, errors.New("shield: key resolver returned no key and no error for " + busSource + " " + env.Metadata.VersionID)
 	}
 	msg := signing.FromEnvelope(&env, busSource)
 	msg.PayloadCanonical = true // envelope.Parser returns the canonical form
@@ -259,13 +266,13 @@ func (s *Shield) window(sentAt, now time.Time) error {
 	return nil
 }
 
+// reject emits snavio.command.invalid for a rejection. An error that is not
+// a *reason.Error is a collaborator's failure, not the producer's: it is
+// returned wrapped, without telemetry.
 func (s *Shield) reject(busSource string, seen envelope.Seen, err error) (Accepted, error) {
 	var re *reason.Error
 	if !errors.As(err, &re) {
-		// Every path above returns *reason.Error; anything else is a bug
-		// in a collaborator, reported as the most conservative code.
-		re = reason.New(reason.MalformedJSON, "", err.Error())
-		err = re
+		return Accepted{}, fmt.Errorf("shield: internal failure, message not judged: %w", err)
 	}
 	ev := telemetry.Invalid{
 		CommandID: seen.ID, Target: seen.Target, CommandName: seen.Name, Timestamp: seen.Timestamp,

@@ -2,6 +2,7 @@ package shield
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -468,5 +469,25 @@ func TestNew(t *testing.T) {
 	cfg := s.Config()
 	if cfg.Window != 60*time.Second || cfg.NearLimitRatio != 0.8 || cfg.SampleRate != 0.01 || cfg.NoticeInterval != time.Hour {
 		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+type brokenKeys struct{ err error }
+
+func (b brokenKeys) Resolve(string, string, time.Time) (keys.Match, error) {
+	return keys.Match{}, b.err
+}
+
+func TestCollaboratorFailureIsNotARejection(t *testing.T) {
+	for name, err := range map[string]error{"error": errors.New("registry unreachable"), "no key": nil} {
+		sink := &telemetry.Memory{}
+		sh, _ := New(Config{}, Deps{Clock: clock.NewFake(T), Keys: brokenKeys{err}, Telemetry: sink})
+		_, got := sh.Check(src, message(t, T, key(t, "hmac-v2", 2), nil))
+		if got == nil || reason.Of(got) != "" {
+			t.Errorf("%s: err = %v, want an internal error", name, got)
+		}
+		if len(sink.Events()) != 0 {
+			t.Errorf("%s: telemetry for an internal failure: %v", name, sink.Events())
+		}
 	}
 }
