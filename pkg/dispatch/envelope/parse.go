@@ -64,7 +64,7 @@ func (p *Parser) Parse(detail []byte, check func(sentAt time.Time) error) (Envel
 	return env, seen, err
 }
 
-// field indexes into state.off.
+// Field indexes into state.start, state.end and the state.have bits.
 const (
 	fID = iota
 	fTimestamp
