@@ -1,0 +1,259 @@
+// Package node is the dispatcher of `snavio dispatch serve` on one
+// machine: it takes PutEvents entries from the ingress (server.Pipeline),
+// archives them, runs the shield and fast stages inline, hands escalations
+// to the slow stage through a durable queue, and runs a bounded pool of
+// slow workers. Storage is behind small ports (Handoff, Archive) that the
+// embedded store implements.
+//
+// Durability: an entry is acknowledged (gets an event id) only once it is
+// archived and then delivered, refused with telemetry, or durably handed
+// to the slow stage. So every acknowledged command ends in its queue, its
+// DLQ, or a failed/invalid event, whatever crashes after the
+// acknowledgement.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+)
+
+// Item is one hand-off taken from the queue.
+type Item struct {
+	// Handle identifies this receipt for Done.
+	Handle string
+	// Payload is the escalation's wire form.
+	Payload []byte
+	// Receives counts deliveries of the item, this one included.
+	Receives int
+}
+
+// Handoff is the durable queue between the fast and slow stages, with SQS
+// semantics: Take hides items for the visibility timeout; an item not
+// Done by then is taken again.
+type Handoff interface {
+	// Put stores payload durably and returns once it is durable.
+	Put(ctx context.Context, payload []byte) error
+	// Take returns up to n items, hidden for visibility.
+	Take(ctx context.Context, n int, visibility time.Duration) ([]Item, error)
+	// Done deletes a handled item.
+	Done(ctx context.Context, it Item) error
+}
+
+// Archived is one event of the archive (like the EventBridge archive):
+// every event put on the bus, for replay.
+type Archived struct {
+	EventID    string
+	Source     string
+	DetailType string
+	Detail     []byte
+	ReceivedAt time.Time
+}
+
+// Archive stores accepted events durably.
+type Archive interface {
+	Append(ctx context.Context, e Archived) error
+}
+
+// Options configure a Node.
+type Options struct {
+	Dispatcher *dispatch.Dispatcher
+	Handoff    Handoff
+	Archive    Archive
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	// SlowWorkers bounds concurrent slow-stage work (default 4).
+	SlowWorkers int
+	// Batch is how many hand-offs one worker takes at once (default 10).
+	Batch int
+	// Visibility is how long a taken hand-off stays hidden (default 30 s).
+	Visibility time.Duration
+	// MaxReceives: after this many attempts the slow stage gives up and
+	// emits snavio.command.failed delivery-failure (default 5).
+	MaxReceives int
+	// Idle is how long a worker waits when the hand-off queue is empty
+	// (default 50 ms).
+	Idle time.Duration
+	// NewID makes event ids (default random UUIDs).
+	NewID func() string
+}
+
+// Node is the local dispatcher. Safe for concurrent use.
+type Node struct {
+	o     Options
+	stats Stats
+	mu    sync.Mutex
+}
+
+// Stats count what the node did.
+type Stats struct {
+	Accepted, Refused, Escalated, SlowDone, SlowRetries, GaveUp, Corrupt int64
+}
+
+// New returns a Node.
+func New(o Options) (*Node, error) {
+	if o.Dispatcher == nil || o.Handoff == nil || o.Archive == nil {
+		return nil, errors.New("node: Dispatcher, Handoff and Archive are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SlowWorkers <= 0 {
+		o.SlowWorkers = 4
+	}
+	if o.Batch <= 0 {
+		o.Batch = 10
+	}
+	if o.Visibility <= 0 {
+		o.Visibility = 30 * time.Second
+	}
+	if o.MaxReceives <= 0 {
+		o.MaxReceives = 5
+	}
+	if o.Idle <= 0 {
+		o.Idle = 50 * time.Millisecond
+	}
+	if o.NewID == nil {
+		o.NewID = uuid.NewString
+	}
+	return &Node{o: o}, nil
+}
+
+var _ server.Pipeline = (*Node)(nil)
+
+// Stats returns a copy of the counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+func (n *Node) count(f func(*Stats)) {
+	n.mu.Lock()
+	f(&n.stats)
+	n.mu.Unlock()
+}
+
+// Ingest implements server.Pipeline.
+func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.EntryResult {
+	out := make([]server.EntryResult, len(entries))
+	for i := range entries {
+		out[i] = n.ingest(ctx, &entries[i])
+	}
+	return out
+}
+
+func (n *Node) ingest(ctx context.Context, e *server.Entry) server.EntryResult {
+	id := n.o.NewID()
+	if err := n.o.Archive.Append(ctx, Archived{EventID: id, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: n.o.Clock.Now()}); err != nil {
+		n.o.Logger.Error("archiving an event failed; refusing it so the producer retries", "source", e.Source, "err", err)
+		n.count(func(s *Stats) { s.Refused++ })
+		return server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
+	}
+	if e.DetailType != envelope.EventType {
+		// Like EventBridge: accepted onto the bus, but no rule sends it to
+		// the dispatcher.
+		n.count(func(s *Stats) { s.Accepted++ })
+		return server.Accepted(id)
+	}
+	res, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
+	if res.Outcome == dispatch.Escalated {
+		wire, err := esc.Marshal()
+		if err == nil {
+			err = n.o.Handoff.Put(ctx, wire)
+		}
+		if err != nil {
+			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", res.CommandID, "err", err)
+			n.count(func(s *Stats) { s.Refused++ })
+			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id")
+		}
+		n.count(func(s *Stats) { s.Escalated++ })
+	}
+	n.count(func(s *Stats) { s.Accepted++ })
+	return server.Accepted(id)
+}
+
+// RunSlow runs the slow workers until ctx is done, then waits for the
+// batches in hand to finish (graceful shutdown drains in-flight work).
+func (n *Node) RunSlow(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range n.o.SlowWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				handled, err := n.SlowOnce(context.WithoutCancel(ctx))
+				if err != nil {
+					n.o.Logger.Warn("slow worker: taking hand-offs failed", "err", err)
+				}
+				if handled == 0 || err != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(n.o.Idle):
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// SlowOnce takes one batch of hand-offs and runs the slow stage on each;
+// it returns how many it took. Tests call it directly.
+func (n *Node) SlowOnce(ctx context.Context) (int, error) {
+	items, err := n.o.Handoff.Take(ctx, n.o.Batch, n.o.Visibility)
+	if err != nil {
+		return 0, fmt.Errorf("node: take hand-offs: %w", err)
+	}
+	for _, it := range items {
+		n.handle(ctx, it)
+	}
+	return len(items), nil
+}
+
+func (n *Node) handle(ctx context.Context, it Item) {
+	esc, err := dispatch.UnmarshalEscalation(it.Payload)
+	if err != nil {
+		// Cannot happen with our own writer: count it loudly and drop it
+		// so it does not block the queue forever.
+		n.o.Logger.Error("corrupt hand-off dropped", "handle", it.Handle, "err", err)
+		n.count(func(s *Stats) { s.Corrupt++ })
+		n.done(ctx, it)
+		return
+	}
+	if _, err := n.o.Dispatcher.Slow(ctx, esc); err != nil {
+		if it.Receives >= n.o.MaxReceives {
+			n.o.Dispatcher.GiveUp(esc)
+			n.count(func(s *Stats) { s.GaveUp++ })
+			n.done(ctx, it)
+			return
+		}
+		// Left in the queue: taken again after the visibility timeout.
+		n.o.Logger.Warn("slow stage failed; will retry", "command_id", esc.Envelope.Metadata.ID, "attempt", it.Receives, "err", err)
+		n.count(func(s *Stats) { s.SlowRetries++ })
+		return
+	}
+	n.count(func(s *Stats) { s.SlowDone++ })
+	n.done(ctx, it)
+}
+
+func (n *Node) done(ctx context.Context, it Item) {
+	if err := n.o.Handoff.Done(ctx, it); err != nil {
+		// The item comes back after its visibility timeout; the slow stage
+		// is idempotent for strict routes and at-least-once otherwise.
+		n.o.Logger.Warn("deleting a handled hand-off failed; it will be seen again", "handle", it.Handle, "err", err)
+	}
+}

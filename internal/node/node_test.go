@@ -1,0 +1,276 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/cache"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/memstore"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/routing"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+const source = "acme/billing"
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+// handoff is an in-memory stand-in for the embedded store's queue, with
+// visibility timeouts on the fake clock.
+type handoff struct {
+	mu    sync.Mutex
+	clk   *clock.Fake
+	items map[string]*held
+	seq   int
+	fail  error
+}
+
+type held struct {
+	payload  []byte
+	visible  time.Time
+	receives int
+}
+
+func (h *handoff) Put(_ context.Context, p []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail != nil {
+		return h.fail
+	}
+	h.seq++
+	h.items[strconv.Itoa(h.seq)] = &held{payload: append([]byte(nil), p...)}
+	return nil
+}
+
+func (h *handoff) Take(_ context.Context, n int, vis time.Duration) ([]Item, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Item
+	for k, it := range h.items {
+		if len(out) == n {
+			break
+		}
+		if h.clk.Now().Before(it.visible) {
+			continue
+		}
+		it.receives++
+		it.visible = h.clk.Now().Add(vis)
+		out = append(out, Item{Handle: k, Payload: it.payload, Receives: it.receives})
+	}
+	return out, nil
+}
+
+func (h *handoff) Done(_ context.Context, it Item) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.items, it.Handle)
+	return nil
+}
+
+func (h *handoff) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.items)
+}
+
+type archive struct {
+	mu   sync.Mutex
+	got  []Archived
+	fail error
+}
+
+func (a *archive) Append(_ context.Context, e Archived) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail != nil {
+		return a.fail
+	}
+	a.got = append(a.got, e)
+	return nil
+}
+
+type sender struct {
+	mu   sync.Mutex
+	n    int
+	fail error
+}
+
+func (s *sender) Send(context.Context, *dispatch.Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.n++
+	return nil
+}
+
+type env struct {
+	node *Node
+	clk  *clock.Fake
+	reg  *memstore.Registry
+	ho   *handoff
+	arch *archive
+	out  *sender
+	tel  *telemetry.Memory
+	key  *signing.Key
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	reg := memstore.NewRegistry()
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	acl := dispatchtest.RegistryACL(source, "mailer", "send")
+	by := registry.Actor{Who: "test", At: t0}
+	for _, it := range []registry.Item{
+		{Key: &registry.ServiceKey{Source: source, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}}}},
+		{Route: &route}, {ACL: &acl},
+	} {
+		if _, err := reg.Put(ctx, by, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync := func(f func()) { f() }
+	tel := &telemetry.Memory{}
+	c, err := cache.New(cache.Config{Jitter: -1}, cache.Deps{Reader: reg, Clock: clk, Telemetry: tel, Executor: sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LoadAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := routing.New(c, reg, clk)
+	sh, err := shield.New(shield.Config{SampleRate: -1}, shield.Deps{Clock: clk, Keys: c.Keys, Bans: c.Bans, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := flow.New(flow.Config{Instance: "n1", Clock: clk, Executor: sync}, memstore.NewFlow(), tel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &sender{}
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho := &handoff{clk: clk, items: map[string]*held{}}
+	arch := &archive{}
+	n, err := New(Options{Dispatcher: d, Handoff: ho, Archive: arch, Clock: clk, MaxReceives: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := signing.NewKey("hmac-v1", secret)
+	return &env{node: n, clk: clk, reg: reg, ho: ho, arch: arch, out: out, tel: tel, key: k}
+}
+
+func (e *env) entry(t *testing.T, n int, target, name string) server.Entry {
+	t.Helper()
+	env := envelope.New(fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), e.clk.Now(), target, name, []byte(`{}`))
+	if err := e.key.SignEnvelope(&env, source); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := env.AppendJSON(nil)
+	return server.Entry{Source: source, DetailType: envelope.EventType, Detail: b}
+}
+
+func names(tel *telemetry.Memory, name string) int {
+	n := 0
+	for _, e := range tel.Events() {
+		if e.EventName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+func TestIngestDeliversFastAndArchives(t *testing.T) {
+	e := newEnv(t)
+	res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 1, "mailer", "send"), {Source: source, DetailType: "other", Detail: []byte(`{}`)}})
+	if res[0].EventID == "" || res[1].EventID == "" || e.out.n != 1 || len(e.arch.got) != 2 || e.ho.len() != 0 {
+		t.Fatalf("results %+v deliveries %d archived %d handoffs %d", res, e.out.n, len(e.arch.got), e.ho.len())
+	}
+	if e.arch.got[0].EventID != res[0].EventID {
+		t.Fatal("the archive does not record the acknowledged event id")
+	}
+}
+
+func TestEscalationIsDurableBeforeTheAck(t *testing.T) {
+	e := newEnv(t)
+	route := dispatchtest.RegistryRoute("mailer", "notify")
+	acl := dispatchtest.RegistryACL(source, "mailer", "notify")
+	for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+		e.reg.Put(context.Background(), registry.Actor{Who: "t", At: t0}, it)
+	}
+	res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 2, "mailer", "notify")})
+	if res[0].EventID == "" || e.ho.len() != 1 || e.out.n != 0 {
+		t.Fatalf("result %+v handoffs %d", res, e.ho.len())
+	}
+	if n, err := e.node.SlowOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("SlowOnce = %d %v", n, err)
+	}
+	if e.out.n != 1 || e.ho.len() != 0 || e.node.Stats().SlowDone != 1 {
+		t.Fatalf("after slow: deliveries %d handoffs %d stats %+v", e.out.n, e.ho.len(), e.node.Stats())
+	}
+}
+
+func TestHandoffFailureRefusesSoTheProducerRetries(t *testing.T) {
+	e := newEnv(t)
+	e.ho.fail = errors.New("disk full")
+	res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 3, "nobody", "x")})
+	if res[0].ErrorCode != server.EntryErrInternal || res[0].EventID != "" {
+		t.Fatalf("result %+v", res[0])
+	}
+	e.arch.fail = errors.New("disk full")
+	res = e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 4, "mailer", "send")})
+	if res[0].ErrorCode != server.EntryErrInternal || e.out.n != 0 {
+		t.Fatalf("archive failure: %+v, deliveries %d", res[0], e.out.n)
+	}
+}
+
+func TestSlowRetriesThenGivesUp(t *testing.T) {
+	e := newEnv(t)
+	e.out.fail = errors.New("queue unavailable")
+	e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 5, "mailer", "send")}) // fast fails -> delivery_retry
+	if e.ho.len() != 1 {
+		t.Fatalf("handoffs %d", e.ho.len())
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		if n, _ := e.node.SlowOnce(context.Background()); n != 1 {
+			t.Fatalf("attempt %d took %d", attempt, n)
+		}
+		if n, _ := e.node.SlowOnce(context.Background()); n != 0 {
+			t.Fatalf("attempt %d: the item was visible again inside its visibility timeout", attempt)
+		}
+		e.clk.Advance(31 * time.Second)
+	}
+	st := e.node.Stats()
+	if st.SlowRetries != 2 || st.GaveUp != 1 || e.ho.len() != 0 || names(e.tel, telemetry.NameFailed) != 1 {
+		t.Fatalf("stats %+v handoffs %d failed events %d", st, e.ho.len(), names(e.tel, telemetry.NameFailed))
+	}
+}
+
+func TestRunSlowStopsOnCancel(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.node.RunSlow(ctx); close(done) }()
+	cancel()
+	<-done
+}
