@@ -491,3 +491,37 @@ func TestCollaboratorFailureIsNotARejection(t *testing.T) {
 		}
 	}
 }
+
+type countingKeys struct {
+	KeyResolver
+	calls    int
+	versions []string
+}
+
+func (c *countingKeys) Resolve(source, version string, now time.Time) (keys.Match, error) {
+	c.calls++
+	c.versions = append(c.versions, version)
+	return c.KeyResolver.Resolve(source, version, now)
+}
+
+// TestOneKeyPerMessage: the shield resolves exactly the version the message
+// names, once, and verifies with that key only (so one HMAC), even when the
+// signature is bad and other versions exist.
+func TestOneKeyPerMessage(t *testing.T) {
+	ck := &countingKeys{KeyResolver: testRing(t)}
+	sh, err := New(Config{}, Deps{Clock: clock.NewFake(T), Keys: ck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Check(src, message(t, T, key(t, "hmac-v2", 2), nil)); err != nil {
+		t.Fatal(err)
+	}
+	// Signed with v1's secret but labelled v2: no fallback to v1.
+	bad := replace(t, message(t, T, key(t, "hmac-v1", 1), nil), `"hmac-v1"`, `"hmac-v2"`)
+	if _, err := sh.Check(src, bad); reason.Of(err) != reason.BadSignature {
+		t.Fatalf("relabelled: %v", err)
+	}
+	if ck.calls != 2 || ck.versions[0] != "hmac-v2" || ck.versions[1] != "hmac-v2" {
+		t.Fatalf("Resolve calls %d %v", ck.calls, ck.versions)
+	}
+}
