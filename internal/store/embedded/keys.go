@@ -37,3 +37,12 @@ func splitKey(k []byte) ([]string, error) {
 	}
 	return parts, nil
 }
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }
+
+// timeKey orders by t (nanoseconds since the epoch; negative times clamp to
+// zero) and then by seq.
+func timeKey(nanos int64, seq uint64) []byte {
+	k := make([]byte, 0, 16)
+	k = binary.BigEndian.AppendUint64(k, uint64(max(nanos, 0)))
+	return binary.BigEndian.AppendUint64(k, seq)
+}

@@ -1,0 +1,383 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func fakeStore(t *testing.T) (*Store, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	return openTest(t, Options{Ephemeral: true, Clock: clk}), clk
+}
+
+func mustQueue(t *testing.T, s *Store, cfg QueueConfig) Queue {
+	t.Helper()
+	q, err := s.CreateQueue(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestQueueNamesAndConfigs(t *testing.T) {
+	ctx := context.Background()
+	s, _ := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "dlq"})
+	tests := []struct {
+		name string
+		cfg  QueueConfig
+		want string // substring of the error; "" for success
+	}{
+		{"fifo refused", QueueConfig{Name: "orders.fifo"}, "FIFO queues are not supported"},
+		{"empty name", QueueConfig{Name: ""}, "must be 1 to 80"},
+		{"long name", QueueConfig{Name: strings.Repeat("a", 81)}, "must be 1 to 80"},
+		{"bad character", QueueConfig{Name: "a/b"}, `character '/' not allowed`},
+		{"missing dlq", QueueConfig{Name: "q1", DeadLetterQueue: "nope", MaxReceives: 3}, "create it first"},
+		{"dlq without max receives", QueueConfig{Name: "q1", DeadLetterQueue: "dlq"}, "max receives 0 outside 1..1000"},
+		{"max receives without dlq", QueueConfig{Name: "q1", MaxReceives: 2}, "set both or neither"},
+		{"own dlq", QueueConfig{Name: "q1", DeadLetterQueue: "q1", MaxReceives: 1}, "its own dead-letter queue"},
+		{"visibility too long", QueueConfig{Name: "q1", VisibilityTimeout: 13 * time.Hour}, "visibility timeout"},
+		{"fifo dlq", QueueConfig{Name: "q1", DeadLetterQueue: "d.fifo", MaxReceives: 1}, "FIFO"},
+		{"ok", QueueConfig{Name: "q1", DeadLetterQueue: "dlq", MaxReceives: 3}, ""},
+		{"same config again is idempotent", QueueConfig{Name: "q1", DeadLetterQueue: "dlq", MaxReceives: 3, VisibilityTimeout: DefaultVisibilityTimeout}, ""},
+		{"different config", QueueConfig{Name: "q1", DeadLetterQueue: "dlq", MaxReceives: 4}, "different configuration"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.CreateQueue(ctx, tc.cfg)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	q, err := s.GetQueue(ctx, "q1")
+	if err != nil || q.ARN != "arn:snavio:sqs:local:000000000000:q1" || q.MaxDepth != DefaultMaxDepth {
+		t.Fatalf("GetQueue = %+v, %v", q, err)
+	}
+	if _, err := s.GetQueue(ctx, "nope"); !errors.Is(err, ErrQueueNotFound) {
+		t.Fatalf("GetQueue(nope) = %v", err)
+	}
+}
+
+func TestQueueARN(t *testing.T) {
+	for _, tc := range []struct {
+		arn, name string
+		ok        bool
+	}{
+		{"arn:snavio:sqs:local:000000000000:orders", "orders", true},
+		{"arn:aws:sqs:us-east-1:123456789012:orders", "", false},
+		{"arn:snavio:sqs:local:000000000000:", "", false},
+		{"arn:snavio:sqs:local:000000000000:o.fifo", "", false},
+	} {
+		name, err := ParseQueueARN(tc.arn)
+		if (err == nil) != tc.ok || name != tc.name {
+			t.Errorf("ParseQueueARN(%q) = %q, %v", tc.arn, name, err)
+		}
+	}
+	if n, _ := ParseQueueARN(QueueARN("x_y-1")); n != "x_y-1" {
+		t.Fatal("QueueARN does not round trip")
+	}
+}
+
+func TestSendReceiveDelete(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q", VisibilityTimeout: 10 * time.Second})
+	var ids []string
+	for i := range 3 {
+		id, err := s.Send(ctx, "q", []byte(fmt.Sprintf("m%d", i)), map[string]string{"i": fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		clk.Advance(time.Millisecond)
+	}
+	got, err := s.Receive(ctx, "q", 2, 0)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	if got[0].ID != ids[0] || string(got[0].Body) != "m0" || got[0].Attributes["i"] != "0" || got[0].ReceiveCount != 1 || got[1].ID != ids[1] {
+		t.Fatalf("received %+v", got)
+	}
+	// The two are in flight; one is left.
+	rest, _ := s.Receive(ctx, "q", 10, 0)
+	if len(rest) != 1 || rest[0].ID != ids[2] {
+		t.Fatalf("second receive: %+v", rest)
+	}
+	if none, _ := s.Receive(ctx, "q", 10, 0); len(none) != 0 {
+		t.Fatalf("in-flight messages were returned: %+v", none)
+	}
+	if err := s.Delete(ctx, "q", got[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "q", got[0].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("second delete: %v, want ErrStaleReceipt", err)
+	}
+	// After the visibility timeout the undeleted ones come back, counted.
+	clk.Advance(10 * time.Second)
+	again, _ := s.Receive(ctx, "q", 10, time.Minute)
+	if len(again) != 2 || again[0].ID != ids[1] || again[0].ReceiveCount != 2 || !again[0].FirstReceivedAt.Equal(t0.Add(3*time.Millisecond)) {
+		t.Fatalf("after visibility timeout: %+v", again)
+	}
+	// The first receive's handle is stale now, the second's is good.
+	if err := s.Delete(ctx, "q", got[1].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("stale handle: %v", err)
+	}
+	if err := s.Delete(ctx, "q", again[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := s.ListQueues(ctx)
+	if len(stats) != 1 || stats[0].Visible != 0 || stats[0].InFlight != 1 {
+		t.Fatalf("stats %+v", stats)
+	}
+}
+
+func TestReceiveBoundsAndErrors(t *testing.T) {
+	ctx := context.Background()
+	s, _ := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q", MaxDepth: 2})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"max 0", func() error { _, err := s.Receive(ctx, "q", 0, 0); return err }(), "max 0 outside 1..10"},
+		{"max 11", func() error { _, err := s.Receive(ctx, "q", 11, 0); return err }(), "max 11 outside 1..10"},
+		{"negative visibility", func() error { _, err := s.Receive(ctx, "q", 1, -1); return err }(), "visibility timeout"},
+		{"missing queue", func() error { _, err := s.Receive(ctx, "nope", 1, 0); return err }(), "does not exist"},
+		{"empty body", func() error { _, err := s.Send(ctx, "q", nil, nil); return err }(), "empty body"},
+		{"big body", func() error { _, err := s.Send(ctx, "q", make([]byte, MaxMessageBytes+1), nil); return err }(), "over the limit"},
+		{"send to missing", func() error { _, err := s.Send(ctx, "nope", []byte("x"), nil); return err }(), "does not exist"},
+		{"bad receipt", s.Delete(ctx, "q", "garbage"), "malformed"},
+		{"purge missing", func() error { _, err := s.Purge(ctx, "nope"); return err }(), "does not exist"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.name, tc.err, tc.want)
+		}
+	}
+	for range 2 {
+		if _, err := s.Send(ctx, "q", []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Send(ctx, "q", []byte("x"), nil); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("send to a full queue: %v", err)
+	}
+	if n, err := s.Purge(ctx, "q"); n != 2 || err != nil {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("x"), nil); err != nil {
+		t.Fatalf("send after purge: %v", err)
+	}
+}
+
+func TestRedriveToDLQ(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "dlq"})
+	q := mustQueue(t, s, QueueConfig{Name: "q", DeadLetterQueue: "dlq", MaxReceives: 2, VisibilityTimeout: time.Second})
+	id, _ := s.Send(ctx, "q", []byte("poison"), map[string]string{"k": "v"})
+	for i := 1; i <= 2; i++ {
+		got, _ := s.Receive(ctx, "q", 1, 0)
+		if len(got) != 1 || got[0].ReceiveCount != i {
+			t.Fatalf("receive %d: %+v", i, got)
+		}
+		clk.Advance(time.Second)
+	}
+	// The third receive moves it instead of returning it.
+	if got, _ := s.Receive(ctx, "q", 1, 0); len(got) != 0 {
+		t.Fatalf("a message over max receives was returned: %+v", got)
+	}
+	got, _ := s.Receive(ctx, "dlq", 10, 0)
+	if len(got) != 1 {
+		t.Fatalf("dlq has %d messages", len(got))
+	}
+	m := got[0]
+	if m.ID != id || string(m.Body) != "poison" || m.Attributes["k"] != "v" ||
+		m.Attributes[AttrDLQReason] != DLQReasonMaxReceives || m.Attributes[AttrDLQSourceQueue] != q.ARN || m.Attributes[AttrDLQReceiveCount] != "2" || !m.SentAt.Equal(t0) {
+		t.Fatalf("dlq message %+v", m)
+	}
+	stats, _ := s.ListQueues(ctx)
+	if stats[0].Name != "dlq" || stats[0].InFlight != 1 || stats[1].Visible != 0 || stats[1].InFlight != 0 {
+		t.Fatalf("stats %+v", stats)
+	}
+}
+
+func TestListQueuesAge(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "a"})
+	mustQueue(t, s, QueueConfig{Name: "b"})
+	s.Send(ctx, "a", []byte("1"), nil)
+	clk.Advance(time.Minute)
+	s.Send(ctx, "a", []byte("2"), nil)
+	s.Receive(ctx, "a", 1, 0)
+	clk.Advance(10 * time.Second)
+	stats, err := s.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := stats[0], stats[1]
+	if a.Visible != 1 || a.InFlight != 1 || a.OldestAge != 70*time.Second {
+		t.Fatalf("a = %+v", a)
+	}
+	if b.Visible != 0 || b.InFlight != 0 || b.OldestAge != 0 {
+		t.Fatalf("b = %+v", b)
+	}
+}
+
+// Concurrent receivers never get the same message while it is invisible,
+// and every message is received exactly once when all delete.
+func TestConcurrentReceivers(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "s.db"), Clock: clock.NewFake(t0)})
+	mustQueue(t, s, QueueConfig{Name: "q"})
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Send(ctx, "q", []byte(fmt.Sprint(i)), nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				got, err := s.Receive(ctx, "q", 10, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				for _, m := range got {
+					mu.Lock()
+					seen[m.ID]++
+					mu.Unlock()
+					if err := s.Delete(ctx, "q", m.ReceiptHandle); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Fatalf("message %s received %d times within its visibility timeout", id, c)
+		}
+	}
+}
+
+func TestSendAndComplete(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q"})
+	now := clk.Now()
+	rec := flow.DedupeRecord{ID: "cmd-1", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o1", ExpiresAt: now.Add(30 * time.Second)}
+	if ok, _, err := s.Claim(ctx, rec, now); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	// A stranger cannot send under the claim: nothing is sent.
+	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o2", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
+		t.Fatalf("stranger: %v", err)
+	}
+	// A refused send leaves the claim in progress.
+	if _, err := s.SendAndComplete(ctx, "nope", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now); !errors.Is(err, ErrQueueNotFound) {
+		t.Fatalf("missing queue: %v", err)
+	}
+	if stats, _ := s.ListQueues(ctx); stats[0].Visible != 0 {
+		t.Fatal("a message was sent without its claim completing")
+	}
+	id, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ex, _ := s.Claim(ctx, flow.DedupeRecord{ID: "cmd-1", State: flow.ClaimInProgress, Owner: "o3", ExpiresAt: now.Add(time.Minute)}, now.Add(time.Minute))
+	if ex.State != flow.ClaimDelivered || !ex.ExpiresAt.Equal(now.Add(5*time.Minute)) {
+		t.Fatalf("claim after send: %+v", ex)
+	}
+	got, _ := s.Receive(ctx, "q", 10, 0)
+	if len(got) != 1 || got[0].ID != id {
+		t.Fatalf("queue holds %+v", got)
+	}
+	// Completed already: a second send under the same claim is refused.
+	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
+		t.Fatalf("second send: %v", err)
+	}
+}
+
+func TestParseReceipt(t *testing.T) {
+	h, _ := newReceipt("abc")
+	if id, err := parseReceipt(h); id != "abc" || err != nil {
+		t.Fatalf("parseReceipt(%q) = %q, %v", h, id, err)
+	}
+	for _, bad := range []string{"", "r1.", "r1.abc", "r1..00112233445566778899aabb", "r2.abc.00112233445566778899aabb", "r1.abc.zz112233445566778899aabb"} {
+		if _, err := parseReceipt(bad); err == nil {
+			t.Errorf("parseReceipt(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzParseReceipt: never panics; an accepted handle names a non-empty id
+// and is the handle format around it.
+func FuzzParseReceipt(f *testing.F) {
+	f.Add("r1.0b1e-4c.00112233445566778899aabb")
+	f.Add("r1..")
+	f.Add("garbage")
+	f.Fuzz(func(t *testing.T, h string) {
+		id, err := parseReceipt(h)
+		if err != nil {
+			return
+		}
+		if id == "" || !strings.HasPrefix(h, receiptPrefix+id+".") {
+			t.Fatalf("parseReceipt(%q) = %q", h, id)
+		}
+	})
+}
+
+// FuzzParseQueueARN: never panics; an accepted ARN round trips.
+func FuzzParseQueueARN(f *testing.F) {
+	f.Add("arn:snavio:sqs:local:000000000000:orders")
+	f.Add("arn:snavio:sqs:local:000000000000:o.fifo")
+	f.Add("arn:aws:sqs:us-east-1:1:x")
+	f.Fuzz(func(t *testing.T, arn string) {
+		name, err := ParseQueueARN(arn)
+		if err != nil {
+			return
+		}
+		if QueueARN(name) != arn || checkQueueName(name) != nil {
+			t.Fatalf("ParseQueueARN(%q) = %q", arn, name)
+		}
+	})
+}
