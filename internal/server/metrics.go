@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -306,3 +308,44 @@ func (m *Metrics) setSaturation(f func() float64) {
 	}
 	m.saturation.Store(&f)
 }
+
+// instrument wraps h with the latency histogram and in-flight gauge,
+// timing with now (the injected clock).
+func (m *Metrics) instrument(handler string, now func() time.Time, h http.Handler) http.Handler {
+	if m == nil {
+		return h
+	}
+	gauge := m.inFlight.WithLabelValues(handler)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := now()
+		gauge.Inc()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			gauge.Dec()
+			m.duration.WithLabelValues(handler, strconv.Itoa(sw.status)).Observe(now().Sub(start).Seconds())
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,293 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+)
+
+// DefaultListen is where the server listens unless told otherwise: the
+// loopback interface only.
+const DefaultListen = "127.0.0.1:8787"
+
+// StartOptions configure Start. Pipeline and DataDir are required; every
+// other field has a default.
+type StartOptions struct {
+	// Listen is the TCP address to listen on (default DefaultListen).
+	// Port 0 picks a free port; Server.Addr tells which.
+	Listen string
+	// DataDir holds the operator token (operator.token) and the default
+	// tenant token file (tenant-tokens.json); created 0700 if missing.
+	DataDir string
+	// Pipeline takes the valid PutEvents entries.
+	Pipeline Pipeline
+	// Ready reports whether the server can take traffic (store open,
+	// caches loaded); /readyz answers 503 with its error. Nil: ready.
+	Ready func(context.Context) error
+	// Metrics is the registry /metrics serves; pass the same one to the
+	// dispatcher as its telemetry.Metrics. Nil: a new one.
+	Metrics *Metrics
+	// Tokens resolves tenant tokens. Nil: a FileTokenStore at
+	// DataDir/tenant-tokens.json.
+	Tokens TokenStore
+	// Control is the control API, mounted at /v1/ behind bearer-token
+	// authentication: handlers find the caller with PrincipalFrom and
+	// guard themselves with RequireOperator or RequireTenant. Nil: /v1/
+	// answers 404.
+	Control http.Handler
+	// Logger logs server events; nil discards.
+	Logger *slog.Logger
+	// Clock times requests for the latency histogram (default clock.System()).
+	Clock clock.Clock
+	// Limits bound in-flight work; zero fields take the defaults.
+	Limits Limits
+}
+
+// Server is a running `dispatch serve` HTTP server.
+type Server struct {
+	http      *http.Server
+	ln        net.Listener
+	ingress   *Ingress
+	metrics   *Metrics
+	tokens    TokenStore
+	tokenPath string
+	created   bool
+	log       *slog.Logger
+
+	draining atomic.Bool
+	stopping chan struct{} // closed once Shutdown has closed the listener
+	serveErr chan error    // Serve's unexpected error, if any
+
+	mu    sync.Mutex
+	hooks []drainHook
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+type drainHook struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Start validates opts, loads (or creates) the operator token, listens and
+// starts serving in the background. It returns once the listener is bound,
+// so Addr is valid and requests can be sent at once.
+func Start(opts StartOptions) (*Server, error) {
+	if opts.Pipeline == nil {
+		return nil, errors.New("server: StartOptions.Pipeline is nil; pass the dispatcher's pipeline")
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("server: StartOptions.DataDir is empty; pass the data directory that holds the operator token")
+	}
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.System()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	token, tokenPath, created, err := LoadOrCreateOperatorToken(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Tokens == nil {
+		fts, err := OpenFileTokenStore(filepath.Join(opts.DataDir, TenantTokensFile), opts.Clock)
+		if err != nil {
+			return nil, err
+		}
+		opts.Tokens = fts
+	}
+	auth, err := NewAuthenticator(token, opts.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	auth.metrics = opts.Metrics
+	ingress, err := NewIngress(IngressOptions{Pipeline: opts.Pipeline, Limits: opts.Limits, Metrics: opts.Metrics, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("server: cannot listen on %s: %w; free the port or pass another --listen address", opts.Listen, err)
+	}
+	s := &Server{
+		ln: ln, ingress: ingress, metrics: opts.Metrics, tokens: opts.Tokens,
+		tokenPath: tokenPath, created: created, log: log,
+		stopping: make(chan struct{}),
+		serveErr: make(chan error, 1),
+	}
+	s.http = &http.Server{
+		Handler:           s.routes(opts, auth),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	var once sync.Once
+	s.http.RegisterOnShutdown(func() { once.Do(func() { close(s.stopping) }) })
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr <- err
+		}
+	}()
+	log.Debug("server listening", "addr", s.Addr(), "operator_token", tokenPath, "token_created", created)
+	return s, nil
+}
+
+// routes builds the handler tree.
+func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
+	now := opts.Clock.Now
+	m := opts.Metrics
+	retry := s.ingress.limits.RetryAfter
+	mux := http.NewServeMux()
+	mux.Handle("/{$}", m.instrument("putevents", now, s.ingress))
+	mux.Handle("GET /healthz", m.instrument("healthz", now, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeStatus(w, http.StatusOK, map[string]string{"status": "ok"}, 0)
+	})))
+	mux.Handle("GET /readyz", m.instrument("readyz", now, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			writeStatus(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "error": "the server is shutting down", "fix": "send traffic to another instance, or wait for the restart"}, retry)
+			return
+		}
+		if opts.Ready != nil {
+			if err := opts.Ready(r.Context()); err != nil {
+				writeStatus(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error(), "fix": "wait and retry; the server log says what it is waiting for"}, retry)
+				return
+			}
+		}
+		writeStatus(w, http.StatusOK, map[string]string{"status": "ready"}, 0)
+	})))
+	mux.Handle("GET /metrics", m.instrument("metrics", now, m.Handler()))
+
+	control := opts.Control
+	if control == nil {
+		control = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			WriteAPIError(w, http.StatusNotFound, "no control API is mounted on this server", "use a server started by `snavio dispatch serve`")
+		})
+	}
+	mux.Handle("/v1/", m.instrument("control", now, limitControl(s.ingress.limits, m, auth.Middleware(control))))
+	mux.Handle("/", m.instrument("other", now, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteAPIError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path,
+			"PutEvents is POST /; health is /healthz and /readyz; metrics /metrics; the control API is under /v1/")
+	})))
+	return mux
+}
+
+// limitControl bounds in-flight control-API requests, refusing the rest
+// with 503 and Retry-After.
+func limitControl(l Limits, m *Metrics, next http.Handler) http.Handler {
+	lim := newLimiter(l.MaxInFlightControl)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !lim.tryAcquire(1) {
+			m.reject("control", "saturated_requests")
+			w.Header().Set("Retry-After", retryAfterSeconds(l.RetryAfter))
+			WriteAPIError(w, http.StatusServiceUnavailable,
+				fmt.Sprintf("%d control requests are already in flight, the most this server takes at once", l.MaxInFlightControl),
+				"retry after the Retry-After delay")
+			return
+		}
+		defer lim.release(1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeStatus(w http.ResponseWriter, status int, body map[string]string, retryAfter time.Duration) {
+	b, err := json.Marshal(body, json.Deterministic(true))
+	if err != nil { // cannot happen: a map of strings
+		b = []byte(`{"status":"error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", retryAfterSeconds(retryAfter))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// Addr returns the address the server listens on, such as 127.0.0.1:8787.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the server's base URL, http://<Addr>: the endpoint to give
+// an AWS SDK (BaseEndpoint, or AWS_ENDPOINT_URL_EVENTBRIDGE).
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// OperatorTokenPath returns the file holding the operator token.
+func (s *Server) OperatorTokenPath() string { return s.tokenPath }
+
+// OperatorTokenCreated reports whether this start created the operator
+// token (first start on this data directory).
+func (s *Server) OperatorTokenCreated() bool { return s.created }
+
+// Metrics returns the server's metrics, to hand to the dispatcher.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Tokens returns the tenant token store in use.
+func (s *Server) Tokens() TokenStore { return s.tokens }
+
+// Limits returns the limits in force, defaults filled in.
+func (s *Server) Limits() Limits { return s.ingress.limits }
+
+// Failed delivers an error if the server stops serving on its own (the
+// listener failed). It never delivers after a Shutdown.
+func (s *Server) Failed() <-chan error { return s.serveErr }
+
+// OnDrain registers fn to run during Shutdown, after in-flight requests
+// have finished, in registration order (the outbox flush goes here). A
+// hook's error does not stop the hooks after it; Shutdown returns them all.
+func (s *Server) OnDrain(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, drainHook{name: name, fn: fn})
+}
+
+// Shutdown stops the server gracefully: /readyz turns to 503, the listener
+// closes (new connections are refused), idle connections close, in-flight
+// requests run to completion, and then the drain hooks run in order with
+// ctx. If ctx ends before the requests finish, the remaining connections
+// are closed and the hooks still run (with the ended ctx, so they should
+// do only what they can at once). Later calls return the first call's
+// result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.draining.Store(true)
+		var errs []error
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: in-flight requests did not finish in time (%w); their connections were closed", err))
+			_ = s.http.Close()
+		}
+		s.mu.Lock()
+		hooks := append([]drainHook(nil), s.hooks...)
+		s.mu.Unlock()
+		for _, h := range hooks {
+			if err := h.fn(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("server: drain hook %s: %w", h.name, err))
+				s.log.Error("drain hook failed", "hook", h.name, "err", err)
+			}
+		}
+		s.shutdownErr = errors.Join(errs...)
+	})
+	return s.shutdownErr
+}
