@@ -21,6 +21,9 @@ var (
 	DefaultRouting = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
 	DefaultHMAC    = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
 	DefaultBans    = TTL{Fresh: 30 * time.Second, Stale: 90 * time.Second}
+	// DefaultQuotas: quotas change rarely and only the slow stage reads
+	// them.
+	DefaultQuotas = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
 )
 
 // DefaultProfileTTL returns the spec's ACL TTLs of a sensitivity profile
@@ -39,10 +42,11 @@ func DefaultProfileTTL(p registry.Profile) TTL {
 // Config sets the TTLs (platform-level configuration). Zero values take
 // the defaults.
 type Config struct {
-	// Routing, HMAC and Bans are the TTLs of those types.
+	// Routing, HMAC, Bans and Quotas are the TTLs of those types.
 	Routing TTL
 	HMAC    TTL
 	Bans    TTL
+	Quotas  TTL
 	// Profiles are the ACL TTLs per sensitivity profile; a missing
 	// profile takes DefaultProfileTTL. An ACL entry's own
 	// fresh_ttl_seconds/stale_ttl_seconds override its profile's.
@@ -67,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Bans == (TTL{}) {
 		c.Bans = DefaultBans
+	}
+	if c.Quotas == (TTL{}) {
+		c.Quotas = DefaultQuotas
 	}
 	ps := make(map[registry.Profile]TTL, 3)
 	for _, p := range registry.Profiles() {
@@ -94,7 +101,7 @@ func (c Config) withDefaults() Config {
 // Validate reports the first setting that makes no sense.
 func (c Config) Validate() error {
 	d := c.withDefaults()
-	for name, t := range map[string]TTL{"routing": d.Routing, "hmac": d.HMAC, "bans": d.Bans} {
+	for name, t := range map[string]TTL{"routing": d.Routing, "hmac": d.HMAC, "bans": d.Bans, "quotas": d.Quotas} {
 		if !t.valid() {
 			return fmt.Errorf("cache config: %s TTLs %v/%v: need 0 < fresh < stale", name, t.Fresh, t.Stale)
 		}
@@ -171,6 +178,9 @@ type Caches struct {
 	Keys *KeyCache
 	// Bans caches bans by source; it implements the shield's ban list.
 	Bans *BanCache
+	// Quotas caches per-source quotas by (source, target, command), for
+	// the slow stage.
+	Quotas *Table[registry.ACLKey, *registry.Quota]
 }
 
 // New returns empty caches: every lookup reports Expired until LoadAll,
@@ -243,6 +253,16 @@ func New(cfg Config, deps Deps) (*Caches, error) {
 			ks, vs := banEntries(&d)
 			return ks, vs, nil
 		}}}
+	c.Quotas = &Table[registry.ACLKey, *registry.Quota]{typ: Quotas, env: e, ttl: e.cfg.Quotas,
+		expOf: func(q *registry.Quota) int64 { return q.ExpiresAt },
+		fetch: func(ctx context.Context, now time.Time) ([]registry.ACLKey, []*registry.Quota, error) {
+			d, err := c.load(ctx, now, registry.KindQuota)
+			if err != nil {
+				return nil, nil, err
+			}
+			ks, vs := quotaEntries(&d)
+			return ks, vs, nil
+		}}
 	return c, nil
 }
 
@@ -296,7 +316,9 @@ func (c *Caches) installAll(d *registry.Data, asOf time.Time, snap bool) error {
 	rk, rv := routeEntries(d)
 	ak, av := aclEntries(d)
 	bk, bv := banEntries(d)
+	qk, qv := quotaEntries(d)
 	c.Routes.install(rk, rv, asOf, snap)
+	c.Quotas.install(qk, qv, asOf, snap)
 	c.ACLs.install(ak, av, asOf, snap)
 	c.Keys.t.install(kk, kv, asOf, snap)
 	c.Bans.t.install(bk, bv, asOf, snap)
@@ -314,6 +336,8 @@ func (c *Caches) Refresh(ctx context.Context, t Type) error {
 		return c.Keys.t.Refresh(ctx)
 	case Bans:
 		return c.Bans.t.Refresh(ctx)
+	case Quotas:
+		return c.Quotas.Refresh(ctx)
 	}
 	return fmt.Errorf("cache: unknown cache type %q", t)
 }
@@ -327,6 +351,7 @@ func (c *Caches) Flush() {
 	c.ACLs.publish()
 	c.Keys.t.publish()
 	c.Bans.t.publish()
+	c.Quotas.publish()
 }
 
 // WaitIdle blocks until no refresh of any type is in flight. Tests use it
@@ -336,6 +361,7 @@ func (c *Caches) WaitIdle() {
 	c.ACLs.waitIdle()
 	c.Keys.t.waitIdle()
 	c.Bans.t.waitIdle()
+	c.Quotas.waitIdle()
 }
 
 func routeEntries(d *registry.Data) ([]registry.RouteKey, []*registry.Route) {
@@ -414,5 +440,17 @@ func (c *Caches) RefreshAsync(t Type) {
 		c.Keys.t.refreshAsync(now)
 	case Bans:
 		c.Bans.t.refreshAsync(now)
+	case Quotas:
+		c.Quotas.refreshAsync(now)
 	}
+}
+
+func quotaEntries(d *registry.Data) ([]registry.ACLKey, []*registry.Quota) {
+	ks := make([]registry.ACLKey, len(d.Quotas))
+	vs := make([]*registry.Quota, len(d.Quotas))
+	for i := range d.Quotas {
+		q := &d.Quotas[i]
+		ks[i], vs[i] = registry.ACLKey{Source: q.Source, Target: q.Target, Command: q.Command}, q
+	}
+	return ks, vs
 }

@@ -42,12 +42,14 @@ import (
 type Type string
 
 // Cache types. Routing, ACL and HMAC are the spec's; Bans is the ban list
-// (global warm-path bans and the cold-only denylist).
+// (global warm-path bans and the cold-only denylist); Quotas the
+// per-source quotas the slow stage reads.
 const (
 	Routing Type = Type(telemetry.CacheRouting)
 	ACL     Type = Type(telemetry.CacheACL)
 	HMAC    Type = Type(telemetry.CacheHMAC)
 	Bans    Type = "Bans"
+	Quotas  Type = "Quotas"
 )
 
 // Metric names beyond the catalog of package telemetry.

@@ -245,3 +245,36 @@ func FailedEvent(d Decision, c Command) telemetry.Failed {
 	return telemetry.Failed{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name,
 		Timestamp: c.Timestamp, Reason: d.Fail, Replay: c.Replay}
 }
+
+// Quotas implements flow.Quotas from the quota cache, for the slow stage.
+// The interface cannot wait for I/O, so an expired quota cache is still
+// used while a background refresh runs (quotas only ever tighten what the
+// slow stage allows; a stale quota errs on the side of the old limit).
+type Quotas struct {
+	c *cache.Caches
+	// clock defaults to the system clock.
+	clock clock.Clock
+}
+
+// NewQuotas returns the quota lookup over c.
+func NewQuotas(c *cache.Caches, clk clock.Clock) *Quotas {
+	if clk == nil {
+		clk = clock.System()
+	}
+	return &Quotas{c: c, clock: clk}
+}
+
+var _ flow.Quotas = (*Quotas)(nil)
+
+// SourceQuota implements flow.Quotas.
+func (q *Quotas) SourceQuota(source, target, command string) (flow.RateLimit, bool) {
+	v, st, ok := q.c.Quotas.Lookup(registry.ACLKey{Source: source, Target: target, Command: command}, q.clock.Now())
+	if st == cache.Expired {
+		q.c.RefreshAsync(cache.Quotas)
+	}
+	if !ok {
+		return flow.RateLimit{}, false
+	}
+	l := v.Limit
+	return flow.RateLimit{Max: l.Max, Interval: l.Interval(), Burst: l.Burst, Cooldown: l.Cooldown()}, true
+}

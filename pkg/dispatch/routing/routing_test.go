@@ -239,3 +239,23 @@ func TestNew(t *testing.T) {
 		t.Fatal("New without caches succeeded")
 	}
 }
+
+func TestQuotas(t *testing.T) {
+	e := newEnv(t)
+	e.put(t, registry.Item{Quota: &registry.Quota{Source: src, Target: tgt, Command: cmd, Limit: registry.RateLimit{Max: 5, IntervalSeconds: 60, CooldownSeconds: 10}}})
+	q := routing.NewQuotas(e.c, e.clk)
+	if _, ok := q.SourceQuota(src, tgt, cmd); ok {
+		t.Fatal("quota from an empty cache")
+	}
+	if e.q.n() != 1 {
+		t.Fatalf("expired quota cache queued %d refreshes; want 1", e.q.n())
+	}
+	e.q.run()
+	got, ok := q.SourceQuota(src, tgt, cmd)
+	if !ok || got != (flow.RateLimit{Max: 5, Interval: time.Minute, Cooldown: 10 * time.Second}) {
+		t.Fatalf("SourceQuota = %+v %v", got, ok)
+	}
+	if _, ok := q.SourceQuota("other/svc", tgt, cmd); ok {
+		t.Fatal("quota for a source without one")
+	}
+}
