@@ -24,10 +24,10 @@ type Size struct {
 // Per-entry costs of the caches (package cache): an entry is the value
 // pointer, three deadlines and the last-use word; the index maps a key to
 // an int32 in a Swiss table at up to 7/8 load, doubled when it grows, so
-// about 1.6 slots per entry on average.
+// about 1.3 slots per entry on average.
 const (
 	cacheEntryBytes = 8 + 3*8 + 8
-	indexSlotFactor = 1.6
+	indexSlotFactor = 1.3
 )
 
 // Measure returns the size of doc loaded from a file of fileBytes bytes.
@@ -57,7 +57,7 @@ func Measure(doc *Document, fileBytes int) Size {
 		for _, v := range k.Versions {
 			// The decoded version, the keyring's copy of it, and the
 			// signing key (its own copy of the secret and the HMAC state).
-			m += 2*float64(unsafe.Sizeof(v)) + 2*str(string(v.Secret)) + str(v.ID) + 512
+			m += 2*float64(unsafe.Sizeof(v)) + 2*str(string(v.Secret)) + str(v.ID) + 384
 		}
 		m += 256 + cacheEntryBytes + indexSlotFactor*float64(16+4+1) // keyring header and map
 	}
@@ -73,17 +73,18 @@ func Measure(doc *Document, fileBytes int) Size {
 }
 
 // str is the heap cost of a decoded string: its bytes rounded up to the
-// allocator's size class (8-byte classes up to 16, 16-byte classes to
-// 256, then about 1/8 slack).
+// allocator's size class (about 1/8 slack above 256 bytes).
 func str(s string) float64 {
 	n := len(s)
-	switch {
-	case n == 0:
+	if n == 0 {
 		return 0
-	case n <= 8:
-		return 8
-	case n <= 256:
-		return float64((n + 15) &^ 15)
+	}
+	// The Go allocator's small size classes up to 256 bytes.
+	classes := [...]int{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256}
+	for _, c := range classes {
+		if n <= c {
+			return float64(c)
+		}
 	}
 	return float64(n) * 1.125
 }
