@@ -6,6 +6,8 @@ import (
 
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
 func openTest(t *testing.T, opts Options) *Store {
@@ -31,5 +33,29 @@ func TestFlowStoreDurable(t *testing.T) {
 func TestFlowStoreEphemeral(t *testing.T) {
 	dispatchtest.TestFlowStore(t, func(t *testing.T) flow.Store {
 		return openTest(t, Options{Ephemeral: true})
+	})
+}
+
+func TestRegistryDurable(t *testing.T) {
+	dispatchtest.TestRegistry(t, func(t *testing.T) registry.Store {
+		return openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")}).Registry()
+	})
+}
+
+func TestRegistryEphemeral(t *testing.T) {
+	dispatchtest.TestRegistry(t, func(t *testing.T) registry.Store {
+		return openTest(t, Options{Ephemeral: true}).Registry()
+	})
+}
+
+func TestSnapshotStoreDurable(t *testing.T) {
+	dispatchtest.TestSnapshotStore(t, func(t *testing.T) snapshot.Store {
+		return openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")}).Snapshots()
+	})
+}
+
+func TestSnapshotStoreEphemeral(t *testing.T) {
+	dispatchtest.TestSnapshotStore(t, func(t *testing.T) snapshot.Store {
+		return openTest(t, Options{Ephemeral: true}).Snapshots()
 	})
 }

@@ -594,11 +594,11 @@ func parseReceipt(h string) (string, error) {
 	return rest[:i], nil
 }
 
-// Delete deletes the message whose latest receipt handle is receipt. A
+// DeleteMessage deletes the message whose latest receipt handle is receipt. A
 // handle from an earlier receive (the visibility timeout expired and the
 // message was received again) or of a message already deleted is
 // ErrStaleReceipt: the message is not deleted.
-func (s *Store) Delete(ctx context.Context, queue, receipt string) error {
+func (s *Store) DeleteMessage(ctx context.Context, queue, receipt string) error {
 	id, err := parseReceipt(receipt)
 	if err != nil {
 		return fmt.Errorf("delete from %s: %w", queue, err)
@@ -627,9 +627,9 @@ func (s *Store) Delete(ctx context.Context, queue, receipt string) error {
 	return failure
 }
 
-// Purge deletes every message of queue, visible or in flight, and returns
+// PurgeQueue deletes every message of queue, visible or in flight, and returns
 // how many it deleted.
-func (s *Store) Purge(ctx context.Context, queue string) (int, error) {
+func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
 	var n int
 	var failure error
 	err := s.update(ctx, func(tx *bolt.Tx) error {

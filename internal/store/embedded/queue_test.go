@@ -125,10 +125,10 @@ func TestSendReceiveDelete(t *testing.T) {
 	if none, _ := s.Receive(ctx, "q", 10, 0); len(none) != 0 {
 		t.Fatalf("in-flight messages were returned: %+v", none)
 	}
-	if err := s.Delete(ctx, "q", got[0].ReceiptHandle); err != nil {
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "q", got[0].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
 		t.Fatalf("second delete: %v, want ErrStaleReceipt", err)
 	}
 	// After the visibility timeout the undeleted ones come back, counted.
@@ -138,10 +138,10 @@ func TestSendReceiveDelete(t *testing.T) {
 		t.Fatalf("after visibility timeout: %+v", again)
 	}
 	// The first receive's handle is stale now, the second's is good.
-	if err := s.Delete(ctx, "q", got[1].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
+	if err := s.DeleteMessage(ctx, "q", got[1].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
 		t.Fatalf("stale handle: %v", err)
 	}
-	if err := s.Delete(ctx, "q", again[0].ReceiptHandle); err != nil {
+	if err := s.DeleteMessage(ctx, "q", again[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
 	stats, _ := s.ListQueues(ctx)
@@ -166,8 +166,8 @@ func TestReceiveBoundsAndErrors(t *testing.T) {
 		{"empty body", func() error { _, err := s.Send(ctx, "q", nil, nil); return err }(), "empty body"},
 		{"big body", func() error { _, err := s.Send(ctx, "q", make([]byte, MaxMessageBytes+1), nil); return err }(), "over the limit"},
 		{"send to missing", func() error { _, err := s.Send(ctx, "nope", []byte("x"), nil); return err }(), "does not exist"},
-		{"bad receipt", s.Delete(ctx, "q", "garbage"), "malformed"},
-		{"purge missing", func() error { _, err := s.Purge(ctx, "nope"); return err }(), "does not exist"},
+		{"bad receipt", s.DeleteMessage(ctx, "q", "garbage"), "malformed"},
+		{"purge missing", func() error { _, err := s.PurgeQueue(ctx, "nope"); return err }(), "does not exist"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, tc.err, tc.want)
@@ -181,7 +181,7 @@ func TestReceiveBoundsAndErrors(t *testing.T) {
 	if _, err := s.Send(ctx, "q", []byte("x"), nil); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("send to a full queue: %v", err)
 	}
-	if n, err := s.Purge(ctx, "q"); n != 2 || err != nil {
+	if n, err := s.PurgeQueue(ctx, "q"); n != 2 || err != nil {
 		t.Fatalf("purge = %d, %v", n, err)
 	}
 	if _, err := s.Send(ctx, "q", []byte("x"), nil); err != nil {
@@ -281,7 +281,7 @@ func TestConcurrentReceivers(t *testing.T) {
 					mu.Lock()
 					seen[m.ID]++
 					mu.Unlock()
-					if err := s.Delete(ctx, "q", m.ReceiptHandle); err != nil {
+					if err := s.DeleteMessage(ctx, "q", m.ReceiptHandle); err != nil {
 						t.Error(err)
 					}
 				}

@@ -88,10 +88,9 @@ var (
 	bQueues   = []byte("queues")
 	bOutbox   = []byte("outbox")
 	bArchive  = []byte("archive")
-	bMeta     = []byte("meta")
 )
 
-var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bMeta}
+var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots}
 
 // Open opens (creating if needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
