@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -233,5 +234,70 @@ func TestSDKSeesThrottlingWhenSaturated(t *testing.T) {
 	close(p.release)
 	if err := <-done; err != nil {
 		t.Fatalf("held request: %v", err)
+	}
+}
+
+// releaseOn503 is an HTTP transport that, on the first 503 it sees, lets
+// the held request finish (so the slot is free) before handing the 503 to
+// the SDK.
+type releaseOn503 struct {
+	once    sync.Once
+	release func()
+	base    http.RoundTripper
+	seen503 int
+	mu      sync.Mutex
+}
+
+func (t *releaseOn503) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+		t.mu.Lock()
+		t.seen503++
+		t.mu.Unlock()
+		if resp.Header.Get("Retry-After") == "" {
+			return nil, errors.New("503 without Retry-After")
+		}
+		t.once.Do(t.release)
+	}
+	return resp, err
+}
+
+func TestSDKRetriesThrottlingOnItsOwn(t *testing.T) {
+	p := newBlockingPipeline()
+	srv, _, _ := startIngress(t, p, Limits{MaxInFlightRequests: 1})
+	in := &eventbridge.PutEventsInput{Entries: []types.PutEventsRequestEntry{
+		{Source: aws.String("acme/a"), DetailType: aws.String("t"), Detail: aws.String(`{}`)},
+	}}
+	held := make(chan error, 1)
+	go func() {
+		_, err := sdkClient(srv.URL).PutEvents(context.Background(), in)
+		held <- err
+	}()
+	<-p.entered
+
+	tr := &releaseOn503{base: http.DefaultTransport, release: func() {
+		close(p.release)
+		if err := <-held; err != nil {
+			t.Errorf("held request: %v", err)
+		}
+	}}
+	client := eventbridge.NewFromConfig(aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		HTTPClient:  &http.Client{Transport: tr},
+	}, func(o *eventbridge.Options) {
+		o.BaseEndpoint = aws.String(srv.URL)
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 3
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	})
+	// The blocking pipeline answers "id" once released.
+	out, err := client.PutEvents(t.Context(), in)
+	if err != nil {
+		t.Fatalf("PutEvents after throttling: %v", err)
+	}
+	if aws.ToString(out.Entries[0].EventId) != "id" || tr.seen503 != 1 {
+		t.Fatalf("out %+v after %d throttled attempts", out, tr.seen503)
 	}
 }
