@@ -138,6 +138,7 @@ func TestParsePerEntryRefusals(t *testing.T) {
 		{"detail invalid", `{"Source":"acme/a","DetailType":"t","Detail":"{\"a\":}"}`, EntryErrMalformedDetail, "JSON object"},
 		{"detail two objects", `{"Source":"acme/a","DetailType":"t","Detail":"{}{}"}`, EntryErrMalformedDetail, "JSON object"},
 		{"null entry", `null`, EntryErrInvalidArgument, "Source is a required argument"},
+		{"detail duplicate names pass, as on EventBridge", `{"Source":"acme/a","DetailType":"t","Detail":"{\"a\":1,\"a\":2}"}`, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -305,4 +306,16 @@ func gatheredValue(t *testing.T, m *Metrics, family string) float64 {
 	}
 	t.Fatalf("no family %s", family)
 	return 0
+}
+
+func TestDiscardPipelineAcceptsWithDistinctIDs(t *testing.T) {
+	in, _ := NewIngress(IngressOptions{Pipeline: DiscardPipeline()})
+	w := post(in, `{"Entries":[{"Source":"a/b","DetailType":"t","Detail":"{}"},{"Source":"a/b","DetailType":"t","Detail":"{}"}]}`, nil)
+	var out wireResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.FailedEntryCount != 0 || len(out.Entries) != 2 || out.Entries[0].EventID == "" || out.Entries[0].EventID == out.Entries[1].EventID {
+		t.Fatalf("response %s", w.Body)
+	}
 }

@@ -115,6 +115,19 @@ func (f PipelineFunc) Ingest(ctx context.Context, entries []Entry) []EntryResult
 	return f(ctx, entries)
 }
 
+// DiscardPipeline returns a Pipeline that accepts every entry with a fresh
+// random event id and keeps nothing: the floor `make bench-serve` measures
+// the full pipeline against (the same server, the dispatcher replaced).
+func DiscardPipeline() Pipeline {
+	return PipelineFunc(func(_ context.Context, entries []Entry) []EntryResult {
+		out := make([]EntryResult, len(entries))
+		for i := range out {
+			out[i] = Accepted(newRequestID())
+		}
+		return out
+	})
+}
+
 // wire types: the JSON shapes of PutEvents, member names as AWS spells them.
 type wireRequest struct {
 	Entries    *[]wireEntry `json:"Entries"`
@@ -285,10 +298,12 @@ func validateEntry(e *Entry) EntryResult {
 	return EntryResult{}
 }
 
-// isJSONObject reports whether b is exactly one valid JSON object.
+// isJSONObject reports whether b is exactly one syntactically valid JSON
+// object. Duplicate member names pass, as they do on EventBridge: whether a
+// command may carry them is the shield's to decide, with its telemetry.
 func isJSONObject(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && t[0] == '{' && jsontext.Value(b).IsValid()
+	return len(t) > 0 && t[0] == '{' && jsontext.Value(b).IsValid(jsontext.AllowDuplicateNames(true))
 }
 
 // validEndpointID reports whether s matches EventBridge's EndpointId
