@@ -1,0 +1,563 @@
+// Package control is the control API of `snavio dispatch serve`: the
+// registry (routes, ACLs, keys, bans, quotas) with its changelog, declarative
+// apply, ACL revocation, HMAC key creation and rotation, and the tenant
+// configuration producers poll.
+//
+// Access: every request is authenticated (an Authenticator, e.g. the
+// server's bearer tokens). Any principal may read the registry; writes are
+// for operators. A tenant reads only its own tenant configuration (its key
+// material); the operator reads any. Errors are JSON {"error","fix"} with
+// 400 (bad input), 401, 403, 404, 409 (version conflict) or 500.
+package control
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/snavio/snavio/internal/spec"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+)
+
+// Principal is who calls.
+type Principal struct {
+	// Name identifies the caller in the changelog.
+	Name string
+	// Operator may do everything.
+	Operator bool
+	// Tenant is the tenant id of a tenant token.
+	Tenant string
+}
+
+// Authenticator authenticates a request.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Principal, error)
+}
+
+// Options configure the API.
+type Options struct {
+	Registry registry.Store
+	Auth     Authenticator
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// KeyPolicy is the rotation policy (overlap, cadence).
+	KeyPolicy keys.Policy
+	// RevokeRetain keeps a revoked ACL record this long so every cache
+	// sees the revocation (default 10 min; must exceed the largest ACL
+	// stale TTL).
+	RevokeRetain time.Duration
+	// MaxBody bounds request bodies (default 4 MiB).
+	MaxBody int64
+}
+
+// API serves the control endpoints.
+type API struct {
+	o   Options
+	mux *http.ServeMux
+}
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Registry == nil || o.Auth == nil {
+		return nil, errors.New("control: Registry and Auth are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RevokeRetain <= 0 {
+		o.RevokeRetain = 10 * time.Minute
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = spec.MaxFileBytes
+	}
+	a := &API{o: o, mux: http.NewServeMux()}
+	a.mux.HandleFunc("GET /v1/registry", a.auth(false, a.list))
+	a.mux.HandleFunc("GET /v1/registry/item", a.auth(false, a.get))
+	a.mux.HandleFunc("PUT /v1/registry/item", a.auth(true, a.put))
+	a.mux.HandleFunc("DELETE /v1/registry/item", a.auth(true, a.delete))
+	a.mux.HandleFunc("GET /v1/registry/history", a.auth(false, a.history))
+	a.mux.HandleFunc("POST /v1/registry/apply", a.auth(true, a.apply))
+	a.mux.HandleFunc("POST /v1/registry/acl/revoke", a.auth(true, a.revoke))
+	a.mux.HandleFunc("POST /v1/keys/create", a.auth(true, a.createKey))
+	a.mux.HandleFunc("POST /v1/keys/rotate", a.auth(true, a.rotateKey))
+	a.mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.auth(false, a.tenantConfig))
+	return a, nil
+}
+
+// Handler returns the API's HTTP handler.
+func (a *API) Handler() http.Handler { return a.mux }
+
+// apiError is an error with its status and a fix.
+type apiError struct {
+	status int
+	msg    string
+	fix    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func bad(msg, fix string) *apiError { return &apiError{http.StatusBadRequest, msg, fix} }
+
+type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
+
+func (a *API) auth(write bool, h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.o.Auth.Authenticate(r)
+		if err != nil {
+			writeErr(w, &apiError{http.StatusUnauthorized, err.Error(), "send Authorization: Bearer <token>; the operator token is in the data directory"})
+			return
+		}
+		if write && !p.Operator {
+			writeErr(w, &apiError{http.StatusForbidden, "registry and key changes need the operator token", "run the command with the operator profile"})
+			return
+		}
+		if err := h(w, r, p); err != nil {
+			a.fail(w, err)
+		}
+	}
+}
+
+func (a *API) fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, registry.ErrNotFound):
+		ae = &apiError{http.StatusNotFound, err.Error(), "list what exists with GET /v1/registry"}
+	case errors.Is(err, registry.ErrConflict):
+		ae = &apiError{http.StatusConflict, err.Error(), "read the record again and retry with its current version"}
+	case errors.Is(err, registry.ErrInvalid):
+		ae = bad(err.Error(), "fix the fields named; see docs/registry")
+	default:
+		a.o.Logger.Error("control API error", "err", err)
+		ae = &apiError{http.StatusInternalServerError, "internal error: " + err.Error(), "retry; if it persists, check the server log"}
+	}
+	writeErr(w, ae)
+}
+
+func writeErr(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, map[string]string{"error": e.msg, "fix": e.fix})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *API) decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, a.o.MaxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bad("request body: "+err.Error(), "send the JSON documented for this endpoint")
+	}
+	if dec.More() {
+		return bad("request body: more than one JSON value", "send one JSON object")
+	}
+	return nil
+}
+
+func (a *API) actor(p Principal) registry.Actor {
+	return registry.Actor{Who: p.Name, At: a.o.Clock.Now()}
+}
+
+// Items is a list of registry records.
+type Items struct {
+	Items []registry.Item `json:"items"`
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var kinds []registry.Kind
+	if k := r.URL.Query().Get("kind"); k != "" {
+		kind := registry.Kind(k)
+		if !kind.Valid() {
+			return bad(fmt.Sprintf("unknown kind %q", k), "use route, acl, key, ban or quota")
+		}
+		kinds = append(kinds, kind)
+	}
+	d, err := a.o.Registry.Load(r.Context(), a.o.Clock.Now(), kinds...)
+	if err != nil {
+		return err
+	}
+	out := Items{Items: items(&d)}
+	if len(kinds) == 0 || kinds[0] == registry.KindKey {
+		for i := range out.Items {
+			out.Items[i] = redactKey(out.Items[i]) // secrets only via tenant config
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func items(d *registry.Data) []registry.Item {
+	var out []registry.Item
+	for i := range d.Routes {
+		out = append(out, registry.Item{Route: &d.Routes[i]})
+	}
+	for i := range d.ACLs {
+		out = append(out, registry.Item{ACL: &d.ACLs[i]})
+	}
+	for i := range d.Keys {
+		out = append(out, registry.Item{Key: &d.Keys[i]})
+	}
+	for i := range d.Bans {
+		out = append(out, registry.Item{Ban: &d.Bans[i]})
+	}
+	for i := range d.Quotas {
+		out = append(out, registry.Item{Quota: &d.Quotas[i]})
+	}
+	return out
+}
+
+func redactKey(it registry.Item) registry.Item {
+	if it.Key == nil {
+		return it
+	}
+	k := *it.Key
+	k.Versions = append([]registry.KeyVersion(nil), k.Versions...)
+	for i := range k.Versions {
+		k.Versions[i].Secret = nil
+	}
+	it.Key = &k
+	return it
+}
+
+func idParam(r *http.Request) (registry.ID, error) {
+	id := registry.ID(r.URL.Query().Get("id"))
+	if id == "" || !id.Kind().Valid() {
+		return "", bad(fmt.Sprintf("invalid id %q", id), "use an id such as \"route mailer send\" or \"acl acme/billing mailer send\"")
+	}
+	return id, nil
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	id, err := idParam(r)
+	if err != nil {
+		return err
+	}
+	it, err := a.o.Registry.Get(r.Context(), id, a.o.Clock.Now())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, redactKey(it))
+	return nil
+}
+
+// PutRequest is the body of PUT /v1/registry/item: the record, with the
+// stored version it replaces (0 to create).
+type PutRequest struct {
+	Item registry.Item `json:"item"`
+}
+
+func (a *API) put(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req PutRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	if req.Item.Kind() == registry.KindKey {
+		return bad("keys are not written directly", "use POST /v1/keys/create or /v1/keys/rotate")
+	}
+	ch, err := a.o.Registry.Put(r.Context(), a.actor(p), req.Item)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, redactChange(ch))
+	return nil
+}
+
+func redactChange(c registry.Change) registry.Change {
+	if c.Before != nil {
+		b := redactKey(*c.Before)
+		c.Before = &b
+	}
+	if c.After != nil {
+		af := redactKey(*c.After)
+		c.After = &af
+	}
+	return c
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request, p Principal) error {
+	id, err := idParam(r)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseInt(r.URL.Query().Get("version"), 10, 64)
+	if err != nil || v <= 0 {
+		return bad("missing or invalid version", "pass the stored version you delete, e.g. ?version=3 (see GET /v1/registry/item)")
+	}
+	ch, err := a.o.Registry.Delete(r.Context(), a.actor(p), id, v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, redactChange(ch))
+	return nil
+}
+
+// History is a record's changelog, newest first.
+type History struct {
+	Changes []registry.Change `json:"changes"`
+}
+
+func (a *API) history(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	id, err := idParam(r)
+	if err != nil {
+		return err
+	}
+	limit := 50
+	if l := r.URL.Query().Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit <= 0 || limit > 1000 {
+			return bad("invalid limit "+strconv.Quote(l), "use 1 to 1000")
+		}
+	}
+	cs, err := a.o.Registry.History(r.Context(), id, limit)
+	if err != nil {
+		return err
+	}
+	for i := range cs {
+		cs[i] = redactChange(cs[i])
+	}
+	writeJSON(w, http.StatusOK, History{Changes: cs})
+	return nil
+}
+
+// ApplyRequest is the body of POST /v1/registry/apply: the routes and ACLs
+// a spec file declares.
+type ApplyRequest struct {
+	Items  []registry.Item `json:"items"`
+	Prune  bool            `json:"prune"`
+	DryRun bool            `json:"dry_run"`
+}
+
+// ApplyResult is the plan and, unless a dry run, the changes made.
+type ApplyResult struct {
+	Plan    spec.Plan         `json:"plan"`
+	Applied []registry.Change `json:"applied"`
+}
+
+func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req ApplyRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	var d registry.Data
+	for i, it := range req.Items {
+		if k := it.Kind(); k != registry.KindRoute && k != registry.KindACL {
+			return bad(fmt.Sprintf("item %d is a %q: apply takes routes and ACLs", i, k), "manage keys, bans and quotas with their own commands")
+		}
+		d.Add(it)
+	}
+	if err := registry.Validate(&d); err != nil {
+		return err
+	}
+	now := a.o.Clock.Now()
+	cur, err := a.o.Registry.Load(r.Context(), now, registry.KindRoute, registry.KindACL)
+	if err != nil {
+		return err
+	}
+	plan := spec.MakePlan(req.Items, items(&cur), req.Prune)
+	res := ApplyResult{Plan: plan, Applied: []registry.Change{}}
+	if req.DryRun {
+		writeJSON(w, http.StatusOK, res)
+		return nil
+	}
+	by := a.actor(p)
+	for _, c := range plan.Changes {
+		var ch registry.Change
+		switch c.Action {
+		case spec.Create:
+			ch, err = a.o.Registry.Put(r.Context(), by, c.After.WithVersion(0))
+		case spec.Update:
+			ch, err = a.o.Registry.Put(r.Context(), by, c.After.WithVersion(c.Before.Version()))
+		case spec.Delete:
+			ch, err = a.o.Registry.Delete(r.Context(), by, c.ID, c.Before.Version())
+		default:
+			continue
+		}
+		if err != nil {
+			// What was applied stays applied and is reported; a re-run
+			// plans only the rest.
+			writeJSON(w, statusOf(err), map[string]any{"error": fmt.Sprintf("applying %s: %v", c.ID, err),
+				"fix": "run apply again: it plans only what is still different", "applied": res.Applied})
+			return nil
+		}
+		res.Applied = append(res.Applied, ch)
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, registry.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, registry.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, registry.ErrNotFound):
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// RevokeRequest names the ACL grant to revoke.
+type RevokeRequest struct {
+	Source  string `json:"source"`
+	Target  string `json:"target"`
+	Command string `json:"command"`
+}
+
+func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req RevokeRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	now := a.o.Clock.Now()
+	id := registry.ACLID(req.Source, req.Target, req.Command)
+	it, err := a.o.Registry.Get(r.Context(), id, now)
+	if err != nil {
+		return err
+	}
+	if !it.ACL.Allow {
+		return &apiError{http.StatusConflict, "the grant is already revoked", "nothing to do"}
+	}
+	// The revoked record stays for RevokeRetain so that caches learn the
+	// revocation time (the executed_after_acl_revoked audit).
+	rev := registry.Revoke(*it.ACL, now, a.o.RevokeRetain)
+	ch, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{ACL: &rev})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ch)
+	return nil
+}
+
+// KeyRequest names a producing service.
+type KeyRequest struct {
+	Source string `json:"source"`
+	// ActivateAt, for rotate, is when the new version becomes current
+	// (default now).
+	ActivateAt time.Time `json:"activate_at,omitzero"`
+}
+
+// KeyResult is a new key version; the secret is shown this once.
+type KeyResult struct {
+	Source    string    `json:"source"`
+	VersionID string    `json:"version_id"`
+	Secret    []byte    `json:"secret"`
+	Activated time.Time `json:"activated_at"`
+}
+
+func newSecret() ([]byte, error) {
+	b := make([]byte, signing.MinSecretLen)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("generate a secret: %w", err)
+	}
+	return b, nil
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req KeyRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	now := a.o.Clock.Now()
+	if _, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now); err == nil {
+		return &apiError{http.StatusConflict, "source " + req.Source + " already has keys", "rotate them with POST /v1/keys/rotate"}
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return err
+	}
+	v := registry.KeyVersion{ID: "hmac-v1", Secret: secret, ActivatedAt: now.UTC()}
+	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &registry.ServiceKey{Source: req.Source, Versions: []registry.KeyVersion{v}}}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	return nil
+}
+
+func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+	var req KeyRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	now := a.o.Clock.Now()
+	it, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now)
+	if err != nil {
+		return err
+	}
+	k := *it.Key
+	vs := append([]registry.KeyVersion(nil), k.Versions...)
+	sort.Slice(vs, func(i, j int) bool { return vs[i].ActivatedAt.Before(vs[j].ActivatedAt) })
+	last := vs[len(vs)-1]
+	n, err := strconv.Atoi(strings.TrimPrefix(last.ID, "hmac-v"))
+	if err != nil {
+		return fmt.Errorf("stored key version %q of %s: %w", last.ID, req.Source, err)
+	}
+	at := req.ActivateAt
+	if at.IsZero() {
+		at = now
+	}
+	if !at.After(last.ActivatedAt) {
+		return bad("activate_at is not after the latest version's activation", "give a later time, or omit it for now")
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return err
+	}
+	v := registry.KeyVersion{ID: "hmac-v" + strconv.Itoa(n+1), Secret: secret, ActivatedAt: at.UTC()}
+	// Keep only what is still accepted: the versions from the previous one on.
+	if len(vs) > 1 {
+		vs = vs[len(vs)-1:]
+	}
+	k.Versions = append(vs, v)
+	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	return nil
+}
+
+func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {
+	tenant := r.PathValue("tenant")
+	if !p.Operator && p.Tenant != tenant {
+		return &apiError{http.StatusForbidden, "a tenant reads only its own configuration", "use tenant " + p.Tenant + "'s token, or the operator's"}
+	}
+	now := a.o.Clock.Now()
+	d, err := a.o.Registry.Load(r.Context(), now, registry.KindKey)
+	if err != nil {
+		return err
+	}
+	versions := map[string][]keys.Version{}
+	for _, k := range d.Keys {
+		if t, _, _ := strings.Cut(k.Source, "/"); t != tenant {
+			continue
+		}
+		for _, v := range k.Versions {
+			versions[k.Source] = append(versions[k.Source], keys.Version{ID: v.ID, Secret: v.Secret, ActivatedAt: v.ActivatedAt, NotAfter: v.NotAfter})
+		}
+	}
+	ring, err := keys.NewKeyring(a.o.KeyPolicy, versions)
+	if err != nil {
+		return err
+	}
+	tc, err := ring.TenantConfig(tenant, now)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tc)
+	return nil
+}
