@@ -65,8 +65,8 @@ func (s *Store) Take(ctx context.Context, key string, n, limit int64, expiresAt,
 				return corrupt("counter", key, err)
 			}
 		}
-		if v == nil || !live(c.ExpiresAt, now.UnixNano()) {
-			c = counterRec{ExpiresAt: expiresAt.UnixNano()}
+		if v == nil || !live(c.ExpiresAt, nanos(now)) {
+			c = counterRec{ExpiresAt: nanos(expiresAt)}
 		}
 		granted = min(n, max(0, limit-c.N))
 		c.N += granted
@@ -104,8 +104,8 @@ func (s *Store) Acquire(ctx context.Context, key, holder string, maxHolders int,
 				return corrupt("lease", key, err)
 			}
 		}
-		if v == nil || !live(l.ExpiresAt, now.UnixNano()) {
-			l = leaseRec{ExpiresAt: expiresAt.UnixNano()}
+		if v == nil || !live(l.ExpiresAt, nanos(now)) {
+			l = leaseRec{ExpiresAt: nanos(expiresAt)}
 		}
 		switch {
 		case slices.Contains(l.Holders, holder):
@@ -154,11 +154,11 @@ func claimTx(tx *bolt.Tx, rec flow.DedupeRecord, now time.Time) (bool, flow.Dedu
 		if err := json.Unmarshal(v, &old); err != nil {
 			return false, flow.DedupeRecord{}, corrupt("dedupe record", rec.ID, err)
 		}
-		if live(old.ExpiresAt, now.UnixNano()) {
+		if live(old.ExpiresAt, nanos(now)) {
 			return false, old.record(rec.ID), nil
 		}
 	}
-	nr := dedupeRec{PayloadHash: rec.PayloadHash, State: string(rec.State), Owner: rec.Owner, ExpiresAt: rec.ExpiresAt.UnixNano()}
+	nr := dedupeRec{PayloadHash: rec.PayloadHash, State: string(rec.State), Owner: rec.Owner, ExpiresAt: nanos(rec.ExpiresAt)}
 	return true, flow.DedupeRecord{}, putJSON(b, []byte(rec.ID), nr)
 }
 
@@ -191,7 +191,7 @@ func ownedTx(tx *bolt.Tx, id, owner string, now time.Time) (dedupeRec, bool, err
 	if err := json.Unmarshal(v, &r); err != nil {
 		return dedupeRec{}, false, corrupt("dedupe record", id, err)
 	}
-	ok := live(r.ExpiresAt, now.UnixNano()) && r.State == string(flow.ClaimInProgress) && r.Owner == owner
+	ok := live(r.ExpiresAt, nanos(now)) && r.State == string(flow.ClaimInProgress) && r.Owner == owner
 	return r, ok, nil
 }
 
@@ -205,7 +205,7 @@ func completeTx(tx *bolt.Tx, id, owner string, expiresAt, now time.Time) (notOwn
 		return !ok, err
 	}
 	r.State = string(flow.ClaimDelivered)
-	r.ExpiresAt = expiresAt.UnixNano()
+	r.ExpiresAt = nanos(expiresAt)
 	return false, putJSON(tx.Bucket(bDedupe), []byte(id), r)
 }
 
@@ -271,21 +271,21 @@ func (s *Store) RecordBan(ctx context.Context, key flow.BanKey, at time.Time, wi
 				return corrupt("ban ledger", key.Source, err)
 			}
 		}
-		from := at.Add(-window).UnixNano()
+		from := nanos(at.Add(-window))
 		kept := times[:0]
 		for _, t := range times {
 			if t > from {
 				kept = append(kept, t)
 			}
 		}
-		kept = append(kept, at.UnixNano())
+		kept = append(kept, nanos(at))
 		if len(kept) > maxBanWindowEntries {
 			slices.Sort(kept)
 			kept = kept[len(kept)-maxBanWindowEntries:]
 		}
 		count = 0
 		for _, t := range kept {
-			if t <= at.UnixNano() {
+			if t <= nanos(at) {
 				count++
 			}
 		}
@@ -311,11 +311,11 @@ func (s *Store) PutBan(ctx context.Context, b flow.Ban) error {
 			if err := json.Unmarshal(v, &old); err != nil {
 				return corrupt("ban", b.Source, err)
 			}
-			if old.Until > b.Until.UnixNano() {
+			if old.Until > nanos(b.Until) {
 				return nil
 			}
 		}
-		return putJSON(bk, []byte(b.Source), banRec{Until: b.Until.UnixNano(), Reason: b.Reason})
+		return putJSON(bk, []byte(b.Source), banRec{Until: nanos(b.Until), Reason: b.Reason})
 	})
 }
 
@@ -329,7 +329,7 @@ func (s *Store) Bans(ctx context.Context, now time.Time) ([]flow.Ban, error) {
 			if err := json.Unmarshal(v, &r); err != nil {
 				return corrupt("ban", string(k), err)
 			}
-			if live(r.Until, now.UnixNano()) {
+			if live(r.Until, nanos(now)) {
 				out = append(out, flow.Ban{Source: string(k), Until: time.Unix(0, r.Until).UTC(), Reason: r.Reason})
 			}
 			return nil
@@ -360,9 +360,9 @@ func (s *Store) PutRollups(ctx context.Context, rs []flow.Rollup, expiresAt time
 		b := tx.Bucket(bRollups)
 		for _, r := range rs {
 			// Ordered by window start, then the identity.
-			k := binary.BigEndian.AppendUint64(nil, uint64(r.WindowStart.UnixNano()))
+			k := binary.BigEndian.AppendUint64(nil, uint64(nanos(r.WindowStart)))
 			k = append(k, compositeKey(r.Instance, r.Source, r.Target, r.Command)...)
-			if err := putJSON(b, k, rollupRec{R: r, ExpiresAt: expiresAt.UnixNano()}); err != nil {
+			if err := putJSON(b, k, rollupRec{R: r, ExpiresAt: nanos(expiresAt)}); err != nil {
 				return err
 			}
 		}
@@ -377,16 +377,13 @@ func (s *Store) ReadRollups(ctx context.Context, since, now time.Time) ([]flow.R
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		out = nil
 		c := tx.Bucket(bRollups).Cursor()
-		start := binary.BigEndian.AppendUint64(nil, uint64(since.UnixNano()))
-		if since.UnixNano() < 0 {
-			start = nil
-		}
+		start := binary.BigEndian.AppendUint64(nil, uint64(nanos(since)))
 		for k, v := c.Seek(start); k != nil; k, v = c.Next() {
 			var r rollupRec
 			if err := json.Unmarshal(v, &r); err != nil {
 				return corrupt("rollup", fmt.Sprintf("%x", k), err)
 			}
-			if live(r.ExpiresAt, now.UnixNano()) && !r.R.WindowStart.Before(since) {
+			if live(r.ExpiresAt, nanos(now)) && !r.R.WindowStart.Before(since) {
 				out = append(out, r.R)
 			}
 		}
@@ -416,7 +413,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 	var deleted int
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		deleted = 0
-		n := now.UnixNano()
+		n := nanos(now)
 		expiry := func(name []byte) func(v []byte) (int64, error) {
 			return func(v []byte) (int64, error) {
 				var r struct {

@@ -300,7 +300,7 @@ func (s *Store) AckTelemetry(ctx context.Context, tenant string, seq uint64) err
 			return nil
 		}
 		m.Cursor = max(m.Cursor, seq)
-		m.AckAt = now.UnixNano()
+		m.AckAt = nanos(now)
 		return putJSON(tb, kMeta, m)
 	})
 	if err != nil {

@@ -326,7 +326,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
 			st := QueueStats{Queue: q}
 			total := int(binary.BigEndian.Uint64(qb.Get(kN)))
 			c := qb.Bucket(bVis).Cursor()
-			for k, _ := c.Seek(timeKey(now.UnixNano()+1, 0)); k != nil; k, _ = c.Next() {
+			for k, _ := c.Seek(timeKey(nanos(now)+1, 0)); k != nil; k, _ = c.Next() {
 				st.InFlight++
 			}
 			st.Visible = total - st.InFlight
@@ -411,7 +411,7 @@ func sendTx(tx *bolt.Tx, queue string, msg Message) (failure, err error) {
 	if n >= uint64(q.MaxDepth) {
 		return fmt.Errorf("send to %s: %w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", queue, ErrQueueFull, n), nil
 	}
-	return nil, insertTx(qb, storedMsg{Message: msg, VisibleAt: msg.SentAt.UnixNano()})
+	return nil, insertTx(qb, storedMsg{Message: msg, VisibleAt: nanos(msg.SentAt)})
 }
 
 // insertTx adds m as a new message of the queue bucket qb.
@@ -427,7 +427,7 @@ func insertTx(qb *bolt.Bucket, m storedMsg) error {
 	if err := qb.Bucket(bVis).Put(timeKey(m.VisibleAt, seq), []byte(m.ID)); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bAge).Put(timeKey(m.SentAt.UnixNano(), seq), []byte(m.ID)); err != nil {
+	if err := qb.Bucket(bAge).Put(timeKey(nanos(m.SentAt), seq), []byte(m.ID)); err != nil {
 		return err
 	}
 	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))+1))
@@ -441,7 +441,7 @@ func removeTx(qb *bolt.Bucket, m storedMsg) error {
 	if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bAge).Delete(timeKey(m.SentAt.UnixNano(), m.Seq)); err != nil {
+	if err := qb.Bucket(bAge).Delete(timeKey(nanos(m.SentAt), m.Seq)); err != nil {
 		return err
 	}
 	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))-1))
@@ -494,7 +494,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		c := qb.Bucket(bVis).Cursor()
 		scanned, receivable := 0, 0
 		for k, id := c.First(); k != nil && receivable < max && scanned < scanLimit; k, id = c.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) > now.UnixNano() {
+			if int64(binary.BigEndian.Uint64(k[:8])) > nanos(now) {
 				break
 			}
 			scanned++
@@ -522,9 +522,9 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 			}
 			m.ReceiveCount++
 			if m.FirstRecv == 0 {
-				m.FirstRecv = now.UnixNano()
+				m.FirstRecv = nanos(now)
 			}
-			m.VisibleAt = now.Add(vt).UnixNano()
+			m.VisibleAt = nanos(now.Add(vt))
 			if m.Receipt, err = newReceipt(m.ID); err != nil {
 				return err
 			}
@@ -563,8 +563,8 @@ func redriveTx(tx *bolt.Tx, qb *bolt.Bucket, q Queue, m storedMsg) error {
 	attrs[AttrDLQSourceQueue] = q.ARN
 	attrs[AttrDLQReceiveCount] = strconv.Itoa(m.ReceiveCount)
 	dm := storedMsg{Message: Message{ID: m.ID, Body: m.Body, Attributes: attrs, SentAt: m.SentAt}, VisibleAt: m.VisibleAt}
-	if dm.VisibleAt < m.SentAt.UnixNano() {
-		dm.VisibleAt = m.SentAt.UnixNano()
+	if dm.VisibleAt < nanos(m.SentAt) {
+		dm.VisibleAt = nanos(m.SentAt)
 	}
 	return insertTx(dqb, dm)
 }

@@ -1,0 +1,284 @@
+package embedded
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The archive of accepted events, like the EventBridge archive: every event
+// the ingress accepted, raw, queryable by time range with filters, for
+// replay.
+
+// Archive limits.
+const (
+	// MaxArchivePage is the most events one ArchiveQuery returns.
+	MaxArchivePage = 1000
+	// DefaultArchivePage is the page size when the query gives none.
+	DefaultArchivePage = 100
+	// MaxArchiveDetail bounds an archived detail (EventBridge's entry
+	// limit).
+	MaxArchiveDetail = 256 << 10
+	// archiveScanLimit bounds the events one query examines, so that a
+	// selective filter over a long range returns a short page and a token
+	// instead of walking the whole archive.
+	archiveScanLimit = 10_000
+)
+
+// ArchivedEvent is one accepted bus event.
+type ArchivedEvent struct {
+	// EventID is the id the bus gave the event; appending the same id
+	// again is a no-op.
+	EventID    string    `json:"id"`
+	Source     string    `json:"source"`
+	DetailType string    `json:"detail_type"`
+	Detail     []byte    `json:"detail"`
+	ReceivedAt time.Time `json:"received_at"`
+	// Target and Command are command.target and command.name. Append
+	// reads them from Detail when they are empty (they stay empty for a
+	// detail that does not carry them well-formed).
+	Target  string `json:"target,omitempty"`
+	Command string `json:"command,omitempty"`
+}
+
+// ArchiveQuery selects archived events.
+type ArchiveQuery struct {
+	// From (inclusive) and To (exclusive) bound ReceivedAt; a zero To
+	// means no upper bound.
+	From, To time.Time
+	// Source, Target and Command, when set, must equal the event's.
+	Source, Target, Command string
+	// Limit is the page size, 1 to 1000; 0 means 100.
+	Limit int
+	// PageToken continues a previous query (its NextToken); the other
+	// fields must be the same as in that query.
+	PageToken string
+}
+
+// Archive layout: bucket "archive" holds "ev" (timeKey(received, seq) ->
+// ArchivedEvent JSON) and "ids" (event id -> its ev key).
+var (
+	bArchEv  = []byte("ev")
+	bArchIDs = []byte("ids")
+)
+
+// commandOf reads command.target and command.name from a detail, leniently:
+// the archive keeps events the shield later refused.
+func commandOf(detail []byte) (target, name string) {
+	var d struct {
+		Command struct {
+			Target json.RawMessage `json:"target"`
+			Name   json.RawMessage `json:"name"`
+		} `json:"command"`
+	}
+	if json.Unmarshal(detail, &d) != nil {
+		return "", ""
+	}
+	str := func(raw json.RawMessage, max int) string {
+		var s string
+		if json.Unmarshal(raw, &s) != nil || len(s) > max {
+			return ""
+		}
+		return s
+	}
+	return str(d.Command.Target, maxKeyLen), str(d.Command.Name, maxKeyLen)
+}
+
+// ArchiveAppend stores e durably. An event id already archived is a no-op
+// (a retried PutEvents entry is archived once).
+func (s *Store) ArchiveAppend(ctx context.Context, e ArchivedEvent) error {
+	if err := checkKey("archive event id", e.EventID); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if len(e.Detail) > MaxArchiveDetail {
+		return fmt.Errorf("archive event %s: detail of %d bytes, over the limit of %d", e.EventID, len(e.Detail), MaxArchiveDetail)
+	}
+	if len(e.Source) > maxKeyLen || len(e.DetailType) > maxKeyLen || len(e.Target) > maxKeyLen || len(e.Command) > maxKeyLen {
+		return fmt.Errorf("archive event %s: source, detail-type, target or command over %d bytes", e.EventID, maxKeyLen)
+	}
+	if e.ReceivedAt.IsZero() {
+		return fmt.Errorf("archive event %s: no received time: set ReceivedAt", e.EventID)
+	}
+	if e.Target == "" && e.Command == "" {
+		e.Target, e.Command = commandOf(e.Detail)
+	}
+	e.ReceivedAt = e.ReceivedAt.UTC()
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		ab := tx.Bucket(bArchive)
+		ev, err := ab.CreateBucketIfNotExists(bArchEv)
+		if err != nil {
+			return err
+		}
+		ids, err := ab.CreateBucketIfNotExists(bArchIDs)
+		if err != nil {
+			return err
+		}
+		if ids.Get([]byte(e.EventID)) != nil {
+			return nil
+		}
+		seq, err := ev.NextSequence()
+		if err != nil {
+			return err
+		}
+		k := timeKey(nanos(e.ReceivedAt), seq)
+		if err := putJSON(ev, k, e); err != nil {
+			return err
+		}
+		return ids.Put([]byte(e.EventID), k)
+	})
+}
+
+// ArchiveGet returns the archived event id, and whether it exists.
+func (s *Store) ArchiveGet(ctx context.Context, id string) (ArchivedEvent, bool, error) {
+	var e ArchivedEvent
+	var ok bool
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		ab := tx.Bucket(bArchive)
+		ids, ev := ab.Bucket(bArchIDs), ab.Bucket(bArchEv)
+		if ids == nil || id == "" {
+			return nil
+		}
+		k := ids.Get([]byte(id))
+		if k == nil {
+			return nil
+		}
+		v := ev.Get(k)
+		if v == nil {
+			return corrupt("archive index", id, fmt.Errorf("no event at %x", k))
+		}
+		ok = true
+		if err := json.Unmarshal(v, &e); err != nil {
+			return corrupt("archived event", id, err)
+		}
+		return nil
+	})
+	return e, ok && err == nil, err
+}
+
+// pageTokenPrefix versions the archive's page tokens.
+const pageTokenPrefix = "a1."
+
+func encodePageToken(k []byte) string {
+	return pageTokenPrefix + base64.RawURLEncoding.EncodeToString(k)
+}
+
+// parsePageToken returns the archive key a page token points at.
+func parsePageToken(tok string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(tok, pageTokenPrefix)
+	if !ok {
+		return nil, fmt.Errorf("page token %.40q: not an archive page token: pass NextToken unchanged", tok)
+	}
+	k, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	if err != nil || len(k) != 16 {
+		return nil, fmt.Errorf("page token %.40q: malformed: pass NextToken unchanged", tok)
+	}
+	return k, nil
+}
+
+// ArchiveQuery returns, in received order, up to q.Limit events matching
+// q, and a token for the next page ("" when the range is exhausted). A
+// page may be short, even empty, with a token when the filters skip many
+// events: keep paging until the token is "".
+func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEvent, string, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultArchivePage
+	}
+	if limit < 0 || limit > MaxArchivePage {
+		return nil, "", fmt.Errorf("archive query: limit %d outside 1..%d", q.Limit, MaxArchivePage)
+	}
+	if !q.To.IsZero() && !q.To.After(q.From) {
+		return nil, "", fmt.Errorf("archive query: To %s is not after From %s", q.To.Format(time.RFC3339Nano), q.From.Format(time.RFC3339Nano))
+	}
+	start := timeKey(nanos(q.From), 0)
+	if q.PageToken != "" {
+		k, err := parsePageToken(q.PageToken)
+		if err != nil {
+			return nil, "", fmt.Errorf("archive query: %w", err)
+		}
+		start = k
+	}
+	var out []ArchivedEvent
+	var next string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out, next = nil, ""
+		ev := tx.Bucket(bArchive).Bucket(bArchEv)
+		if ev == nil {
+			return nil
+		}
+		c := ev.Cursor()
+		scanned := 0
+		for k, v := c.Seek(start); k != nil; k, v = c.Next() {
+			if !q.To.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= nanos(q.To) {
+				return nil
+			}
+			if len(out) == limit || scanned == archiveScanLimit {
+				next = encodePageToken(k)
+				return nil
+			}
+			scanned++
+			var e ArchivedEvent
+			if err := json.Unmarshal(v, &e); err != nil {
+				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+			}
+			if (q.Source == "" || e.Source == q.Source) && (q.Target == "" || e.Target == q.Target) && (q.Command == "" || e.Command == q.Command) {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}
+
+// ArchivePurge deletes up to limit (1 to 100000) events received before
+// before, oldest first, and returns how many it deleted (call again while
+// it returns limit): the archive's retention.
+func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit < 1 || limit > MaxPurgeBatch {
+		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
+	}
+	var n int
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		ab := tx.Bucket(bArchive)
+		ev, ids := ab.Bucket(bArchEv), ab.Bucket(bArchIDs)
+		if ev == nil {
+			return nil
+		}
+		type victim struct{ k, id []byte }
+		var victims []victim
+		c := ev.Cursor()
+		for k, v := c.First(); k != nil && len(victims) < limit; k, v = c.Next() {
+			if int64(binary.BigEndian.Uint64(k[:8])) >= nanos(before) {
+				break
+			}
+			var e struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(v, &e); err != nil {
+				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+			}
+			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(e.ID)})
+		}
+		for _, vi := range victims {
+			if err := ev.Delete(vi.k); err != nil {
+				return err
+			}
+			if err := ids.Delete(vi.id); err != nil {
+				return err
+			}
+		}
+		n = len(victims)
+		return nil
+	})
+	return n, err
+}
