@@ -5,6 +5,7 @@
 package platform
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/snavio/snavio/internal/config"
@@ -29,10 +30,14 @@ type Target struct {
 type Client interface {
 	// Target describes the resolved platform.
 	Target() Target
+	// API returns the control-API client of a local profile (a running
+	// `snavio dispatch serve`).
+	API() (*API, error)
 }
 
-// New returns the client for s's profile kind.
-func New(s *config.Settings) (Client, error) {
+// New returns the client for s's profile kind. lookupEnv reads the
+// environment (os.LookupEnv in production; nil: none).
+func New(s *config.Settings, lookupEnv func(string) (string, bool)) (Client, error) {
 	t := Target{
 		Kind:           s.Kind,
 		Endpoint:       s.EndpointURL,
@@ -49,7 +54,7 @@ func New(s *config.Settings) (Client, error) {
 		if t.Endpoint == "" {
 			return nil, fmt.Errorf("profile %q has no endpoint: set one with `snavio profile set %s --endpoint URL`", s.ProfileName, s.ProfileName)
 		}
-		return &local{target: t}, nil
+		return &local{target: t, api: NewAPI(t.Endpoint, LocalToken(lookupEnv, t.DataDir), nil)}, nil
 	case config.KindAWS:
 		return &aws{target: t}, nil
 	default:
@@ -57,10 +62,19 @@ func New(s *config.Settings) (Client, error) {
 	}
 }
 
-type local struct{ target Target }
+type local struct {
+	target Target
+	api    *API
+}
 
 func (c *local) Target() Target { return c.target }
+
+func (c *local) API() (*API, error) { return c.api, nil }
 
 type aws struct{ target Target }
 
 func (c *aws) Target() Target { return c.target }
+
+func (c *aws) API() (*API, error) {
+	return nil, errors.New("this command talks to a `snavio dispatch serve` control API, and the profile is kind aws; use a local profile (`snavio profile use local`) or --endpoint-url with a local profile")
+}

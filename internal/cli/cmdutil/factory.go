@@ -117,7 +117,7 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		if err != nil {
 			return nil, err
 		}
-		return platform.New(s)
+		return platform.New(s, env.LookupEnv)
 	})
 	f.Logger = sync.OnceValue(func() *slog.Logger {
 		level := slog.LevelWarn
