@@ -17,8 +17,6 @@ package dispatch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -298,16 +296,17 @@ func replayOf(m *envelope.Metadata) telemetry.Replay {
 	return telemetry.Replay{Replay: true, ReplayReason: m.ReplayReason, ReplayID: m.ReplayID}
 }
 
-// flowCommand is the flow-control view of an accepted envelope; the payload
-// hash (SHA-256 of the canonical payload) is computed only when needed.
+// flowCommand is the flow-control view of an accepted envelope. The payload
+// hash (SHA-256 of the canonical payload) is computed here only when asked;
+// otherwise flow control hashes Payload itself if it needs to (a strict id
+// already known delivered).
 func flowCommand(env *envelope.Envelope, withHash bool) flow.Command {
 	c := flow.Command{
 		ID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Name: env.Command.Name,
-		Timestamp: env.Metadata.Timestamp, Replay: replayOf(&env.Metadata),
+		Timestamp: env.Metadata.Timestamp, Payload: env.Command.Payload, Replay: replayOf(&env.Metadata),
 	}
 	if withHash {
-		sum := sha256.Sum256(env.Command.Payload)
-		c.PayloadHash = hex.EncodeToString(sum[:])
+		c.PayloadHash = flow.PayloadHash(env.Command.Payload)
 	}
 	return c
 }

@@ -302,6 +302,45 @@ func TestStrictRouteDeliversOnce(t *testing.T) {
 	}
 }
 
+// TestStrictIDReusedWithOtherPayload: once an id is delivered, a message
+// reusing it with another payload is not dropped as a duplicate by the fast
+// stage's seen-set: it is escalated and the slow stage refuses it as a
+// dedupe conflict (snavio.command.invalid), while a true copy is dropped
+// on the fast path.
+func TestStrictIDReusedWithOtherPayload(t *testing.T) {
+	f := newFixture(t, true)
+	first := f.message(t, uuidN(7), "mailer", "send", `{"amount":1}`)
+	res, esc := f.d.Fast(context.Background(), source, first)
+	if res.Outcome != dispatch.Escalated {
+		t.Fatalf("first fast = %+v", res)
+	}
+	if res, err := f.d.Slow(context.Background(), esc); err != nil || res.Outcome != dispatch.Delivered {
+		t.Fatalf("first slow = %+v %v", res, err)
+	}
+	if res, _ := f.d.Fast(context.Background(), source, first); res.Outcome != dispatch.Duplicate {
+		t.Fatalf("true copy on the fast path = %+v, want duplicate", res)
+	}
+	reused := f.message(t, uuidN(7), "mailer", "send", `{"amount":1000}`)
+	res, esc = f.d.Fast(context.Background(), source, reused)
+	if res.Outcome != dispatch.Escalated || res.Reason != string(flow.EscalateDedupeRequired) {
+		t.Fatalf("reused id on the fast path = %+v, want escalated dedupe_required", res)
+	}
+	res, err := f.d.Slow(context.Background(), esc)
+	if err != nil || res.Outcome != dispatch.Failed {
+		t.Fatalf("reused id on the slow path = %+v %v, want refused", res, err)
+	}
+	inv := events(f.tel, telemetry.NameInvalid)
+	if len(inv) != 1 || inv[0].(telemetry.Invalid).Reason != flow.ReasonDedupeConflict {
+		t.Fatalf("invalid events = %+v", inv)
+	}
+	if n := len(events(f.tel, telemetry.NameDuplicate)); n != 1 {
+		t.Fatalf("%d duplicate events, want 1 (the true copy)", n)
+	}
+	if len(f.out.got) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(f.out.got))
+	}
+}
+
 func TestDeliveryFailures(t *testing.T) {
 	f := newFixture(t, false)
 	f.out.fail = errors.New("queue unavailable")

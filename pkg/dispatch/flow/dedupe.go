@@ -6,10 +6,12 @@ import (
 )
 
 // seenSet is the fast path's bounded, sharded set of command ids known to
-// be DELIVERED, with their dedupe expiry. Only a delivered id makes a copy a
-// duplicate on the fast path; an id that was merely forwarded to the slow
-// path is not in it, because that delivery may still fail and the retry
-// must go through. Lookups take one shard lock and never allocate.
+// be DELIVERED, with their payload hash and dedupe expiry. Only a delivered
+// id with the same payload hash makes a copy a duplicate on the fast path;
+// an id that was merely forwarded to the slow path is not in it, because
+// that delivery may still fail and the retry must go through, and an id
+// reused with another payload is left to the slow path, which refuses it as
+// a conflict. Lookups take one shard lock and never allocate.
 type seenSet struct {
 	shards [seenShards]seenShard
 	per    int
@@ -17,9 +19,15 @@ type seenSet struct {
 
 const seenShards = 32
 
+type seenEntry struct {
+	expiry int64  // unix ns
+	hash   string // hex SHA-256 of the canonical payload delivered
+}
+
 type seenShard struct {
 	mu   sync.Mutex
-	m    map[string]int64 // id -> expiry (unix ns)
+	m    map[string]seenEntry
+
 	ring []string         // insertion order, for eviction at capacity
 	head int
 }
@@ -27,7 +35,7 @@ type seenShard struct {
 func newSeenSet(capacity int) *seenSet {
 	s := &seenSet{per: max(1, capacity/seenShards)}
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]int64)
+		s.shards[i].m = make(map[string]seenEntry)
 	}
 	return s
 }
@@ -43,24 +51,28 @@ func (s *seenSet) shard(id string) *seenShard {
 }
 
 // delivered reports whether id is known delivered and still inside its
-// dedupe TTL at now.
-func (s *seenSet) delivered(id string, now time.Time) bool {
+// dedupe TTL at now, and the payload hash it was delivered with.
+func (s *seenSet) delivered(id string, now time.Time) (hash string, ok bool) {
 	sh := s.shard(id)
 	sh.mu.Lock()
-	exp, ok := sh.m[id]
+	e, ok := sh.m[id]
 	sh.mu.Unlock()
-	return ok && now.UnixNano() < exp
+	if !ok || now.UnixNano() >= e.expiry {
+		return "", false
+	}
+	return e.hash, true
 }
 
-// add remembers id as delivered until expiry, evicting the oldest entry of
-// the shard at capacity (the set is bounded; an evicted id only costs a
-// slow-path claim, which is authoritative).
-func (s *seenSet) add(id string, expiry time.Time) {
+// add remembers id as delivered with payload hash until expiry, evicting
+// the oldest entry of the shard at capacity (the set is bounded; an evicted
+// id only costs a slow-path claim, which is authoritative).
+func (s *seenSet) add(id, hash string, expiry time.Time) {
 	sh := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	e := seenEntry{expiry: expiry.UnixNano(), hash: hash}
 	if _, ok := sh.m[id]; ok {
-		sh.m[id] = expiry.UnixNano()
+		sh.m[id] = e
 		return
 	}
 	if len(sh.ring) < s.per {
@@ -70,7 +82,7 @@ func (s *seenSet) add(id string, expiry time.Time) {
 		sh.ring[sh.head] = id
 		sh.head = (sh.head + 1) % s.per
 	}
-	sh.m[id] = expiry.UnixNano()
+	sh.m[id] = e
 }
 
 // size returns the number of ids held (tests, metrics).

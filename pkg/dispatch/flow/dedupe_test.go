@@ -155,7 +155,14 @@ func TestDedupeStates(t *testing.T) {
 			h.dispatch(t, cmd("f", "acme/s", "tg", "c"), strict, always)
 			other := cmd("f", "acme/s", "tg", "c")
 			other.PayloadHash = "different"
-			h.f.Fast(other, strict) // may drop on the id alone only if delivered with this hash
+			// Not dropped on the id alone: the fast stage escalates and
+			// the slow stage refuses it as a conflict.
+			if d := h.f.Fast(other, strict); d.Action != flow.Escalate || d.Escalation != flow.EscalateDedupeRequired {
+				t.Fatalf("fast on a reused id with another payload: %v %v, want escalate dedupe_required", d.Action, d.Escalation)
+			}
+			if dups := h.sink.of(telemetry.NameDuplicate); len(dups) != 0 {
+				t.Fatalf("reused id reported as a duplicate: %+v", dups)
+			}
 			d, err := h.f.Slow(context.Background(), other, strict)
 			if err != nil || d.Action != flow.Reject {
 				t.Fatalf("reused id: %v %v, want reject", d.Action, err)
@@ -165,6 +172,37 @@ func TestDedupeStates(t *testing.T) {
 				t.Fatalf("invalid events = %+v", inv)
 			}
 		})
+	}
+}
+
+// TestFastHashesPayloadOnlyForKnownIDs: given the payload instead of its
+// hash, the fast stage drops a copy of a delivered id whose payload hashes
+// the same and escalates one whose payload differs.
+func TestFastHashesPayloadOnlyForKnownIDs(t *testing.T) {
+	h := newSolo(t, nil)
+	payload := []byte(`{"n":1}`)
+	c := cmd("g", "acme/s", "tg", "c")
+	c.PayloadHash = flow.PayloadHash(payload)
+	if act, ok := h.dispatch(t, c, strict, always); act != flow.Proceed || !ok {
+		t.Fatalf("first: %v %v", act, ok)
+	}
+	same := cmd("g", "acme/s", "tg", "c")
+	same.PayloadHash, same.Payload = "", payload
+	if d := h.f.Fast(same, strict); d.Action != flow.Drop {
+		t.Fatalf("copy with the same payload: %v, want drop", d.Action)
+	}
+	other := cmd("g", "acme/s", "tg", "c")
+	other.PayloadHash, other.Payload = "", []byte(`{"n":2}`)
+	if d := h.f.Fast(other, strict); d.Action != flow.Escalate {
+		t.Fatalf("copy with another payload: %v, want escalate", d.Action)
+	}
+	unknown := cmd("g", "acme/s", "tg", "c")
+	unknown.PayloadHash = ""
+	if d := h.f.Fast(unknown, strict); d.Action != flow.Escalate {
+		t.Fatalf("copy with neither payload nor hash: %v, want escalate", d.Action)
+	}
+	if got := flow.PayloadHash(payload); got != "2bfd14f43d17fc7cea24e0917a8879b4b2f880b8baeec1b9d90fbaad655e71bd" {
+		t.Fatalf("PayloadHash = %q", got)
 	}
 }
 

@@ -13,6 +13,8 @@ package flow
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -62,13 +64,35 @@ type Command struct {
 	ID, Source, Target, Name string
 	// Timestamp is the producer's metadata.timestamp, as sent.
 	Timestamp string
-	// PayloadHash is the hex SHA-256 of the canonical payload; required
-	// for strict routes (dedupe records keep the hash, never the payload).
+	// PayloadHash is the hex SHA-256 of the canonical payload
+	// (PayloadHash(payload)); required by the slow stage on strict routes
+	// (dedupe records keep the hash, never the payload).
 	PayloadHash string
-	Replay      telemetry.Replay
+	// Payload is the canonical payload, used by the fast stage only when
+	// PayloadHash is empty: a strict command whose id is known delivered is
+	// dropped as a duplicate only if its payload hashes the same, so the
+	// hash is computed for those copies alone. Never stored.
+	Payload []byte
+	Replay  telemetry.Replay
 }
 
 func (c *Command) key() RouteKey { return RouteKey{Target: c.Target, Command: c.Name} }
+
+// hash returns the command's payload hash, computing it from Payload if
+// PayloadHash is empty; "" if neither is known.
+func (c *Command) hash() string {
+	if c.PayloadHash != "" || c.Payload == nil {
+		return c.PayloadHash
+	}
+	return PayloadHash(c.Payload)
+}
+
+// PayloadHash returns the hex SHA-256 of a canonical payload: the hash
+// dedupe records keep.
+func PayloadHash(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
 
 // Route is the flow-control view of a registered route.
 type Route struct {
@@ -178,10 +202,14 @@ func (f *Flow) Fast(c *Command, r *Route) Decision {
 	}
 	if r.Strict {
 		f.cfg.Metrics.Count(telemetry.MetricDedupStrictModeUsage, 1)
-		if c.ID != "" && !f.cfg.DisableSeenSet && f.seen.delivered(c.ID, now) {
-			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
-			f.emitDuplicate(c)
-			return Decision{Action: Drop}
+		if c.ID != "" && !f.cfg.DisableSeenSet {
+			// A reused id with another payload is not a duplicate: the
+			// slow stage refuses it as a conflict.
+			if h, ok := f.seen.delivered(c.ID, now); ok && h != "" && h == c.hash() {
+				f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
+				f.emitDuplicate(c)
+				return Decision{Action: Drop}
+			}
 		}
 		f.cfg.Metrics.Count(telemetry.MetricDedupEscalations, 1)
 		return f.escalate(c, EscalateDedupeRequired)
@@ -255,7 +283,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			}
 			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
 			if existing.State == ClaimDelivered && !f.cfg.DisableSeenSet {
-				f.seen.add(c.ID, existing.ExpiresAt)
+				f.seen.add(c.ID, c.PayloadHash, existing.ExpiresAt)
 			}
 			f.emitDuplicate(c)
 			return Decision{Action: Drop}, nil
@@ -356,7 +384,7 @@ func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, del
 		return fmt.Errorf("flow: complete claim of %s: %w", c.ID, err)
 	}
 	if !f.cfg.DisableSeenSet {
-		f.seen.add(c.ID, exp)
+		f.seen.add(c.ID, d.claim.PayloadHash, exp)
 	}
 	return nil
 }

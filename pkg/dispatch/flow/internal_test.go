@@ -10,18 +10,18 @@ func TestSeenSetIsBoundedAndExpires(t *testing.T) {
 	s := newSeenSet(64)
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for i := range 1000 {
-		s.add(fmt.Sprintf("id-%d", i), now.Add(time.Minute))
+		s.add(fmt.Sprintf("id-%d", i), "h", now.Add(time.Minute))
 	}
 	if n := s.size(); n > 64 {
 		t.Fatalf("seen-set holds %d ids, bound 64", n)
 	}
-	if !s.delivered("id-999", now) {
+	if h, ok := s.delivered("id-999", now); !ok || h != "h" {
 		t.Fatal("the newest id was evicted")
 	}
-	if s.delivered("id-0", now) {
+	if _, ok := s.delivered("id-0", now); ok {
 		t.Fatal("the oldest id survived eviction")
 	}
-	if s.delivered("id-999", now.Add(time.Minute)) {
+	if _, ok := s.delivered("id-999", now.Add(time.Minute)); ok {
 		t.Fatal("an id is still delivered at its expiry")
 	}
 }
