@@ -7,7 +7,13 @@
 // server's bearer tokens). Any principal may read the registry; writes are
 // for operators. A tenant reads only its own tenant configuration (its key
 // material); the operator reads any. Errors are JSON {"error","fix"} with
-// 400 (bad input), 401, 403, 404, 409 (version conflict) or 500.
+// 400 (bad input), 401, 403, 404, 409 (version conflict), 422 (a route
+// that fails test routing: see Options.Queues) or 500.
+//
+// Registration has one code path: `snavio route register` and `snavio acl
+// grant` send one record to POST /v1/registry/apply, as `route apply`
+// sends a file's records, so every registration is planned (idempotent),
+// validated, test-routed and logged the same way, dry run included.
 package control
 
 import (
@@ -59,6 +65,13 @@ type Options struct {
 	RevokeRetain time.Duration
 	// MaxBody bounds request bodies (default 4 MiB).
 	MaxBody int64
+	// Queues, when set, lets registration test-route each route it
+	// creates or changes (the spec's "dry-run test routing"): the queue
+	// must exist, be a Standard queue and redrive to the route's DLQ,
+	// which must exist too. A route that fails is refused with 422 and
+	// nothing is written. Nil skips the check (a store that cannot see
+	// the queues, e.g. tests of the registry alone).
+	Queues Queues
 }
 
 // API serves the control endpoints.
@@ -85,20 +98,28 @@ func New(o Options) (*API, error) {
 		o.MaxBody = spec.MaxFileBytes
 	}
 	a := &API{o: o, mux: http.NewServeMux()}
-	a.mux.HandleFunc("GET /v1/registry", a.auth(false, a.list))
-	a.mux.HandleFunc("GET /v1/registry/item", a.auth(false, a.get))
-	a.mux.HandleFunc("PUT /v1/registry/item", a.auth(true, a.put))
-	a.mux.HandleFunc("DELETE /v1/registry/item", a.auth(true, a.delete))
-	a.mux.HandleFunc("GET /v1/registry/history", a.auth(false, a.history))
-	a.mux.HandleFunc("POST /v1/registry/apply", a.auth(true, a.apply))
-	a.mux.HandleFunc("POST /v1/registry/acl/revoke", a.auth(true, a.revoke))
-	a.mux.HandleFunc("POST /v1/keys/create", a.auth(true, a.createKey))
-	a.mux.HandleFunc("POST /v1/keys/rotate", a.auth(true, a.rotateKey))
-	a.mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.auth(false, a.tenantConfig))
+	a.Register(a.mux)
 	return a, nil
 }
 
-// Handler returns the API's HTTP handler.
+// Register adds the API's endpoints to mux (Go 1.22 method and path
+// patterns under /v1/).
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/registry", a.auth(false, a.list))
+	mux.HandleFunc("GET /v1/registry/item", a.auth(false, a.get))
+	mux.HandleFunc("PUT /v1/registry/item", a.auth(true, a.put))
+	mux.HandleFunc("DELETE /v1/registry/item", a.auth(true, a.delete))
+	mux.HandleFunc("GET /v1/registry/history", a.auth(false, a.history))
+	mux.HandleFunc("POST /v1/registry/apply", a.auth(true, a.apply))
+	mux.HandleFunc("POST /v1/registry/acl/revoke", a.auth(true, a.revoke))
+	mux.HandleFunc("POST /v1/keys/create", a.auth(true, a.createKey))
+	mux.HandleFunc("POST /v1/keys/rotate", a.auth(true, a.rotateKey))
+	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.auth(false, a.tenantConfig))
+	mux.HandleFunc("GET /v1/tenant-config", a.auth(false, a.ownTenantConfig))
+}
+
+// Handler returns the API's HTTP handler (its own mux, with every
+// endpoint Register adds).
 func (a *API) Handler() http.Handler { return a.mux }
 
 // apiError is an error with its status and a fix.
@@ -188,11 +209,20 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ Principal) error {
 		}
 		kinds = append(kinds, kind)
 	}
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	d, err := a.o.Registry.Load(r.Context(), a.o.Clock.Now(), kinds...)
 	if err != nil {
 		return err
 	}
-	out := Items{Items: items(&d)}
+	out := Items{Items: []registry.Item{}}
+	for _, it := range items(&d) {
+		if f.match(it) {
+			out.Items = append(out.Items, it)
+		}
+	}
 	if len(kinds) == 0 || kinds[0] == registry.KindKey {
 		for i := range out.Items {
 			out.Items[i] = redactKey(out.Items[i]) // secrets only via tenant config
@@ -269,6 +299,14 @@ func (a *API) put(w http.ResponseWriter, r *http.Request, p Principal) error {
 	}
 	if req.Item.Kind() == registry.KindKey {
 		return bad("keys are not written directly", "use POST /v1/keys/create or /v1/keys/rotate")
+	}
+	if rt := req.Item.Route; rt != nil {
+		if err := registry.ValidateItem(req.Item); err != nil {
+			return err
+		}
+		if err := a.testRouting(r.Context(), []*registry.Route{rt}); err != nil {
+			return err
+		}
 	}
 	ch, err := a.o.Registry.Put(r.Context(), a.actor(p), req.Item)
 	if err != nil {
@@ -368,7 +406,17 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err != nil {
 		return err
 	}
+	inheritProfiles(req.Items, cur.Routes)
 	plan := spec.MakePlan(req.Items, items(&cur), req.Prune)
+	var touched []*registry.Route
+	for _, c := range plan.Changes {
+		if (c.Action == spec.Create || c.Action == spec.Update) && c.After.Route != nil {
+			touched = append(touched, c.After.Route)
+		}
+	}
+	if err := a.testRouting(r.Context(), touched); err != nil {
+		return err
+	}
 	res := ApplyResult{Plan: plan, Applied: []registry.Change{}}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, res)
@@ -475,7 +523,9 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) err
 	}
 	now := a.o.Clock.Now()
 	if _, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now); err == nil {
-		return &apiError{http.StatusConflict, "source " + req.Source + " already has keys", "rotate them with POST /v1/keys/rotate"}
+		return &apiError{http.StatusConflict, "source " + req.Source + " already has keys", "rotate them with POST /v1/keys/rotate (snavio key rotate --service " + req.Source + ")"}
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		return err
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -536,6 +586,19 @@ func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) 
 	if !p.Operator && p.Tenant != tenant {
 		return &apiError{http.StatusForbidden, "a tenant reads only its own configuration", "use tenant " + p.Tenant + "'s token, or the operator's"}
 	}
+	return a.writeTenantConfig(w, r, tenant)
+}
+
+// ownTenantConfig serves the caller's own tenant configuration: a tenant
+// token names its tenant; the operator has none and must name one.
+func (a *API) ownTenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if p.Tenant == "" {
+		return bad("the operator token belongs to no tenant", "name the tenant: GET /v1/tenants/{tenant}/config (snavio tenant-config TENANT)")
+	}
+	return a.writeTenantConfig(w, r, p.Tenant)
+}
+
+func (a *API) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant string) error {
 	now := a.o.Clock.Now()
 	d, err := a.o.Registry.Load(r.Context(), now, registry.KindKey)
 	if err != nil {
