@@ -1,0 +1,627 @@
+// Package queueapi is the control API of the local target queues of
+// `snavio dispatch serve`: list with stats, get, create, receive (with an
+// SQS-style long poll), delete by receipt handle, and purge.
+//
+// # Endpoints
+//
+//	GET    /v1/queues                          list with stats (?limit=1..1000, ?after=NAME pages by name)
+//	GET    /v1/queues/{name}                   one queue with stats
+//	POST   /v1/queues                          create (CreateRequest); 201 created, 200 same config exists
+//	POST   /v1/queues/{name}/receive           receive (ReceiveRequest): up to 10 messages, optional wait up to 20 s
+//	POST   /v1/queues/{name}/messages/delete   delete up to 10 messages by receipt handle (DeleteRequest)
+//	POST   /v1/queues/{name}/purge             delete every message
+//
+// # Who may do what
+//
+// Every request is authenticated by the server (server.PrincipalFrom).
+// Tenants may list and get queues: names, configuration and counts, the
+// operational metadata a producing or consuming team needs to see whether
+// its commands are landing or backing up, and nothing of the messages.
+// Everything that reads or changes messages or queues (create, receive,
+// delete, purge) is for the operator: a local queue stands in for a target
+// team's SQS queue, whose consumers hold their own AWS credentials, so
+// there is no tenant identity to scope messages by on a local server.
+//
+// # Bounds
+//
+// Request bodies are at most Options.MaxBody (64 KiB); a list page is at
+// most 1000 queues (the store holds at most embedded.MaxQueues); a receive
+// returns at most 10 messages and waits at most 20 s. A long poll holds
+// only its own request goroutine, re-checking the queue at a backoff
+// interval (Options.PollInterval up to Options.MaxPollInterval), and at
+// most Options.MaxWaiters requests wait at once; beyond that a waiting
+// receive is refused with 429 and Retry-After, so long polls can never
+// take every control-API slot of the server.
+//
+// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input,
+// 401/403 authentication, 404 no such queue, 409 a queue exists with
+// another configuration or the store is full of queues, 429 too many
+// waiting receives, 500 storage failure.
+package queueapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+)
+
+// Queues is the port the API serves: the embedded store implements it.
+// Implementations must be safe for concurrent use; the errors wrap
+// embedded.ErrQueueNotFound, ErrQueueExists, ErrStaleReceipt and
+// ErrTooManyQueues where those apply.
+type Queues interface {
+	ListQueues(ctx context.Context) ([]embedded.QueueStats, error)
+	CreateQueue(ctx context.Context, cfg embedded.QueueConfig) (embedded.Queue, error)
+	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
+	DeleteMessage(ctx context.Context, queue, receipt string) error
+	PurgeQueue(ctx context.Context, queue string) (int, error)
+}
+
+var _ Queues = (*embedded.Store)(nil)
+
+// Limits of the API.
+const (
+	// MaxWait is the longest long poll, as SQS's WaitTimeSeconds.
+	MaxWait = 20 * time.Second
+	// MaxPage is the largest list page.
+	MaxPage = 1000
+	// DefaultPage is the list page size when ?limit is absent.
+	DefaultPage = 100
+	// MaxDeleteBatch is the most receipt handles one delete takes.
+	MaxDeleteBatch = 10
+	// MaxReceiptLen bounds one receipt handle.
+	MaxReceiptLen = 512
+)
+
+// Options configure New.
+type Options struct {
+	// Queues is the store. Required.
+	Queues Queues
+	// Clock measures long-poll deadlines. Default clock.System().
+	Clock clock.Clock
+	// After returns a channel that delivers after d, for the long poll's
+	// pauses between checks. Default time.After; tests pass one that
+	// moves a fake clock.
+	After func(d time.Duration) <-chan time.Time
+	// PollInterval is the first pause of a long poll between two checks
+	// of an empty queue (default 50 ms); each pause doubles up to
+	// MaxPollInterval (default 500 ms).
+	PollInterval, MaxPollInterval time.Duration
+	// MaxWaiters bounds the receives waiting at once (default 8).
+	MaxWaiters int
+	// MaxBody bounds request bodies (default 64 KiB).
+	MaxBody int64
+	// Logger logs storage failures; nil discards.
+	Logger *slog.Logger
+}
+
+// API serves the queue endpoints.
+type API struct {
+	o       Options
+	waiting atomic.Int64
+}
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Queues == nil {
+		return nil, errors.New("queueapi: Options.Queues is nil; pass the embedded store")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 50 * time.Millisecond
+	}
+	if o.MaxPollInterval < o.PollInterval {
+		o.MaxPollInterval = max(500*time.Millisecond, o.PollInterval)
+	}
+	if o.MaxWaiters <= 0 {
+		o.MaxWaiters = 8
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 64 << 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{o: o}, nil
+}
+
+// Register mounts the endpoints on mux. The mux must sit behind the
+// server's authentication middleware.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/queues", a.handle(false, a.list))
+	mux.HandleFunc("GET /v1/queues/{name}", a.handle(false, a.get))
+	mux.HandleFunc("POST /v1/queues", a.handle(true, a.create))
+	mux.HandleFunc("POST /v1/queues/{name}/receive", a.handle(true, a.receive))
+	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.handle(true, a.deleteMessages))
+	mux.HandleFunc("POST /v1/queues/{name}/purge", a.handle(true, a.purge))
+}
+
+// apiError is a refusal with its status and fix.
+type apiError struct {
+	status     int
+	msg, fix   string
+	retryAfter time.Duration
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func bad(msg, fix string) *apiError { return &apiError{status: http.StatusBadRequest, msg: msg, fix: fix} }
+
+func (a *API) handle(operator bool, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := server.PrincipalFrom(r.Context())
+		if !ok {
+			server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
+			return
+		}
+		if operator && !p.Operator {
+			server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not do this: creating queues and receiving, deleting or purging messages needs the operator",
+				"use the operator token (operator.token in the server's data directory); tenants may only list queues")
+			return
+		}
+		if err := h(w, r); err != nil {
+			a.fail(w, r, err)
+		}
+	}
+}
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, embedded.ErrQueueNotFound):
+		ae = &apiError{status: http.StatusNotFound, msg: err.Error(), fix: "list the queues with `snavio queue list`, or create it with `snavio queue create`"}
+	case errors.Is(err, embedded.ErrQueueExists):
+		ae = &apiError{status: http.StatusConflict, msg: err.Error(), fix: "create it with the same settings, or use another name"}
+	case errors.Is(err, embedded.ErrTooManyQueues):
+		ae = &apiError{status: http.StatusConflict, msg: err.Error(), fix: "a local server holds at most " + strconv.Itoa(embedded.MaxQueues) + " queues; reuse one"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		ae = &apiError{status: http.StatusServiceUnavailable, msg: "the request was cancelled: " + err.Error(), fix: "retry", retryAfter: time.Second}
+	case errors.Is(err, embedded.ErrClosed):
+		ae = &apiError{status: http.StatusServiceUnavailable, msg: "the store is closed: the server is shutting down", fix: "retry once the server is back", retryAfter: time.Second}
+	default:
+		a.o.Logger.Error("queue API: storage failure", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{status: http.StatusInternalServerError, msg: "storage failure: " + err.Error(), fix: "retry; if it persists, check the server log and the data directory"}
+	}
+	if ae.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((ae.retryAfter+time.Second-1)/time.Second)))
+	}
+	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// decode reads one JSON object of at most MaxBody bytes into v, refusing
+// unknown fields. An empty body leaves v as it is.
+func (a *API) decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, a.o.MaxBody+1))
+	if err != nil {
+		return bad("reading the request body: "+err.Error(), "resend the request")
+	}
+	if int64(len(b)) > a.o.MaxBody {
+		return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the request body is over %d bytes", a.o.MaxBody), fix: "send fewer items per request"}
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bad("request body: "+err.Error(), "send the JSON object this endpoint documents")
+	}
+	if dec.More() {
+		return bad("request body: more than one JSON value", "send one JSON object")
+	}
+	return nil
+}
+
+// Info is a queue with its configuration and current counts.
+type Info struct {
+	Name                     string    `json:"name"`
+	ARN                      string    `json:"arn"`
+	DeadLetterQueue          string    `json:"dlq,omitempty"`
+	MaxReceives              int       `json:"max_receives,omitempty"`
+	VisibilityTimeoutSeconds float64   `json:"visibility_timeout_seconds"`
+	MaxDepth                 int       `json:"max_depth"`
+	CreatedAt                time.Time `json:"created_at"`
+	// Visible is ApproximateNumberOfMessages, InFlight
+	// ApproximateNumberOfMessagesNotVisible, OldestAgeSeconds
+	// ApproximateAgeOfOldestMessage.
+	Visible          int     `json:"visible"`
+	InFlight         int     `json:"in_flight"`
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+}
+
+func info(s embedded.QueueStats) Info {
+	return Info{
+		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
+		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
+		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Seconds(),
+	}
+}
+
+// List is a page of queues in name order. Next, when set, is the ?after
+// value of the next page.
+type List struct {
+	Queues []Info  `json:"queues"`
+	Next   *string `json:"next,omitempty"`
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit := DefaultPage
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPage {
+			return bad(fmt.Sprintf("limit %q is not a number from 1 to %d", s, MaxPage), "pass ?limit=1.."+strconv.Itoa(MaxPage))
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if len(after) > embedded.MaxQueueNameLen {
+		return bad("after is longer than a queue name", "pass the next value of the previous page")
+	}
+	all, err := a.o.Queues.ListQueues(r.Context())
+	if err != nil {
+		return err
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	out := List{Queues: []Info{}}
+	for _, s := range all {
+		if s.Name <= after {
+			continue
+		}
+		if len(out.Queues) == limit {
+			next := out.Queues[limit-1].Name
+			out.Next = &next
+			break
+		}
+		out.Queues = append(out.Queues, info(s))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// stats returns the queue name with its counts.
+func (a *API) stats(ctx context.Context, name string) (Info, error) {
+	if err := CheckName("queue", name); err != nil {
+		return Info{}, bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	all, err := a.o.Queues.ListQueues(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	for _, s := range all {
+		if s.Name == name {
+			return info(s), nil
+		}
+	}
+	return Info{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+	in, err := a.stats(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, in)
+}
+
+// CheckName validates a queue name the way the store does, naming what
+// (queue, dlq) in the error. FIFO names are refused with the fix.
+func CheckName(what, name string) error {
+	if strings.HasSuffix(name, ".fifo") {
+		return fmt.Errorf("%s %q is a FIFO queue name: Snavio delivers to standard queues only (FIFO would serialise every tenant behind one message group); drop the .fifo suffix", what, name)
+	}
+	if name == "" || len(name) > embedded.MaxQueueNameLen {
+		return fmt.Errorf("%s name %.90q must be 1 to %d characters", what, name, embedded.MaxQueueNameLen)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("%s name %q: character %q is not allowed: use letters, digits, - and _", what, name, r)
+		}
+	}
+	return nil
+}
+
+// CreateRequest is the body of POST /v1/queues.
+type CreateRequest struct {
+	Name string `json:"name"`
+	// DeadLetterQueue names an existing queue; with it MaxReceives is
+	// required (1..1000).
+	DeadLetterQueue string `json:"dlq,omitempty"`
+	MaxReceives     int    `json:"max_receives,omitempty"`
+	// VisibilityTimeoutSeconds is 0..43200; 0 takes the default (30 s).
+	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
+	// MaxDepth is 0..10,000,000; 0 takes the default (100,000).
+	MaxDepth int `json:"max_depth,omitempty"`
+}
+
+// Validate checks every field and returns the store configuration.
+func (c CreateRequest) Validate() (embedded.QueueConfig, error) {
+	if err := CheckName("queue", c.Name); err != nil {
+		return embedded.QueueConfig{}, err
+	}
+	if c.DeadLetterQueue != "" {
+		if err := CheckName("dead-letter queue", c.DeadLetterQueue); err != nil {
+			return embedded.QueueConfig{}, err
+		}
+		if c.DeadLetterQueue == c.Name {
+			return embedded.QueueConfig{}, fmt.Errorf("queue %s cannot be its own dead-letter queue: create a separate DLQ first", c.Name)
+		}
+		if c.MaxReceives < 1 || c.MaxReceives > embedded.MaxMaxReceives {
+			return embedded.QueueConfig{}, fmt.Errorf("max receives %d: with a dead-letter queue it must be 1 to %d", c.MaxReceives, embedded.MaxMaxReceives)
+		}
+	} else if c.MaxReceives != 0 {
+		return embedded.QueueConfig{}, fmt.Errorf("max receives %d without a dead-letter queue: set both or neither", c.MaxReceives)
+	}
+	maxVT := int(embedded.MaxVisibilityTimeout / time.Second)
+	if c.VisibilityTimeoutSeconds < 0 || c.VisibilityTimeoutSeconds > maxVT {
+		return embedded.QueueConfig{}, fmt.Errorf("visibility timeout %d s: must be 0 to %d s (0: the default, 30 s)", c.VisibilityTimeoutSeconds, maxVT)
+	}
+	if c.MaxDepth < 0 || c.MaxDepth > embedded.MaxMaxDepth {
+		return embedded.QueueConfig{}, fmt.Errorf("max depth %d: must be 0 to %d (0: the default, %d)", c.MaxDepth, embedded.MaxMaxDepth, embedded.DefaultMaxDepth)
+	}
+	return embedded.QueueConfig{
+		Name: c.Name, DeadLetterQueue: c.DeadLetterQueue, MaxReceives: c.MaxReceives,
+		VisibilityTimeout: time.Duration(c.VisibilityTimeoutSeconds) * time.Second, MaxDepth: c.MaxDepth,
+	}, nil
+}
+
+// CreateResult is the answer of a create: the queue, and whether it was
+// created now (false: it existed with the same configuration).
+type CreateResult struct {
+	Created bool `json:"created"`
+	Info
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) error {
+	var req CreateRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	cfg, err := req.Validate()
+	if err != nil {
+		return bad(err.Error(), "fix the field named; see `snavio queue create --help`")
+	}
+	before, err := a.o.Queues.ListQueues(r.Context())
+	if err != nil {
+		return err
+	}
+	existed := false
+	for _, s := range before {
+		existed = existed || s.Name == cfg.Name
+	}
+	if _, err := a.o.Queues.CreateQueue(r.Context(), cfg); err != nil {
+		return err
+	}
+	in, err := a.stats(r.Context(), cfg.Name)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if existed {
+		status = http.StatusOK
+	}
+	return writeJSON(w, status, CreateResult{Created: !existed, Info: in})
+}
+
+// ReceiveRequest is the body of POST /v1/queues/{name}/receive.
+type ReceiveRequest struct {
+	// Max is 1..10 (0: 1).
+	Max int `json:"max,omitempty"`
+	// VisibilityTimeoutSeconds is 0..43200; 0 takes the queue's.
+	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
+	// WaitSeconds is the long poll, 0..20: how long to wait for a
+	// message when none is visible.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// Message is a received message. Body is the body as text when it is
+// valid UTF-8 (BodyEncoding "utf-8"), else base64 (BodyEncoding "base64").
+type Message struct {
+	ID              string            `json:"id"`
+	Body            string            `json:"body"`
+	BodyEncoding    string            `json:"body_encoding"`
+	Attributes      map[string]string `json:"attributes,omitempty"`
+	SentAt          time.Time         `json:"sent_at"`
+	ReceiptHandle   string            `json:"receipt_handle"`
+	ReceiveCount    int               `json:"receive_count"`
+	FirstReceivedAt time.Time         `json:"first_received_at"`
+}
+
+// Received is the answer of a receive; an empty list means nothing became
+// visible within the wait.
+type Received struct {
+	Queue    string    `json:"queue"`
+	Messages []Message `json:"messages"`
+}
+
+func message(m embedded.Received) Message {
+	out := Message{ID: m.ID, Attributes: m.Attributes, SentAt: m.SentAt, ReceiptHandle: m.ReceiptHandle,
+		ReceiveCount: m.ReceiveCount, FirstReceivedAt: m.FirstReceivedAt}
+	if utf8.Valid(m.Body) {
+		out.Body, out.BodyEncoding = string(m.Body), "utf-8"
+	} else {
+		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), "base64"
+	}
+	return out
+}
+
+func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := CheckName("queue", name); err != nil {
+		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	var req ReceiveRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	if req.Max == 0 {
+		req.Max = 1
+	}
+	if req.Max < 1 || req.Max > embedded.MaxReceiveBatch {
+		return bad(fmt.Sprintf("max %d: must be 1 to %d", req.Max, embedded.MaxReceiveBatch), "ask for at most 10 messages per receive, as SQS")
+	}
+	maxVT := int(embedded.MaxVisibilityTimeout / time.Second)
+	if req.VisibilityTimeoutSeconds < 0 || req.VisibilityTimeoutSeconds > maxVT {
+		return bad(fmt.Sprintf("visibility timeout %d s: must be 0 to %d s", req.VisibilityTimeoutSeconds, maxVT), "pass 0 for the queue's own timeout")
+	}
+	if req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > MaxWait {
+		return bad(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(MaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
+	}
+	msgs, err := a.poll(r.Context(), name, req.Max, time.Duration(req.VisibilityTimeoutSeconds)*time.Second, time.Duration(req.WaitSeconds)*time.Second)
+	if err != nil {
+		return err
+	}
+	out := Received{Queue: name, Messages: make([]Message, 0, len(msgs))}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, message(m))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// poll receives from queue, waiting up to wait for a message to become
+// visible. It runs on the request's goroutine: between checks it pauses
+// on a timer, with a backoff from PollInterval to MaxPollInterval, and
+// returns as soon as a check finds messages, the wait ends, or ctx ends.
+func (a *API) poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
+	msgs, err := a.o.Queues.Receive(ctx, queue, n, vt)
+	if err != nil || len(msgs) > 0 || wait <= 0 {
+		return msgs, err
+	}
+	if a.waiting.Add(1) > int64(a.o.MaxWaiters) {
+		a.waiting.Add(-1)
+		return nil, &apiError{status: http.StatusTooManyRequests, retryAfter: time.Second,
+			msg: fmt.Sprintf("%d receives are already waiting, the most this server holds at once", a.o.MaxWaiters),
+			fix: "retry after the Retry-After delay, or receive without --wait"}
+	}
+	defer a.waiting.Add(-1)
+	deadline := a.o.Clock.Now().Add(wait)
+	pause := a.o.PollInterval
+	for {
+		left := deadline.Sub(a.o.Clock.Now())
+		if left <= 0 {
+			return msgs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.o.After(min(pause, left)):
+		}
+		pause = min(2*pause, a.o.MaxPollInterval)
+		if msgs, err = a.o.Queues.Receive(ctx, queue, n, vt); err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+}
+
+// DeleteRequest is the body of POST /v1/queues/{name}/messages/delete.
+type DeleteRequest struct {
+	ReceiptHandles []string `json:"receipt_handles"`
+}
+
+// DeleteOutcome is one receipt handle's outcome. Error is set when it was
+// not deleted: Code "stale_receipt" (received again since, or already
+// deleted) or "invalid_receipt" (not a handle this server issued).
+type DeleteOutcome struct {
+	ReceiptHandle string `json:"receipt_handle"`
+	Deleted       bool   `json:"deleted"`
+	Code          string `json:"code,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+// DeleteResult lists each handle's outcome, in the request's order.
+type DeleteResult struct {
+	Queue   string          `json:"queue"`
+	Results []DeleteOutcome `json:"results"`
+}
+
+func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := CheckName("queue", name); err != nil {
+		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	var req DeleteRequest
+	if err := a.decode(r, &req); err != nil {
+		return err
+	}
+	if n := len(req.ReceiptHandles); n < 1 || n > MaxDeleteBatch {
+		return bad(fmt.Sprintf("%d receipt handles: send 1 to %d", n, MaxDeleteBatch), "split the handles into batches of at most 10")
+	}
+	for i, h := range req.ReceiptHandles {
+		if h == "" || len(h) > MaxReceiptLen {
+			return bad(fmt.Sprintf("receipt handle %d is empty or longer than %d bytes", i+1, MaxReceiptLen), "pass the receipt handles a receive returned, unchanged")
+		}
+	}
+	if _, err := a.stats(r.Context(), name); err != nil {
+		return err
+	}
+	out := DeleteResult{Queue: name, Results: make([]DeleteOutcome, 0, len(req.ReceiptHandles))}
+	for _, h := range req.ReceiptHandles {
+		err := a.o.Queues.DeleteMessage(r.Context(), name, h)
+		o := DeleteOutcome{ReceiptHandle: h, Deleted: err == nil}
+		switch {
+		case err == nil:
+		case errors.Is(err, embedded.ErrStaleReceipt):
+			o.Code, o.Error = "stale_receipt", err.Error()
+		case errors.Is(err, embedded.ErrQueueNotFound), errors.Is(err, embedded.ErrClosed),
+			errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return err
+		case strings.Contains(err.Error(), "malformed"):
+			o.Code, o.Error = "invalid_receipt", err.Error()
+		default:
+			return err
+		}
+		out.Results = append(out.Results, o)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// PurgeResult is the answer of a purge.
+type PurgeResult struct {
+	Queue  string `json:"queue"`
+	Purged int    `json:"purged"`
+}
+
+func (a *API) purge(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := CheckName("queue", name); err != nil {
+		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	n, err := a.o.Queues.PurgeQueue(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, PurgeResult{Queue: name, Purged: n})
+}
