@@ -165,7 +165,9 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msg }
 
-func bad(msg, fix string) *apiError { return &apiError{status: http.StatusBadRequest, msg: msg, fix: fix} }
+func bad(msg, fix string) *apiError {
+	return &apiError{status: http.StatusBadRequest, msg: msg, fix: fix}
+}
 
 func (a *API) handle(operator bool, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
