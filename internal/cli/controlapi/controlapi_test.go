@@ -1,0 +1,43 @@
+package controlapi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/platform"
+)
+
+func TestMap(t *testing.T) {
+	tests := []struct {
+		err      error
+		code     int
+		contains []string
+	}{
+		{&platform.APIError{Status: 400, Message: "invalid rate", Fix: "write 100/s"}, cmdutil.ExitUsage, []string{"invalid rate (HTTP 400): write 100/s"}},
+		{&platform.APIError{Status: 422, Message: "queue q does not exist", Fix: "snavio queue create q"}, cmdutil.ExitUsage, []string{"queue q does not exist", "snavio queue create q"}},
+		{&platform.APIError{Status: 400, Message: "bad"}, cmdutil.ExitUsage, []string{"--help"}},
+		{&platform.APIError{Status: 401, Message: "unknown token"}, cmdutil.ExitError, []string{"SNAVIO_TOKEN", "operator.token"}},
+		{&platform.APIError{Status: 403, Message: "tenant may not", Fix: "use the operator profile"}, cmdutil.ExitError, []string{"use the operator profile", "SNAVIO_TOKEN"}},
+		{&platform.APIError{Status: 404, Message: "registry: not found", Fix: "GET /v1/registry"}, cmdutil.ExitError, []string{"`snavio route list`"}},
+		{&platform.APIError{Status: 409, Message: "registry: version conflict"}, cmdutil.ExitError, []string{"version conflict", "run the command again"}},
+		{&platform.APIError{Status: 500, Message: "boom"}, cmdutil.ExitError, []string{"boom (HTTP 500)"}},
+		{errors.New("plain"), cmdutil.ExitError, []string{"plain"}},
+	}
+	for _, tc := range tests {
+		got := MapError(tc.err, "snavio route list")
+		if c := cmdutil.ExitCode(got); c != tc.code {
+			t.Errorf("%v: exit %d, want %d", tc.err, c, tc.code)
+		}
+		for _, s := range tc.contains {
+			if !strings.Contains(got.Error(), s) {
+				t.Errorf("%v: %q lacks %q", tc.err, got, s)
+			}
+		}
+		var ae *platform.APIError
+		if _, isAPI := tc.err.(*platform.APIError); isAPI && !errors.As(got, &ae) {
+			t.Errorf("%v: the API error is not in the chain", tc.err)
+		}
+	}
+}
