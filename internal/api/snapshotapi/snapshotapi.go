@@ -1,0 +1,290 @@
+// Package snapshotapi is the control API of the registry snapshots of
+// `snavio dispatch serve`: run the generator now, list the latest versions
+// of each document, fetch a latest signed document, and fetch the public
+// key that verifies them.
+//
+// # Endpoints
+//
+//	POST /v1/snapshots/generate        run the generator now (operator); answers Generated
+//	GET  /v1/snapshots                 the latest version of each document kind, with recent versions (List)
+//	GET  /v1/snapshots/{kind}/latest   the raw signed file of kind acl, hmac or full (operator)
+//	GET  /v1/snapshots/public-key      the Ed25519 public key and key id that verify them (PublicKey)
+//
+// # Who may do what
+//
+// The hmac and full documents hold every tenant's HMAC secrets and the acl
+// document every tenant's grants, so fetching a document, like generating
+// one, is for the operator alone (the spec: only dispatchers and platform
+// operators read the snapshot path). Any authenticated principal may list
+// versions and fetch the public key: neither reveals registry content,
+// and anyone holding a snapshot file should be able to check it.
+//
+// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad kind,
+// 401/403, 404 nothing published yet, 422 the registry cannot be
+// snapshotted (invalid, or above the size cap), 500 storage failure.
+package snapshotapi
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
+)
+
+// Generator publishes a snapshot now; *snapshot.Generator implements it.
+type Generator interface {
+	Generate(ctx context.Context) (snapshot.Published, error)
+}
+
+var _ Generator = (*snapshot.Generator)(nil)
+
+// RecentVersions is how many versions of each document List names.
+const RecentVersions = 10
+
+// Options configure New.
+type Options struct {
+	// Store holds the published snapshots. Required.
+	Store snapshot.Store
+	// Generator is the snapshot-generation job's generator. Required.
+	Generator Generator
+	// Paths are the documents' paths (default snapshot.DefaultPaths).
+	Paths snapshot.Paths
+	// KeyID and PublicKey verify the snapshots the generator signs.
+	// Required.
+	KeyID     string
+	PublicKey ed25519.PublicKey
+	// MaxBytes caps a document read from the store (default
+	// snapshot.DefaultMaxBytes).
+	MaxBytes int64
+	// Logger logs failures; nil discards.
+	Logger *slog.Logger
+}
+
+// API serves the snapshot endpoints.
+type API struct{ o Options }
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	switch {
+	case o.Store == nil:
+		return nil, errors.New("snapshotapi: Options.Store is nil; pass the embedded store's Snapshots()")
+	case o.Generator == nil:
+		return nil, errors.New("snapshotapi: Options.Generator is nil; pass the snapshot-generation job's generator")
+	case len(o.PublicKey) != ed25519.PublicKeySize:
+		return nil, fmt.Errorf("snapshotapi: Options.PublicKey has %d bytes; pass the signer's Ed25519 public key", len(o.PublicKey))
+	case o.KeyID == "":
+		return nil, errors.New("snapshotapi: Options.KeyID is empty; pass the signer's key id")
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = snapshot.DefaultMaxBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{o: o}, nil
+}
+
+// Register mounts the endpoints on mux, which must sit behind the
+// server's authentication middleware.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/snapshots/generate", a.handle(true, a.generate))
+	mux.HandleFunc("GET /v1/snapshots", a.handle(false, a.list))
+	mux.HandleFunc("GET /v1/snapshots/public-key", a.handle(false, a.publicKey))
+	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.handle(true, a.latest))
+}
+
+type apiError struct {
+	status   int
+	msg, fix string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func (a *API) handle(operator bool, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, ok := server.PrincipalFrom(r.Context())
+		if !ok {
+			server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
+			return
+		}
+		if operator && !p.Operator {
+			server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not do this: snapshot documents hold every tenant's keys and grants, so generating and reading them needs the operator",
+				"use the operator token (operator.token in the server's data directory); tenants may list versions and fetch the public key")
+			return
+		}
+		if err := h(w, r); err != nil {
+			a.fail(w, r, err)
+		}
+	}
+}
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, snapshot.ErrNotFound):
+		ae = &apiError{http.StatusNotFound, "no snapshot has been published yet: " + err.Error(), "run `snavio snapshot generate`, or wait for the generation job"}
+	case errors.Is(err, snapshot.ErrTooLargeToPublish):
+		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; remove unused routes and ACLs, or raise the platform's snapshot size cap"}
+	case errors.Is(err, registry.ErrInvalid):
+		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; fix or delete the records named (`snavio route get`, `snavio route delete`)"}
+	case errors.Is(err, snapshot.ErrTooLarge):
+		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the stored document is above this server's read cap; regenerate a smaller one"}
+	default:
+		a.o.Logger.Error("snapshot API failure", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{http.StatusInternalServerError, err.Error(), "retry; if it persists, check the server log"}
+	}
+	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// Kinds are the document kinds in the order List shows them.
+var kinds = [...]snapshot.Kind{snapshot.KindFull, snapshot.KindACL, snapshot.KindHMAC}
+
+// ParseKind validates a document kind.
+func ParseKind(s string) (snapshot.Kind, error) {
+	for _, k := range kinds {
+		if string(k) == s {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("snapshot kind %q: use full, acl or hmac", s)
+}
+
+// Generated is the answer of a generation.
+type Generated struct {
+	VersionID   string                `json:"version_id"`
+	GeneratedAt time.Time             `json:"generated_at"`
+	Bytes       map[snapshot.Kind]int `json:"bytes"`
+}
+
+func (a *API) generate(w http.ResponseWriter, r *http.Request) error {
+	pub, err := a.o.Generator.Generate(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, Generated{VersionID: pub.VersionID, GeneratedAt: pub.GeneratedAt, Bytes: pub.Bytes})
+}
+
+// Document describes one document kind's versions.
+type Document struct {
+	Kind snapshot.Kind `json:"kind"`
+	Path string        `json:"path"`
+	// Latest is the promoted version ("" before the first generation)
+	// and Bytes its signed size.
+	Latest string `json:"latest,omitempty"`
+	Bytes  int    `json:"bytes,omitempty"`
+	// Versions counts the stored versions; Recent names the newest
+	// RecentVersions of them, newest first.
+	Versions int      `json:"versions"`
+	Recent   []string `json:"recent"`
+}
+
+// List is the answer of GET /v1/snapshots.
+type List struct {
+	KeyID     string     `json:"key_id"`
+	Documents []Document `json:"documents"`
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+	out := List{KeyID: a.o.KeyID, Documents: make([]Document, 0, len(kinds))}
+	for _, k := range kinds {
+		d := Document{Kind: k, Path: a.o.Paths.Of(k), Recent: []string{}}
+		version, body, err := a.o.Store.Latest(r.Context(), d.Path, a.o.MaxBytes)
+		switch {
+		case errors.Is(err, snapshot.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			d.Latest, d.Bytes = version, len(body)
+		}
+		versions, err := a.o.Store.Versions(r.Context(), d.Path)
+		if err != nil {
+			return err
+		}
+		d.Versions = len(versions)
+		for i := len(versions) - 1; i >= 0 && len(d.Recent) < RecentVersions; i-- {
+			d.Recent = append(d.Recent, versions[i])
+		}
+		out.Documents = append(out.Documents, d)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// VersionHeader names the version of the document GET .../latest returns.
+const VersionHeader = "X-Snavio-Snapshot-Version"
+
+func (a *API) latest(w http.ResponseWriter, r *http.Request) error {
+	k, err := ParseKind(r.PathValue("kind"))
+	if err != nil {
+		return &apiError{http.StatusBadRequest, err.Error(), "ask for /v1/snapshots/full/latest, acl/latest or hmac/latest"}
+	}
+	version, body, err := a.o.Store.Latest(r.Context(), a.o.Paths.Of(k), a.o.MaxBytes)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	h.Set(VersionHeader, version)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return nil
+}
+
+// PublicKey is the answer of GET /v1/snapshots/public-key: the key that
+// verifies every snapshot this server signs. PublicKey is the raw 32-byte
+// key in standard base64; PEM is the same key as a PKIX "PUBLIC KEY"
+// block. Either, or this whole JSON, is a valid --public-key file.
+type PublicKey struct {
+	KeyID     string `json:"key_id"`
+	Algorithm string `json:"algorithm"`
+	PublicKey string `json:"public_key"`
+	PEM       string `json:"pem"`
+}
+
+// NewPublicKey describes pub under id.
+func NewPublicKey(id string, pub ed25519.PublicKey) (PublicKey, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return PublicKey{}, fmt.Errorf("encode the public key: %w", err)
+	}
+	return PublicKey{
+		KeyID: id, Algorithm: snapshot.Algorithm,
+		PublicKey: base64.StdEncoding.EncodeToString(pub),
+		PEM:       string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})),
+	}, nil
+}
+
+func (a *API) publicKey(w http.ResponseWriter, _ *http.Request) error {
+	pk, err := NewPublicKey(a.o.KeyID, a.o.PublicKey)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, pk)
+}
