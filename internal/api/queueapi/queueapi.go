@@ -102,6 +102,11 @@ type Options struct {
 	// of an empty queue (default 50 ms); each pause doubles up to
 	// MaxPollInterval (default 500 ms).
 	PollInterval, MaxPollInterval time.Duration
+	// Changed, when set, returns a channel closed at the next send to any
+	// queue (telemetryapi.Broadcaster's Changed, notified by the sender):
+	// a long poll then wakes as soon as a message arrives instead of at
+	// its next timed check. Nil: timed checks only.
+	Changed func() <-chan struct{}
 	// MaxWaiters bounds the receives waiting at once (default 8).
 	MaxWaiters int
 	// MaxBody bounds request bodies (default 64 KiB).
@@ -518,6 +523,9 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 // on a timer, with a backoff from PollInterval to MaxPollInterval, and
 // returns as soon as a check finds messages, the wait ends, or ctx ends.
 func (a *API) poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
+	// The change channel is taken before each check, so a send between
+	// the check and the pause still wakes the pause.
+	changed := a.changed()
 	msgs, err := a.o.Queues.Receive(ctx, queue, n, vt)
 	if err != nil || len(msgs) > 0 || wait <= 0 {
 		return msgs, err
@@ -539,13 +547,24 @@ func (a *API) poll(ctx context.Context, queue string, n int, vt, wait time.Durat
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-changed:
 		case <-a.o.After(min(pause, left)):
 		}
 		pause = min(2*pause, a.o.MaxPollInterval)
+		changed = a.changed()
 		if msgs, err = a.o.Queues.Receive(ctx, queue, n, vt); err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
 	}
+}
+
+// changed returns the wake-up channel of the next send, or nil (never
+// ready) without Options.Changed.
+func (a *API) changed() <-chan struct{} {
+	if a.o.Changed == nil {
+		return nil
+	}
+	return a.o.Changed()
 }
 
 // DeleteRequest is the body of POST /v1/queues/{name}/messages/delete.

@@ -410,3 +410,33 @@ func TestNewNeedsAStore(t *testing.T) {
 		t.Fatalf("New(Options{}) = %v", err)
 	}
 }
+
+func TestLongPollWakesOnChange(t *testing.T) {
+	var (
+		mu sync.Mutex
+		ch = make(chan struct{})
+	)
+	changed := func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return ch }
+	started := make(chan struct{}, 1)
+	fx := newFixture(t, func(o *Options) {
+		o.Changed = changed
+		// The timer never fires: only the change can end the pause.
+		o.After = func(time.Duration) <-chan time.Time { started <- struct{}{}; return nil }
+	})
+	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
+	go func() {
+		<-started
+		if _, err := fx.store.Send(context.Background(), "orders", []byte("woken"), nil); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		close(ch)
+		ch = make(chan struct{})
+		mu.Unlock()
+	}()
+	var got Received
+	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 20}, &got)
+	if len(got.Messages) != 1 || got.Messages[0].Body != "woken" {
+		t.Fatalf("got %+v", got)
+	}
+}
