@@ -27,8 +27,7 @@ type seenEntry struct {
 type seenShard struct {
 	mu   sync.Mutex
 	m    map[string]seenEntry
-
-	ring []string         // insertion order, for eviction at capacity
+	ring []string // insertion order, for eviction at capacity
 	head int
 }
 
