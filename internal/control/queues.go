@@ -71,7 +71,7 @@ func (a *API) testRouting(ctx context.Context, routes []*registry.Route) error {
 		switch {
 		case errors.Is(err, ErrNoQueue):
 			add(fmt.Sprintf("%s: queue %s does not exist", id, r.QueueARN),
-				fmt.Sprintf("create it with its DLQ (snavio queue create %s --dlq %s), or correct the queue ARN", queueName(r.QueueARN), queueName(r.DLQARN)))
+				fmt.Sprintf("create it with its DLQ (snavio queue create %s --dlq %s --max-receives 5), or correct the queue ARN", queueName(r.QueueARN), queueName(r.DLQARN)))
 			continue
 		case err != nil:
 			return fmt.Errorf("test routing of %s: queue %s: %w", id, r.QueueARN, err)
@@ -92,7 +92,7 @@ func (a *API) testRouting(ctx context.Context, routes []*registry.Route) error {
 		case r.DLQARN:
 		case "":
 			add(fmt.Sprintf("%s: queue %s has no dead-letter queue, and the route names %s", id, r.QueueARN, r.DLQARN),
-				fmt.Sprintf("recreate %s with --dlq %s so that failed messages are kept", queueName(r.QueueARN), queueName(r.DLQARN)))
+				fmt.Sprintf("recreate %s with --dlq %s --max-receives N (snavio queue create) so that failed messages are kept", queueName(r.QueueARN), queueName(r.DLQARN)))
 		default:
 			add(fmt.Sprintf("%s: queue %s redrives to %s, not to the route's DLQ %s", id, r.QueueARN, q.DeadLetterARN, r.DLQARN),
 				"register the route with the queue's DLQ ("+q.DeadLetterARN+"), or change the queue's")

@@ -60,9 +60,9 @@ func TestTestRouting(t *testing.T) {
 		want, wfix string
 	}{
 		{"ok", localRoute("mailer", "send", "mailer", "mailer-dlq"), "", ""},
-		{"missing queue", localRoute("mailer", "send", "nope", "mailer-dlq"), "queue arn:snavio:sqs:local:000000000000:nope does not exist", "snavio queue create nope --dlq mailer-dlq"},
+		{"missing queue", localRoute("mailer", "send", "nope", "mailer-dlq"), "queue arn:snavio:sqs:local:000000000000:nope does not exist", "snavio queue create nope --dlq mailer-dlq --max-receives 5"},
 		{"missing dlq", localRoute("mailer", "send", "mailer", "gone-dlq"), "dead-letter queue arn:snavio:sqs:local:000000000000:gone-dlq does not exist", "snavio queue create gone-dlq"},
-		{"queue without a dlq", localRoute("mailer", "send", "lonely", "mailer-dlq"), "has no dead-letter queue", "recreate lonely with --dlq mailer-dlq"},
+		{"queue without a dlq", localRoute("mailer", "send", "lonely", "mailer-dlq"), "has no dead-letter queue", "recreate lonely with --dlq mailer-dlq --max-receives N"},
 		{"another dlq", localRoute("mailer", "send", "mailer", "other-dlq"), "redrives to arn:snavio:sqs:local:000000000000:mailer-dlq, not to the route's DLQ", "register the route with the queue's DLQ"},
 		{"not a local queue", registry.Item{Route: func() *registry.Route { r := dispatchtest.RegistryRoute("mailer", "send"); return &r }()}, "mailer-commands does not exist", ""},
 	}
