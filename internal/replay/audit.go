@@ -25,6 +25,8 @@ const (
 	StatusInterrupted Status = "interrupted"
 	StatusDone        Status = "done"
 	StatusFailed      Status = "failed"
+	// StatusPaused: the run stopped at its --limit; resume continues it.
+	StatusPaused Status = "paused"
 )
 
 // Audit is the record of one replay: origin, reason, operator, filters,
@@ -36,12 +38,20 @@ type Audit struct {
 	Operator string     `json:"operator"`
 	Filter   Filter     `json:"filter"`
 	Dedupe   DedupeMode `json:"dedupe"`
-	Rate     float64    `json:"rate,omitzero"`
+	// DedupeTTLSeconds is the strict dedupe TTL keep-id holds commands
+	// for.
+	DedupeTTLSeconds int64   `json:"dedupe_ttl_seconds,omitzero"`
+	Rate             float64 `json:"rate,omitzero"`
 
 	Planned   int `json:"planned"`
 	SentCount int `json:"sent"`
 	Failed    int `json:"failed"`
 	Skipped   int `json:"skipped"`
+	// Held counts strict-mode commands keep-id held back (left in their
+	// source) because their dedupe TTL had not ended; the last ends at
+	// HeldUntil.
+	Held      int       `json:"held,omitzero"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
 
 	Status    Status    `json:"status"`
 	StartedAt time.Time `json:"started_at"`
@@ -50,6 +60,9 @@ type Audit struct {
 	Error     string    `json:"error,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 
+	// ResumeAfter: records the interrupted run had received stay hidden
+	// in their source until then; a resume waits for it.
+	ResumeAfter time.Time `json:"resume_after,omitzero"`
 	// Cursor is the source position after the last completed batch.
 	Cursor string `json:"cursor,omitempty"`
 	// Sent lists the original ids of the commands sent, so a resumed run

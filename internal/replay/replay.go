@@ -6,12 +6,15 @@
 // re-sending what was sent, and a DLQ message is deleted only after its
 // replay was accepted by the bus.
 //
-// Strict-mode dedupe: by default a replay keeps each command's id, so a
-// strict route drops a replay of a command still inside its dedupe TTL as a
-// duplicate (and accepts it after the TTL, as the spec says). The plan warns
-// about such ids. DedupeNewID instead gives every replayed command a new id
-// (derived from the replay id and the original id, so a resumed run reuses
-// it): the command runs again even inside the TTL. The operator chooses.
+// Strict-mode dedupe (docs/replay.md): by default (DedupeKeepID) a replay
+// keeps each command's id. A strict route would drop a replay of a command
+// still inside its dedupe TTL as a duplicate, and a DLQ message would be
+// deleted for a command that never ran again; so keep-id holds such
+// commands back (not sent, left in their DLQ, counted as held with the
+// time their TTL ends) and replays them once the TTL is over, as the spec
+// says. DedupeNewID instead gives every replayed command a new id (derived
+// from the replay id and the original id, so a resumed run reuses it): the
+// command runs again even inside the TTL. The operator chooses.
 package replay
 
 import (
@@ -34,12 +37,14 @@ type Record struct {
 	// Ref identifies the record in its source (archive event id, DLQ
 	// receipt handle) for Ack.
 	Ref string
-	// Source is the bus source that sent the command.
+	// Source is the bus source that sent the command; empty when the
+	// record does not say (the envelope's command.source is used then).
 	Source string
 	// Detail is the command envelope as archived or dead-lettered (with or
 	// without command.source).
 	Detail []byte
-	// At is when the command was received (archive) or dead-lettered.
+	// At is when the command was received (archive) or first sent to its
+	// queue (DLQ).
 	At time.Time
 	// Reason is the failure reason a DLQ message carries, if any.
 	Reason string
@@ -50,11 +55,21 @@ type Source interface {
 	// Name describes the source for the audit, e.g. "dlq:mailer-dlq".
 	Name() string
 	// Next returns up to limit records after cursor ("" = from the start)
-	// in a stable order, and the cursor after them; no records means done.
+	// in a stable order, and the cursor after them. No records means the
+	// source is exhausted: a source whose underlying page can be empty
+	// (a filtered archive page) must keep reading until it has records or
+	// reaches the end.
 	Next(ctx context.Context, cursor string, limit int) ([]Record, string, error)
 	// Ack is called once a record's replay was accepted by the bus: a DLQ
 	// deletes the message, an archive does nothing.
 	Ack(ctx context.Context, r Record) error
+}
+
+// Leaser is implemented by sources that hide the records they return for
+// a while (a DLQ's visibility timeout): records returned but neither sent
+// nor acknowledged come back after Lease. A resumed run waits for them.
+type Leaser interface {
+	Lease() time.Duration
 }
 
 // Event is one entry put on the bus.
@@ -78,7 +93,7 @@ type Keys interface {
 	SigningKey(source string, now time.Time) (*signing.Key, error)
 }
 
-// Routes tells which routes are strict, for the dedupe warning.
+// Routes tells which routes are strict.
 type Routes interface {
 	Strict(target, command string) bool
 }
@@ -96,7 +111,19 @@ type Filter struct {
 // Validate checks the filter.
 func (f Filter) Validate() error {
 	if !f.Start.IsZero() && !f.End.IsZero() && !f.Start.Before(f.End) {
-		return fmt.Errorf("bad time range: --start %s is not before --end %s", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339))
+		return fmt.Errorf("bad time range: --start %s is not before --end %s: give a start earlier than the end", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339))
+	}
+	if f.Source != "" && !envelope.ValidSource(f.Source) {
+		return fmt.Errorf("invalid --source %q: use <tenant>/<service>, such as acme/billing", f.Source)
+	}
+	if f.Target != "" && !envelope.ValidTarget(f.Target) {
+		return fmt.Errorf("invalid --target %q: use 1-64 characters of a-z 0-9 . _ -", f.Target)
+	}
+	if f.Command != "" && !envelope.ValidName(f.Command) {
+		return fmt.Errorf("invalid --command %q: use 1-128 characters of A-Z a-z 0-9 . _ : -", f.Command)
+	}
+	if len(f.Reason) > 128 {
+		return fmt.Errorf("invalid --reason %.20q...: a failure reason is at most 128 characters", f.Reason)
 	}
 	return nil
 }
@@ -119,9 +146,27 @@ type DedupeMode string
 
 // Dedupe modes.
 const (
-	DedupeKeepID DedupeMode = "keep-id" // default: keep ids; inside the TTL a strict route drops the replay
-	DedupeNewID  DedupeMode = "new-id"  // new ids: the command runs again even inside the TTL
+	// DedupeKeepID keeps ids; strict-route commands still inside their
+	// dedupe TTL are held back (left in their source) until it ends.
+	DedupeKeepID DedupeMode = "keep-id"
+	// DedupeNewID gives replayed commands new ids: they run again even
+	// inside the TTL.
+	DedupeNewID DedupeMode = "new-id"
 )
+
+// ParseDedupeMode validates a --dedupe value ("" is keep-id).
+func ParseDedupeMode(s string) (DedupeMode, error) {
+	switch m := DedupeMode(s); m {
+	case "":
+		return DedupeKeepID, nil
+	case DedupeKeepID, DedupeNewID:
+		return m, nil
+	}
+	return "", fmt.Errorf("invalid --dedupe %q: use keep-id (hold strict-mode commands until their dedupe TTL ends) or new-id (run them again now under new ids)", s)
+}
+
+// MaxRate is the highest --rate, commands per second.
+const MaxRate = 10_000
 
 // Options configure a run.
 type Options struct {
@@ -129,57 +174,72 @@ type Options struct {
 	Reason   string // required: why (audited, carried in telemetry)
 	Operator string // who (audited)
 	Dedupe   DedupeMode
-	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s), for
-	// the plan's warning.
+	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s).
 	DedupeTTL time.Duration
 	// Rate limits replay to this many commands per second (0: no limit).
 	Rate float64
 	// Batch is how many records are read and sent at once (default 10,
-	// the PutEvents maximum).
+	// the PutEvents maximum; with a rate, about one second's worth).
 	Batch int
+	// Limit stops the run once it has sent this many commands (0: no
+	// limit); it ends paused and Resume continues it.
+	Limit int
 }
 
-func (o *Options) defaults() error {
+// Validate checks the options and fills in defaults.
+func (o *Options) Validate() error {
 	if o.Reason == "" {
-		return errors.New("a replay needs a reason: give --reason")
+		return errors.New("a replay needs a reason: give --reason-text \"why\"")
 	}
 	if !envelope.ValidReplayReason(o.Reason) {
-		return fmt.Errorf("invalid --reason %q: use up to the allowed length of printable text", o.Reason)
+		return fmt.Errorf("invalid --reason-text %.40q: use 1-%d bytes of printable text", o.Reason, envelope.MaxReplayReasonLen)
 	}
-	if o.Dedupe == "" {
-		o.Dedupe = DedupeKeepID
+	m, err := ParseDedupeMode(string(o.Dedupe))
+	if err != nil {
+		return err
 	}
-	if o.Dedupe != DedupeKeepID && o.Dedupe != DedupeNewID {
-		return fmt.Errorf("invalid dedupe mode %q: use keep-id or new-id", o.Dedupe)
-	}
-	if o.DedupeTTL == 0 {
+	o.Dedupe = m
+	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = 300 * time.Second
 	}
 	if o.Batch <= 0 || o.Batch > 10 {
 		o.Batch = 10
 	}
-	if o.Rate < 0 {
-		return fmt.Errorf("invalid --rate %v: use a positive number per second", o.Rate)
+	if o.Rate < 0 || o.Rate > MaxRate || o.Rate != o.Rate {
+		return fmt.Errorf("invalid --rate %v: use a number of commands per second from 0 (no limit) to %d", o.Rate, MaxRate)
+	}
+	if o.Rate > 0 {
+		o.Batch = min(o.Batch, max(1, int(o.Rate)))
+	}
+	if o.Limit < 0 {
+		return fmt.Errorf("invalid --limit %d: use 0 (no limit) or a positive count", o.Limit)
 	}
 	return o.Filter.Validate()
 }
 
 // Plan is what a run would do (--dry-run): it changes nothing.
 type Plan struct {
-	Origin   string         `json:"origin"`
-	Total    int            `json:"total"`
-	ByRoute  map[string]int `json:"by_route"`
-	FirstID  string         `json:"first_id,omitempty"`
-	LastID   string         `json:"last_id,omitempty"`
-	Skipped  int            `json:"skipped_unreadable"`
-	Warnings []string       `json:"warnings"`
+	Origin  string         `json:"origin"`
+	Total   int            `json:"total"`
+	ByRoute map[string]int `json:"by_route"`
+	FirstID string         `json:"first_id,omitempty"`
+	LastID  string         `json:"last_id,omitempty"`
+	// First and Last bound the records' times.
+	First time.Time `json:"first_at,omitzero"`
+	Last  time.Time `json:"last_at,omitzero"`
+	// Held counts strict-mode commands inside their dedupe TTL that
+	// keep-id would hold back, until HeldUntil.
+	Held      int       `json:"held"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
+	Skipped   int       `json:"skipped_unreadable"`
+	Warnings  []string  `json:"warnings"`
 }
 
 // Engine runs replays.
 type Engine struct {
 	Bus    Bus
 	Keys   Keys
-	Routes Routes // optional
+	Routes Routes // optional: without it no command is considered strict
 	Audits AuditStore
 	Clock  clock.Clock
 	// Sleep waits for d or until ctx ends (rate pacing); tests inject a
@@ -188,7 +248,8 @@ type Engine struct {
 }
 
 // decode reads a record's envelope: archived details have no
-// command.source; dead-lettered bodies have the dispatcher's.
+// command.source; dead-lettered bodies have the dispatcher's, which fills
+// r.Source when the record did not say.
 func decode(r *Record) (envelope.Envelope, error) {
 	env, _, err := envelope.NewParser(envelope.Limits{}).Parse(r.Detail, nil)
 	if err == nil {
@@ -201,43 +262,64 @@ func decode(r *Record) (envelope.Envelope, error) {
 	if delivered.Command.Source != "" && delivered.Command.Source != r.Source && r.Source != "" {
 		return envelope.Envelope{}, fmt.Errorf("record's command.source %q differs from its source %q", delivered.Command.Source, r.Source)
 	}
+	if r.Source == "" {
+		r.Source = delivered.Command.Source
+	}
 	delivered.Command.Source = ""
 	return delivered, nil
 }
 
+// strictHeld reports whether keep-id holds r back, and until when.
+func (e *Engine) strictHeld(opts *Options, r *Record, env *envelope.Envelope, now time.Time) (time.Time, bool) {
+	if opts.Dedupe != DedupeKeepID || e.Routes == nil || !e.Routes.Strict(env.Command.Target, env.Command.Name) {
+		return time.Time{}, false
+	}
+	until := r.At.Add(opts.DedupeTTL)
+	return until, now.Before(until)
+}
+
 // Plan reads the whole source through the filter and reports what a run
-// would replay.
+// would replay. It sends and acknowledges nothing.
 func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, error) {
-	if err := opts.defaults(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return Plan{}, err
 	}
 	p := Plan{Origin: src.Name(), ByRoute: map[string]int{}, Warnings: []string{}}
 	now := e.Clock.Now()
-	insideTTL := 0
 	var ids []string
 	cursor := ""
 	for {
 		recs, next, err := src.Next(ctx, cursor, opts.Batch)
 		if err != nil {
-			return Plan{}, err
+			return Plan{}, fmt.Errorf("replay: read %s: %w", src.Name(), err)
 		}
 		if len(recs) == 0 {
 			break
 		}
 		for i := range recs {
-			env, err := decode(&recs[i])
+			r := &recs[i]
+			env, err := decode(r)
 			if err != nil {
 				p.Skipped++
 				continue
 			}
-			if !opts.Filter.match(&recs[i], &env) {
+			if !opts.Filter.match(r, &env) {
 				continue
 			}
 			p.Total++
 			p.ByRoute[env.Command.Target+"/"+env.Command.Name]++
 			ids = append(ids, env.Metadata.ID)
-			if e.Routes != nil && e.Routes.Strict(env.Command.Target, env.Command.Name) && now.Sub(recs[i].At) < opts.DedupeTTL && opts.Dedupe == DedupeKeepID {
-				insideTTL++
+			if p.First.IsZero() || r.At.Before(p.First) {
+				p.First = r.At
+			}
+			if r.At.After(p.Last) {
+				p.Last = r.At
+			}
+			if until, held := e.strictHeld(&opts, r, &env, now); held {
+				p.Held++
+				if until.After(p.HeldUntil) {
+					p.HeldUntil = until
+				}
 			}
 		}
 		cursor = next
@@ -246,8 +328,12 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 		sort.Strings(ids)
 		p.FirstID, p.LastID = ids[0], ids[len(ids)-1]
 	}
-	if insideTTL > 0 {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d strict-mode command(s) are still inside their %s dedupe TTL: a replay now is dropped as a duplicate; wait, or pass --dedupe new-id to run them again", insideTTL, opts.DedupeTTL))
+	if p.Held > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d strict-mode command(s) are still inside their %s dedupe TTL (until %s): --dedupe keep-id holds them back and leaves them in place; replay again after that time, or pass --dedupe new-id to run them again now under new ids",
+			p.Held, opts.DedupeTTL, p.HeldUntil.UTC().Format(time.RFC3339)))
+	}
+	if opts.Dedupe == DedupeNewID && p.Total > 0 {
+		p.Warnings = append(p.Warnings, "--dedupe new-id: every command runs again under a new id, even one a strict route already delivered")
 	}
 	if p.Skipped > 0 {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%d record(s) are not readable commands and will be left in place", p.Skipped))
@@ -255,140 +341,231 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 	return p, nil
 }
 
-// Start begins a new audited run. progress, if not nil, is called after
-// every batch.
-func (e *Engine) Start(ctx context.Context, src Source, opts Options, progress func(Audit)) (Audit, error) {
-	if err := opts.defaults(); err != nil {
-		return Audit{}, err
-	}
-	plan, err := e.Plan(ctx, src, opts)
-	if err != nil {
+// Begin validates opts and records a new audit for a run over origin that
+// plans to send planned commands; Run then runs it.
+func (e *Engine) Begin(ctx context.Context, origin string, opts Options, planned int) (Audit, error) {
+	if err := opts.Validate(); err != nil {
 		return Audit{}, err
 	}
 	a := Audit{
-		ID: uuid.NewString(), Origin: src.Name(), Reason: opts.Reason, Operator: opts.Operator,
-		Filter: opts.Filter, Dedupe: opts.Dedupe, Rate: opts.Rate, Planned: plan.Total,
+		ID: uuid.NewString(), Origin: origin, Reason: opts.Reason, Operator: opts.Operator,
+		Filter: opts.Filter, Dedupe: opts.Dedupe, DedupeTTLSeconds: int64(opts.DedupeTTL / time.Second), Rate: opts.Rate, Planned: planned,
 		Status: StatusRunning, StartedAt: e.Clock.Now(),
 	}
 	if err := e.Audits.Create(ctx, a); err != nil {
 		return Audit{}, fmt.Errorf("replay: record the audit: %w", err)
 	}
-	return e.run(ctx, src, opts, a, progress)
+	return a, nil
 }
 
-// Resume continues an interrupted run from its audit: same filter, reason,
-// dedupe mode and rate; records already sent are not sent again.
-func (e *Engine) Resume(ctx context.Context, src Source, id string, progress func(Audit)) (Audit, error) {
+// Start plans, begins and runs a replay over src (whose reads must have no
+// side effects for the plan; a DLQ is planned through a peeking source,
+// then Begin and Run). progress, if not nil, is called after every batch.
+func (e *Engine) Start(ctx context.Context, src Source, opts Options, progress func(Audit)) (Audit, error) {
+	plan, err := e.Plan(ctx, src, opts)
+	if err != nil {
+		return Audit{}, err
+	}
+	a, err := e.Begin(ctx, src.Name(), opts, plan.Total)
+	if err != nil {
+		return Audit{}, err
+	}
+	return e.Run(ctx, src, a, opts.Limit, progress)
+}
+
+// Resumable reports whether a can be resumed, and why not.
+func Resumable(a Audit) error {
+	if a.Status == StatusDone {
+		return fmt.Errorf("replay %s already finished at %s: nothing to resume; start a new replay for what is left", a.ID, a.EndedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Resume continues an interrupted or paused run from its audit: same
+// filter, reason, dedupe mode and rate; records already sent are not sent
+// again. limit bounds what this run sends (0: no limit).
+func (e *Engine) Resume(ctx context.Context, src Source, id string, limit int, progress func(Audit)) (Audit, error) {
 	a, err := e.Audits.Get(ctx, id)
 	if err != nil {
 		return Audit{}, err
 	}
-	if a.Status == StatusDone {
-		return a, fmt.Errorf("replay %s already finished at %s: nothing to resume", id, a.EndedAt.Format(time.RFC3339))
+	if err := Resumable(a); err != nil {
+		return a, err
 	}
 	if a.Origin != src.Name() {
 		return Audit{}, fmt.Errorf("replay %s read from %s, not %s: resume it with --from %s", id, a.Origin, src.Name(), a.Origin)
 	}
-	opts := Options{Filter: a.Filter, Reason: a.Reason, Operator: a.Operator, Dedupe: a.Dedupe, Rate: a.Rate}
-	if err := opts.defaults(); err != nil {
-		return Audit{}, err
-	}
-	a.Status, a.Resumes = StatusRunning, a.Resumes+1
-	return e.run(ctx, src, opts, a, progress)
+	a.Status, a.Resumes, a.Error = StatusRunning, a.Resumes+1, ""
+	return e.Run(ctx, src, a, limit, progress)
 }
 
-func (e *Engine) run(ctx context.Context, src Source, opts Options, a Audit, progress func(Audit)) (Audit, error) {
+// Options returns the run options an audit records.
+func (a *Audit) Options() Options {
+	return Options{Filter: a.Filter, Reason: a.Reason, Operator: a.Operator, Dedupe: a.Dedupe, DedupeTTL: time.Duration(a.DedupeTTLSeconds) * time.Second, Rate: a.Rate}
+}
+
+func interrupted(a *Audit) error {
+	return fmt.Errorf("replay %s interrupted after %d of %d command(s): resume it with --resume %s", a.ID, a.SentCount, a.Planned, a.ID)
+}
+
+// Run runs the replay a over src until the source is exhausted, limit
+// commands were sent (status paused), ctx ends (interrupted: the batch in
+// hand is finished first, so no accepted command is left unrecorded) or a
+// failure. The audit is saved after every batch and at the end.
+func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progress func(Audit)) (Audit, error) {
+	opts := a.Options()
+	if err := opts.Validate(); err != nil {
+		return a, err
+	}
+	// Bus, audit and ack calls finish even when ctx ends mid-batch.
+	keep := context.WithoutCancel(ctx)
+	inHand := false
 	finish := func(status Status, cause error) (Audit, error) {
 		a.Status, a.EndedAt = status, e.Clock.Now()
 		if cause != nil {
 			a.Error = cause.Error()
 		}
+		if l, ok := src.(Leaser); ok && inHand && status != StatusDone {
+			a.ResumeAfter = a.EndedAt.Add(l.Lease())
+		}
 		// The audit must survive the interruption that ended the run.
-		if err := e.Audits.Update(context.WithoutCancel(ctx), a); err != nil {
+		if err := e.Audits.Update(keep, a); err != nil {
 			return a, errors.Join(cause, fmt.Errorf("replay: record the audit: %w", err))
+		}
+		if progress != nil {
+			progress(a)
 		}
 		return a, cause
 	}
+	if wait := a.ResumeAfter.Sub(e.Clock.Now()); wait > 0 {
+		// Records the interrupted run had in hand are still hidden.
+		if err := e.Sleep(ctx, wait); err != nil {
+			return finish(StatusInterrupted, interrupted(&a))
+		}
+	}
+	a.ResumeAfter = time.Time{}
 	var last time.Time
 	sent := make(map[string]bool, len(a.Sent))
 	for _, id := range a.Sent {
 		sent[id] = true
 	}
+	held := map[string]bool{}
+	sentNow := 0
 	for {
-		if err := ctx.Err(); err != nil {
-			return finish(StatusInterrupted, fmt.Errorf("replay %s interrupted: resume it with --resume %s", a.ID, a.ID))
+		if ctx.Err() != nil {
+			return finish(StatusInterrupted, interrupted(&a))
 		}
-		recs, next, err := src.Next(ctx, a.Cursor, opts.Batch)
+		if limit > 0 && sentNow >= limit {
+			return finish(StatusPaused, nil)
+		}
+		n := opts.Batch
+		if limit > 0 {
+			n = min(n, limit-sentNow)
+		}
+		recs, next, err := src.Next(ctx, a.Cursor, n)
 		if err != nil {
+			if ctx.Err() != nil {
+				return finish(StatusInterrupted, interrupted(&a))
+			}
 			return finish(StatusFailed, fmt.Errorf("replay: read %s: %w", src.Name(), err))
 		}
 		if len(recs) == 0 {
 			return finish(StatusDone, nil)
 		}
+		inHand = true
 		var batch []Record
 		var events []Event
+		flush := func() error {
+			if len(events) == 0 {
+				return nil
+			}
+			acc, err := e.put(keep, src, &a, sent, batch, events)
+			sentNow += acc
+			batch, events = nil, nil
+			if progress != nil {
+				progress(a)
+			}
+			return err
+		}
 		for i := range recs {
 			r := &recs[i]
 			env, err := decode(r)
-			if err != nil || !opts.Filter.match(r, &env) {
-				if err != nil {
-					a.Skipped++
-				}
+			if err != nil {
+				a.Skipped++
 				continue
 			}
-			if sent[env.Metadata.ID] {
+			if !opts.Filter.match(r, &env) || (env.Metadata.Replay && env.Metadata.ReplayID == a.ID) {
+				// Not selected, or this replay's own output (the archive
+				// keeps what the replay put on the bus).
+				continue
+			}
+			orig := env.Metadata.ID
+			if sent[orig] {
 				// Sent before an interruption; its Ack may not have
 				// happened.
-				if err := src.Ack(ctx, *r); err != nil {
+				if err := src.Ack(keep, *r); err != nil {
 					return finish(StatusFailed, fmt.Errorf("replay: acknowledge %s: %w", r.Ref, err))
 				}
 				continue
 			}
+			if until, h := e.strictHeld(&opts, r, &env, e.Clock.Now()); h {
+				if !held[orig] {
+					held[orig] = true
+					a.Held++
+					if until.After(a.HeldUntil) {
+						a.HeldUntil = until
+					}
+				}
+				continue
+			}
 			if opts.Rate > 0 && !last.IsZero() {
+				if err := flush(); err != nil {
+					return finish(StatusFailed, err)
+				}
 				wait := time.Duration(float64(time.Second)/opts.Rate) - e.Clock.Now().Sub(last)
 				if wait > 0 {
 					if err := e.Sleep(ctx, wait); err != nil {
-						return finish(StatusInterrupted, fmt.Errorf("replay %s interrupted: resume it with --resume %s", a.ID, a.ID))
+						return finish(StatusInterrupted, interrupted(&a))
 					}
 				}
+			} else if ctx.Err() != nil {
+				if err := flush(); err != nil {
+					return finish(StatusFailed, err)
+				}
+				return finish(StatusInterrupted, interrupted(&a))
 			}
-			ev, err := e.resign(&env, r.Source, a, opts)
+			ev, err := e.resign(&env, r.Source, &a, &opts)
 			if err != nil {
+				_ = flush()
 				return finish(StatusFailed, err)
 			}
 			last = e.Clock.Now()
-			// One entry per PutEvents when pacing, so the rate holds.
 			batch, events = append(batch, *r), append(events, ev)
-			if opts.Rate > 0 {
-				if err := e.put(ctx, src, &a, sent, batch, events); err != nil {
-					return finish(StatusFailed, err)
-				}
-				batch, events = nil, nil
-			}
 		}
-		if len(events) > 0 {
-			if err := e.put(ctx, src, &a, sent, batch, events); err != nil {
-				return finish(StatusFailed, err)
-			}
+		if err := flush(); err != nil {
+			return finish(StatusFailed, err)
 		}
+		inHand = false
 		a.Cursor = next
-		if err := e.Audits.Update(context.WithoutCancel(ctx), a); err != nil {
+		if err := e.Audits.Update(keep, a); err != nil {
 			return finish(StatusFailed, fmt.Errorf("replay: record progress: %w", err))
-		}
-		if progress != nil {
-			progress(a)
 		}
 	}
 }
 
-// put sends a batch, then records each accepted command as sent (before
-// acknowledging it to its source, so a crash in between re-acks rather than
-// re-sends) and acks it. A refused entry is counted and left in its source.
-func (e *Engine) put(ctx context.Context, src Source, a *Audit, sent map[string]bool, recs []Record, events []Event) error {
+// put sends a batch, records every accepted command as sent in one audit
+// write (before acknowledging any to its source, so a crash in between
+// re-acks rather than re-sends), then acks them. A refused entry is
+// counted and left in its source. It returns how many were accepted.
+func (e *Engine) put(ctx context.Context, src Source, a *Audit, sent map[string]bool, recs []Record, events []Event) (int, error) {
 	res, err := e.Bus.PutEvents(ctx, events)
 	if err != nil {
-		return fmt.Errorf("replay: put %d command(s): %w", len(events), err)
+		return 0, fmt.Errorf("replay: put %d command(s): %w", len(events), err)
 	}
+	if len(res) != len(events) {
+		return 0, fmt.Errorf("replay: the bus answered %d result(s) for %d command(s)", len(res), len(events))
+	}
+	var acked []Record
 	for i, r := range res {
 		orig := originalID(recs[i])
 		if r.ErrorCode != "" {
@@ -399,14 +576,20 @@ func (e *Engine) put(ctx context.Context, src Source, a *Audit, sent map[string]
 		a.Sent = append(a.Sent, orig)
 		sent[orig] = true
 		a.SentCount++
-		if err := e.Audits.Update(context.WithoutCancel(ctx), *a); err != nil {
-			return fmt.Errorf("replay: record progress: %w", err)
-		}
-		if err := src.Ack(ctx, recs[i]); err != nil {
-			return fmt.Errorf("replay: acknowledge %s: %w", recs[i].Ref, err)
+		acked = append(acked, recs[i])
+	}
+	if len(acked) == 0 {
+		return 0, nil
+	}
+	if err := e.Audits.Update(ctx, *a); err != nil {
+		return 0, fmt.Errorf("replay: record progress: %w", err)
+	}
+	for _, r := range acked {
+		if err := src.Ack(ctx, r); err != nil {
+			return len(acked), fmt.Errorf("replay: acknowledge %s: %w", r.Ref, err)
 		}
 	}
-	return nil
+	return len(acked), nil
 }
 
 func originalID(r Record) string {
@@ -419,8 +602,11 @@ func originalID(r Record) string {
 
 // resign re-timestamps env, sets the replay metadata, picks the id per the
 // dedupe mode, and signs it with the platform's copy of the source's key.
-func (e *Engine) resign(env *envelope.Envelope, source string, a Audit, opts Options) (Event, error) {
+func (e *Engine) resign(env *envelope.Envelope, source string, a *Audit, opts *Options) (Event, error) {
 	now := e.Clock.Now()
+	if source == "" {
+		return Event{}, fmt.Errorf("replay: command %s names no source", env.Metadata.ID)
+	}
 	key, err := e.Keys.SigningKey(source, now)
 	if err != nil {
 		return Event{}, fmt.Errorf("replay: key of %s: %w", source, err)

@@ -189,7 +189,9 @@ func TestReplayResignsAndAcksAfterAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Status != StatusDone || a.SentCount != 4 || a.Failed != 1 || a.Planned != 5 {
+	// #4 goes to the strict route accounts and was sent a minute ago:
+	// keep-id holds it back until its dedupe TTL ends.
+	if a.Status != StatusDone || a.SentCount != 3 || a.Failed != 1 || a.Planned != 5 || a.Held != 1 || !a.HeldUntil.Equal(t0.Add(-time.Minute+300*time.Second)) {
 		t.Fatalf("audit = %+v", a)
 	}
 	for _, env := range b.got {
@@ -201,8 +203,8 @@ func TestReplayResignsAndAcksAfterAcceptance(t *testing.T) {
 			t.Fatal("a replay carried command.source: the shield would reject it")
 		}
 	}
-	if q.acked["r3"] != 0 || q.acked["r1"] != 1 || len(q.acked) != 4 {
-		t.Fatalf("acks = %v: the refused message must stay in the DLQ, every other be deleted once", q.acked)
+	if q.acked["r3"] != 0 || q.acked["r4"] != 0 || q.acked["r1"] != 1 || len(q.acked) != 3 {
+		t.Fatalf("acks = %v: the refused and the held message must stay in the DLQ, every other be deleted once", q.acked)
 	}
 	stored, err := e.Audits.Get(context.Background(), a.ID)
 	if err != nil || stored.Operator != "ops@acme" || stored.EndedAt.IsZero() || !strings.Contains(stored.LastError, "InternalFailure") {
@@ -216,6 +218,7 @@ func TestInterruptAndResume(t *testing.T) {
 	const n = 23
 	for cut := 1; cut < n; cut++ {
 		e, q, b, _ := setup(t, n)
+		e.Routes = nil // nothing held
 		ctx, cancel := context.WithCancel(context.Background())
 		b.cancel, b.cancelN = cancel, cut
 		a, err := e.Start(ctx, q, Options{Reason: "r", Rate: 50}, nil)
@@ -223,7 +226,7 @@ func TestInterruptAndResume(t *testing.T) {
 			t.Fatalf("cut %d: %+v %v", cut, a, err)
 		}
 		b.cancel = nil
-		a, err = e.Resume(context.Background(), q, a.ID, nil)
+		a, err = e.Resume(context.Background(), q, a.ID, 0, nil)
 		if err != nil || a.Status != StatusDone || a.Resumes != 1 {
 			t.Fatalf("cut %d: resume = %+v %v", cut, a, err)
 		}
@@ -256,10 +259,10 @@ func TestResumeRefusesFinishedOrForeignRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Resume(context.Background(), q, a.ID, nil); err == nil || !strings.Contains(err.Error(), "already finished") {
+	if _, err := e.Resume(context.Background(), q, a.ID, 0, nil); err == nil || !strings.Contains(err.Error(), "already finished") {
 		t.Fatalf("resume of a finished run: %v", err)
 	}
-	if _, err := e.Resume(context.Background(), q, "nope", nil); !errors.Is(err, ErrNotFound) {
+	if _, err := e.Resume(context.Background(), q, "nope", 0, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("resume of an unknown id: %v", err)
 	}
 }
@@ -270,7 +273,7 @@ func TestNewIDModeIsStableAcrossResume(t *testing.T) {
 	b.cancel, b.cancelN = cancel, 3
 	a, _ := e.Start(ctx, q, Options{Reason: "rerun", Dedupe: DedupeNewID, Rate: 100}, nil)
 	b.cancel = nil
-	if _, err := e.Resume(context.Background(), q, a.ID, nil); err != nil {
+	if _, err := e.Resume(context.Background(), q, a.ID, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -291,6 +294,7 @@ func TestNewIDModeIsStableAcrossResume(t *testing.T) {
 
 func TestRateIsHonoured(t *testing.T) {
 	e, q, _, clk := setup(t, 11)
+	e.Routes = nil
 	start := clk.Now()
 	if _, err := e.Start(context.Background(), q, Options{Reason: "r", Rate: 5}, nil); err != nil {
 		t.Fatal(err)
