@@ -8,6 +8,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
+	"github.com/snavio/snavio/internal/cli/dispatch"
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
@@ -73,6 +74,7 @@ compare state); see "snavio help exit-codes".`,
 		version.NewCmd(f, nil),
 		completion.NewCmd(f),
 		profile.NewCmd(f),
+		dispatch.NewCmd(f),
 	)
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)

@@ -1,0 +1,236 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/server"
+)
+
+// ServeOptions are the inputs of `snavio dispatch serve`.
+type ServeOptions struct {
+	DataDir            string
+	Ephemeral          bool
+	Listen             string
+	Demo               bool
+	ReadyFile          string
+	SlowWorkers        int
+	Shadow             bool
+	WebhookURL         string
+	WebhookSecretFile  string
+	TelemetryRetention time.Duration
+	ArchiveRetention   time.Duration
+	SnapshotInterval   time.Duration
+	ShutdownTimeout    time.Duration
+}
+
+func newServeCmd(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
+	opts := &ServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run every dispatcher stage and job on this machine",
+		Long: `Run the dispatcher locally: a PutEvents endpoint that the AWS SDK's
+EventBridge client (and "snavio send") talks to by changing the endpoint,
+the shield, fast and slow stages, local target queues with SQS semantics,
+the telemetry outbox per tenant, the archive of accepted events, the
+control API (/v1/), /metrics, /healthz and /readyz, and the background
+jobs (snapshot generation, queue monitor, fairness rollups and auditor,
+alert drain, retention purges).
+
+State lives in one file under the data directory (--data-dir, default the
+profile's data_dir); --ephemeral keeps it in memory. The data directory
+also holds the operator token (operator.token, 0600, made on first start),
+which local profiles pick up, and the snapshot signing key.
+
+It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
+it gracefully: requests in flight finish, the slow stage finishes its
+batch, alerts are drained, the store is closed.
+
+--demo seeds a tenant "demo" with a service demo/app, queues demo-orders
+and demo-orders-dlq, routes orders/create and orders/charge (strict
+dedupe), their ACLs and a key (written to demo-app.key in the data
+directory), and prints the snavio send line to try next.
+
+Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
+2 usage error.`,
+		Example: `  # Try it: seed a demo tenant, then follow the printed "snavio send" line.
+  snavio dispatch serve --demo
+
+  # In memory, on a free port, telling a script when it is ready.
+  snavio dispatch serve --ephemeral --listen 127.0.0.1:0 --ready-file /tmp/snavio.url
+
+  # Durable, in a chosen directory, with a webhook for alerts.
+  snavio dispatch serve --data-dir /var/lib/snavio \
+      --alert-webhook https://ops.example.com/hook --alert-webhook-secret-file hook.secret`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runServe(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.DataDir, "data-dir", "", "directory for the store, operator token and signing key (default: the profile's data_dir)")
+	fl.BoolVar(&opts.Ephemeral, "ephemeral", false, "keep the store in memory: nothing survives a restart")
+	fl.StringVar(&opts.Listen, "listen", server.DefaultListen, "address to listen on (port 0 picks a free port)")
+	fl.BoolVar(&opts.Demo, "demo", false, "seed a demo tenant, route, ACL and key, and print how to send to it")
+	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write the server's URL to this file once it takes traffic (for scripts)")
+	fl.IntVar(&opts.SlowWorkers, "slow-workers", 4, "concurrent slow-stage workers")
+	fl.BoolVar(&opts.Shadow, "shadow", false, "record what rate limits and fairness would refuse, without refusing")
+	fl.StringVar(&opts.WebhookURL, "alert-webhook", "", "deliver alerts to this URL (signed with --alert-webhook-secret-file)")
+	fl.StringVar(&opts.WebhookSecretFile, "alert-webhook-secret-file", "", "file holding the webhook's signing secret")
+	fl.DurationVar(&opts.TelemetryRetention, "telemetry-retention", 24*time.Hour, "how long telemetry streams keep events")
+	fl.DurationVar(&opts.ArchiveRetention, "archive-retention", 7*24*time.Hour, "how long the archive keeps accepted events")
+	fl.DurationVar(&opts.SnapshotInterval, "snapshot-interval", 5*time.Minute, "how often registry snapshots are generated")
+	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take")
+	return cmd
+}
+
+func (o *ServeOptions) validate() error {
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return cmdutil.Usagef("--listen %q: want HOST:PORT, such as %s or 127.0.0.1:0", o.Listen, server.DefaultListen)
+	}
+	if o.SlowWorkers < 1 || o.SlowWorkers > 256 {
+		return cmdutil.Usagef("--slow-workers %d: want 1 to 256", o.SlowWorkers)
+	}
+	for name, d := range map[string]time.Duration{
+		"--telemetry-retention": o.TelemetryRetention, "--archive-retention": o.ArchiveRetention,
+		"--snapshot-interval": o.SnapshotInterval, "--shutdown-timeout": o.ShutdownTimeout,
+	} {
+		if d <= 0 {
+			return cmdutil.Usagef("%s %v: want a positive duration such as 30s or 24h", name, d)
+		}
+	}
+	if (o.WebhookURL == "") != (o.WebhookSecretFile == "") {
+		return cmdutil.Usagef("--alert-webhook and --alert-webhook-secret-file go together: give both or neither")
+	}
+	return nil
+}
+
+func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	if o.DataDir == "" {
+		s, err := f.Settings()
+		if err != nil {
+			return err
+		}
+		o.DataDir = s.DataDir
+	}
+	if o.DataDir == "" {
+		return cmdutil.Usagef("no data directory: pass --data-dir DIR or set the profile's data_dir")
+	}
+	var secret []byte
+	if o.WebhookSecretFile != "" {
+		b, err := os.ReadFile(o.WebhookSecretFile)
+		if err != nil {
+			return cmdutil.Usagef("--alert-webhook-secret-file: %v", err)
+		}
+		if secret = []byte(strings.TrimSpace(string(b))); len(secret) < 16 {
+			return cmdutil.Usagef("--alert-webhook-secret-file %s: the secret must have at least 16 bytes", o.WebhookSecretFile)
+		}
+	}
+	ctx, stop := cmdutil.InterruptContext(ctx)
+	defer stop()
+	s, err := serve.Start(ctx, serve.Options{
+		DataDir: o.DataDir, Ephemeral: o.Ephemeral, Listen: o.Listen, Demo: o.Demo,
+		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
+		WebhookURL: o.WebhookURL, WebhookSecret: secret,
+		Jobs: serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
+	})
+	if err != nil {
+		return err
+	}
+	info := s.Info()
+	if err := printBanner(f.IOStreams.Out, p, info); err != nil {
+		_ = s.Shutdown(context.Background())
+		return err
+	}
+	if o.ReadyFile != "" {
+		if err := writeReadyFile(o.ReadyFile, info.URL); err != nil {
+			_ = s.Shutdown(context.Background())
+			return err
+		}
+	}
+	var failure error
+	select {
+	case <-ctx.Done():
+	case failure = <-s.Failed():
+	}
+	stop()
+	fmt.Fprintln(f.IOStreams.ErrOut, "stopping: draining requests in flight, the slow stage and alerts...")
+	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	defer cancel()
+	err = errors.Join(failure, s.Shutdown(sctx))
+	if o.ReadyFile != "" {
+		_ = os.Remove(o.ReadyFile)
+	}
+	if err != nil {
+		return fmt.Errorf("dispatch serve: %w", err)
+	}
+	fmt.Fprintln(f.IOStreams.ErrOut, "stopped cleanly")
+	return nil
+}
+
+// writeReadyFile writes url atomically, so a script polling for the file
+// never reads half of it.
+func writeReadyFile(path, url string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return nil
+}
+
+// printBanner says where state lives and what is served: a text banner on
+// table output, the Info document otherwise.
+func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
+	if p.Format() != output.Table {
+		return p.PrintItem(info)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "snavio dispatch serve is running\n\n")
+	fmt.Fprintf(&b, "  PutEvents   %s  (EventBridge endpoint: --endpoint-url %s)\n", info.URL, info.URL)
+	fmt.Fprintf(&b, "  control API %s\n", info.ControlAPIBaseURL)
+	fmt.Fprintf(&b, "  health      %s/healthz  %s/readyz\n", info.URL, info.URL)
+	fmt.Fprintf(&b, "  metrics     %s\n", info.MetricsURL)
+	fmt.Fprintf(&b, "  state       %s\n", info.StorePath)
+	fmt.Fprintf(&b, "  data dir    %s\n", info.DataDir)
+	created := ""
+	if info.TokenCreated {
+		created = " (created now)"
+	}
+	fmt.Fprintf(&b, "  operator    %s%s\n", info.OperatorToken, created)
+	fmt.Fprintf(&b, "  caches      loaded from the %s\n", info.CachesLoadedFrom)
+	if d := info.Demo; d != nil {
+		fmt.Fprintf(&b, "\nDemo: source %s may send %s/%s and %s/%s (strict dedupe), %s each, to queue %s (DLQ %s).\n",
+			d.Source, d.Target, d.Command, d.Target, d.Strict, d.RateLimit, d.Queue, d.DLQ)
+		fmt.Fprintf(&b, "Its key is in %s. Try, in another terminal:\n\n", d.KeyFile)
+		fmt.Fprintf(&b, "  export SNAVIO_ENDPOINT_URL=%s SNAVIO_DATA_DIR=%s\n", info.URL, info.DataDir)
+		fmt.Fprintf(&b, "  %s\n  %s\n  %s\n", d.TrySend, d.TryQueue, d.TryTail)
+	}
+	fmt.Fprintf(&b, "\nStop with Ctrl-C (drains in-flight work).\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

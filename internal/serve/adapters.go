@@ -1,0 +1,79 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/snavio/snavio/internal/node"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch"
+)
+
+// The adapters between the dispatcher's ports and the embedded store.
+
+// Message attributes a delivered command carries, like the SQS message
+// attributes the AWS dispatcher sets.
+const (
+	AttrCommandID = "snavio.command_id"
+	AttrSource    = "snavio.source"
+	AttrTarget    = "snavio.target"
+	AttrCommand   = "snavio.command_name"
+)
+
+// HandoffQueue is the internal queue between the fast and slow stages.
+const HandoffQueue = "snavio-internal-slow-handoff"
+
+// sender delivers commands to the embedded store's queues.
+type sender struct{ s *embedded.Store }
+
+var _ dispatch.Sender = sender{}
+
+func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
+	name, err := embedded.ParseQueueARN(d.QueueARN)
+	if err != nil {
+		return fmt.Errorf("route queue %s: %w", d.QueueARN, err)
+	}
+	_, err = x.s.Send(ctx, name, d.Body, map[string]string{
+		AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command,
+	})
+	return err
+}
+
+// handoff is node.Handoff over an internal embedded queue: durable, with
+// SQS visibility semantics.
+type handoff struct{ s *embedded.Store }
+
+var _ node.Handoff = handoff{}
+
+func (h handoff) Put(ctx context.Context, payload []byte) error {
+	_, err := h.s.Send(ctx, HandoffQueue, payload, nil)
+	return err
+}
+
+func (h handoff) Take(ctx context.Context, n int, visibility time.Duration) ([]node.Item, error) {
+	got, err := h.s.Receive(ctx, HandoffQueue, n, visibility)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]node.Item, len(got))
+	for i, m := range got {
+		out[i] = node.Item{Handle: m.ReceiptHandle, Payload: m.Body, Receives: m.ReceiveCount}
+	}
+	return out, nil
+}
+
+func (h handoff) Done(ctx context.Context, it node.Item) error {
+	return h.s.DeleteMessage(ctx, HandoffQueue, it.Handle)
+}
+
+// archive is node.Archive over the embedded store's archive.
+type archive struct{ s *embedded.Store }
+
+var _ node.Archive = archive{}
+
+func (a archive) Append(ctx context.Context, e node.Archived) error {
+	return a.s.ArchiveAppend(ctx, embedded.ArchivedEvent{
+		EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt,
+	})
+}

@@ -1,0 +1,102 @@
+package serve
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
+)
+
+// Deps are what the /v1 API packages are built from.
+type Deps struct {
+	Store      *embedded.Store
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	Dispatcher *dispatch.Dispatcher
+	// Changed returns a channel closed at the next telemetry append.
+	Changed    func() <-chan struct{}
+	Generator  *snapshot.Generator
+	Loader     *snapshot.Loader
+	SigningKey ed25519.PrivateKey
+	Polls      *tenantPolls
+	Metrics    *server.Metrics
+}
+
+// mountAPI builds the /v1/ handler: the control API (registry, keys,
+// tenant config) and the API packages, each registering its own routes.
+func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
+		mux.Handle(p, s.recordPolls(ctl.Handler()))
+	}
+	mux.HandleFunc("GET /v1/whoami", s.whoami)
+	// API packages register here (one line each).
+	return mux, nil
+}
+
+// recordPolls notes when a producer fetched its tenant config, so the
+// shield can tell a producer that ignores key rotation
+// (snavio.secret.key_expiry_imminent).
+func (s *Serve) recordPolls(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/v1/tenants/")
+		tenant, ok2 := strings.CutSuffix(rest, "/config")
+		if r.Method != http.MethodGet || !ok || !ok2 || tenant == "" || strings.Contains(tenant, "/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		if sw.status == http.StatusOK {
+			s.deps.Polls.Record(tenant, s.clk.Now())
+		}
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// tenantPolls is the shield's keys.PollTracker: a producer polls its
+// tenant's config, which covers every service of the tenant.
+type tenantPolls struct{ p keys.Polls }
+
+func (t *tenantPolls) Record(tenant string, at time.Time) { t.p.Record(tenant, at) }
+
+func (t *tenantPolls) LastPoll(source string) (time.Time, bool) {
+	tenant, _, _ := strings.Cut(source, "/")
+	return t.p.LastPoll(tenant)
+}
+
+// Whoami is the answer of GET /v1/whoami: who the token is, and the
+// server's clock (for `snavio doctor`'s skew check).
+type Whoami struct {
+	Principal  string    `json:"principal"`
+	Operator   bool      `json:"operator"`
+	Tenant     string    `json:"tenant,omitempty"`
+	ServerTime time.Time `json:"server_time"`
+}
+
+func (s *Serve) whoami(w http.ResponseWriter, r *http.Request) {
+	p, _ := server.PrincipalFrom(r.Context())
+	b, _ := json.Marshal(Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,360 @@
+// Package serve assembles `snavio dispatch serve`: every dispatcher stage
+// and background job on one machine, on the embedded store.
+//
+//	PutEvents ingress (internal/server)
+//	  -> node: archive, shield + fast inline, durable hand-off
+//	  -> slow workers (node.RunSlow) over the hand-off queue
+//	  -> local target queues (embedded store), telemetry outbox per tenant
+//	control API (/v1/...) over the same store; jobs on their schedules.
+//
+// Start returns a running Serve; Shutdown stops it gracefully: the server
+// stops taking requests and drains those in flight, the slow workers
+// finish their batches, the jobs stop, the alert drain runs once more, and
+// the store closes.
+package serve
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+
+	"github.com/snavio/snavio/internal/alerts"
+	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/monitor"
+	"github.com/snavio/snavio/internal/node"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/cache"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/routing"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
+)
+
+// StoreFile is the embedded store's file in the data directory.
+const StoreFile = "snavio.db"
+
+// Options configure a Serve. DataDir is required.
+type Options struct {
+	// DataDir holds the store file, the operator token, tenant tokens and
+	// the snapshot signing key. Created 0700 if missing.
+	DataDir string
+	// Ephemeral keeps the store in memory (the data directory still holds
+	// the operator token and the signing key, so the local profile finds
+	// them).
+	Ephemeral bool
+	// Listen is the address (default 127.0.0.1:8787; port 0 picks one).
+	Listen string
+	// Demo seeds a tenant, queues, a route, an ACL and a key.
+	Demo bool
+	// Clock defaults to the system clock.
+	Clock clock.Clock
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Limits bound the server's in-flight work.
+	Limits server.Limits
+	// SlowWorkers bounds concurrent slow-stage work (default 4).
+	SlowWorkers int
+	// Jobs are the background jobs' schedules; zero fields take defaults.
+	Jobs Schedule
+	// WebhookURL, with WebhookSecret, adds a signed webhook alert channel
+	// named "webhook".
+	WebhookURL    string
+	WebhookSecret []byte
+	// Shadow runs rate limiting and fairness in shadow mode.
+	Shadow bool
+}
+
+// Serve is a running dispatcher.
+type Serve struct {
+	o       Options
+	log     *slog.Logger
+	clk     clock.Clock
+	store   *embedded.Store
+	srv     *server.Server
+	node    *node.Node
+	caches  *cache.Caches
+	flow    *flow.Flow
+	gen     *snapshot.Generator
+	loader  *snapshot.Loader
+	alerts  *alerts.Router
+	monitor *monitor.Monitor
+	sink    *outboxSink
+	notify  *notifier
+	// Deps the API packages mount with.
+	deps Deps
+
+	alertMu     sync.Mutex
+	alertCursor uint64
+	alertLoaded bool
+
+	coldSource snapshot.Source
+	demo       *DemoInfo
+	keyPath    string
+
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start opens the store, loads the caches, starts the server, the slow
+// workers and the jobs.
+func Start(ctx context.Context, o Options) (_ *Serve, err error) {
+	if o.DataDir == "" {
+		return nil, errors.New("serve: no data directory; pass --data-dir DIR (or set the profile's data_dir)")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Jobs = o.Jobs.withDefaults()
+	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
+
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, Clock: o.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
+	}
+	s.store = st
+	defer func() {
+		if err != nil {
+			_ = st.Close()
+		}
+	}()
+	if err := s.ensureInternalQueues(ctx); err != nil {
+		return nil, err
+	}
+	metrics := server.NewMetrics()
+	s.sink = &outboxSink{store: st, notify: s.notify.Notify, log: o.Logger}
+	reg := st.Registry()
+
+	// Snapshots: signed with a key kept in the data directory.
+	priv, keyPath, err := loadOrCreateSigningKey(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.keyPath = keyPath
+	signer, err := snapshot.NewEd25519Signer("local-ed25519", priv)
+	if err != nil {
+		return nil, err
+	}
+	cacheCfg := cache.Config{}
+	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{}, snapshot.GeneratorDeps{
+		Reader: reg, Store: st.Snapshots(), Signer: signer, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.loader, err = snapshot.NewLoader(snapshot.LoaderConfig{
+		Trusted: snapshot.TrustedKeys{"local-ed25519": priv.Public().(ed25519.PublicKey)},
+		MaxAge:  o.Jobs.SnapshotMaxAge,
+	}, snapshot.LoaderDeps{Store: st.Snapshots(), Clock: o.Clock, Metrics: metrics, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+
+	s.caches, err = cache.New(cacheCfg, cache.Deps{Reader: reg, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if o.Demo {
+		if s.demo, err = seedDemo(ctx, st, o.DataDir, o.Clock); err != nil {
+			return nil, fmt.Errorf("seeding the demo: %w", err)
+		}
+	}
+	// The fast stage's cold start: the latest signed snapshot, falling
+	// back to the registry.
+	if s.coldSource, err = s.loader.ColdStart(ctx, s.caches); err != nil {
+		return nil, fmt.Errorf("loading the caches: %w", err)
+	}
+	rt, err := routing.New(s.caches, reg, o.Clock)
+	if err != nil {
+		return nil, err
+	}
+	polls := &tenantPolls{}
+	sh, err := shield.New(shield.Config{}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink})
+	if err != nil {
+		return nil, err
+	}
+	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
+	if err != nil {
+		return nil, err
+	}
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{st}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers})
+	if err != nil {
+		return nil, err
+	}
+
+	channels := map[string]alerts.Channel{}
+	if o.WebhookURL != "" {
+		wh, err := alerts.NewWebhook(o.WebhookURL, o.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("--alert-webhook: %w", err)
+		}
+		channels["webhook"] = wh
+	}
+	s.alerts = alerts.New(alerts.Options{Channels: channels, Clock: o.Clock, Logger: o.Logger})
+	s.sink.alerts = s.alerts
+	s.monitor = monitor.New(monitor.Config{})
+
+	ctl, err := control.New(control.Options{Registry: reg, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
+		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics}
+	api, err := s.mountAPI(ctl)
+	if err != nil {
+		return nil, err
+	}
+
+	s.srv, err = server.Start(server.StartOptions{
+		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api,
+		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.workers.Add(1)
+	go func() { defer s.workers.Done(); s.node.RunSlow(runCtx) }()
+	s.startJobs(runCtx)
+	return s, nil
+}
+
+// ensureInternalQueues creates the hand-off queue on first start.
+func (s *Serve) ensureInternalQueues(ctx context.Context) error {
+	// CreateQueue is idempotent for the same configuration.
+	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: HandoffQueue}); err != nil {
+		return fmt.Errorf("creating the slow-stage hand-off queue: %w", err)
+	}
+	return nil
+}
+
+func (s *Serve) ready(context.Context) error { return nil }
+
+// instanceID names this process in leases, claims and rollups.
+func instanceID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "serve-" + hex.EncodeToString(b)
+}
+
+// principalAuth adapts the server's bearer-token principal (already
+// authenticated by the server's middleware) to the control API.
+type principalAuth struct{}
+
+func (principalAuth) Authenticate(r *http.Request) (control.Principal, error) {
+	p, ok := server.PrincipalFrom(r.Context())
+	if !ok {
+		return control.Principal{}, errors.New("no authenticated principal")
+	}
+	return control.Principal{Name: p.String(), Operator: p.Operator, Tenant: p.Tenant}, nil
+}
+
+// Info describes a running Serve, for the start banner.
+type Info struct {
+	URL               string    `json:"url"`
+	StorePath         string    `json:"store"`
+	Ephemeral         bool      `json:"ephemeral"`
+	DataDir           string    `json:"data_dir"`
+	OperatorToken     string    `json:"operator_token_file"`
+	TokenCreated      bool      `json:"operator_token_created"`
+	SigningKey        string    `json:"snapshot_signing_key_file"`
+	CachesLoadedFrom  string    `json:"caches_loaded_from"`
+	Demo              *DemoInfo `json:"demo,omitempty"`
+	MetricsURL        string    `json:"metrics_url"`
+	HealthURL         string    `json:"health_url"`
+	ControlAPIBaseURL string    `json:"control_api"`
+}
+
+// Info returns where state lives and what the server serves.
+func (s *Serve) Info() Info {
+	path := s.store.Path()
+	if s.o.Ephemeral {
+		path = "(in memory: nothing survives a restart)"
+	}
+	u := s.srv.URL()
+	return Info{
+		URL: u, StorePath: path, Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
+		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
+		SigningKey: s.keyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
+		MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",
+	}
+}
+
+// Failed reports an unexpected server failure.
+func (s *Serve) Failed() <-chan error { return s.srv.Failed() }
+
+// Node returns the local dispatcher (its counters).
+func (s *Serve) Node() *node.Node { return s.node }
+
+// Store returns the embedded store.
+func (s *Serve) Store() *embedded.Store { return s.store }
+
+// Shutdown stops gracefully within ctx: requests in flight finish, the
+// slow workers finish their batches, the jobs stop, alerts are drained,
+// the store is closed.
+func (s *Serve) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if err := s.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the server: %w", err))
+		}
+		s.cancel()
+		done := make(chan struct{})
+		go func() { s.workers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			errs = append(errs, errors.New("slow workers and jobs did not finish in time; unfinished hand-offs are redelivered on the next start"))
+		}
+		if err := s.drainAlerts(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// notifier wakes telemetry long-polls: Changed returns a channel closed at
+// the next Notify.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
+
+func (n *notifier) Notify() {
+	n.mu.Lock()
+	close(n.ch)
+	n.ch = make(chan struct{})
+	n.mu.Unlock()
+}
+
+func (n *notifier) Changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}

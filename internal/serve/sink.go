@@ -1,0 +1,100 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/snavio/snavio/internal/alerts"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+// PlatformTenant is the stream of events that belong to no tenant, such as
+// an invalid event whose source could not be read.
+const PlatformTenant = "_platform"
+
+// TenantOf returns the tenant whose stream receives e: the part of its
+// source before '/' for the tenant catalog's events (spec section E), and
+// PlatformTenant for the rest (escalations, cache refreshes, snapshot
+// failures: the platform's own telemetry).
+func TenantOf(e telemetry.Event) string {
+	t, _ := tenantOf(e)
+	return t
+}
+
+func tenantOf(e telemetry.Event) (tenant string, catalog bool) {
+	var src string
+	switch v := e.(type) {
+	case telemetry.Delivered:
+		src = v.Source
+	case telemetry.Invalid:
+		src = v.Source
+	case telemetry.Failed:
+		src = v.Source
+	case telemetry.Duplicate:
+		src = v.Source
+	case telemetry.ExecutedAfterACLRevoked:
+		src = v.Source
+	case telemetry.WarmPathBan:
+		src = v.Source
+	case telemetry.AbuseDetected:
+		src = v.Source
+	case telemetry.LegacyKeyUsed:
+		src = v.Source
+	case telemetry.KeyExpiryImminent:
+		src = v.Source
+	case telemetry.SkewNearLimit:
+		src = v.Source
+	case telemetry.SkewSample:
+		src = v.Source
+	case telemetry.Dropped:
+		return v.Tenant, true
+	default:
+		return PlatformTenant, false
+	}
+	tenant, _, _ = strings.Cut(src, "/")
+	if tenant == "" || len(tenant) > embedded.MaxTenantLen {
+		return PlatformTenant, true
+	}
+	return tenant, true
+}
+
+// outboxSink is the dispatcher's telemetry.Sink: every event is appended
+// durably to its tenant's stream before Emit returns (the store
+// group-commits concurrent appends), so an acknowledged command's
+// invalid or failed event survives a crash. Alerts of the tenant catalog
+// are delivered from the outbox by the drain job; the platform's own
+// alerting events (snapshot failures, from background jobs) are delivered
+// here, since the drain decodes the catalog only.
+type outboxSink struct {
+	store  *embedded.Store
+	alerts *alerts.Router
+	notify func()
+	log    *slog.Logger
+	// lost counts events the store refused (it was closing or broken).
+	lost atomic.Int64
+}
+
+var _ telemetry.Sink = (*outboxSink)(nil)
+
+func (s *outboxSink) Emit(e telemetry.Event) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tenant, catalog := tenantOf(e)
+	if _, err := s.store.AppendTelemetry(ctx, []embedded.OutboxEntry{{Tenant: tenant, Event: e}}); err != nil {
+		s.lost.Add(1)
+		s.log.Error("telemetry outbox append failed; event lost", "event", e.EventName(), "err", err)
+		return
+	}
+	if s.notify != nil {
+		s.notify()
+	}
+	if !catalog && e.Alert() && s.alerts != nil {
+		if _, err := s.alerts.Handle(ctx, PlatformTenant, e); err != nil {
+			s.log.Warn("delivering a platform alert failed", "event", e.EventName(), "err", err)
+		}
+	}
+}
