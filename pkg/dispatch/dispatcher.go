@@ -72,6 +72,13 @@ type Router interface {
 	Slow(ctx context.Context, source, target, command string) (r Route, fail telemetry.FailReason, err error)
 }
 
+// RouterAt is an optional capability of a Router: FastAt is Fast at a
+// given time. The dispatcher then decides at the time the shield received
+// the message instead of reading the clock again.
+type RouterAt interface {
+	FastAt(source, target, command string, now time.Time) (r Route, escalation string, ok bool)
+}
+
 // Outcome is what became of a command at a stage.
 type Outcome string
 
@@ -135,8 +142,9 @@ type Deps struct {
 
 // Dispatcher runs the stages. Safe for concurrent use.
 type Dispatcher struct {
-	d    Deps
-	bufs sync.Pool // *[]byte delivery bodies
+	d        Deps
+	routerAt RouterAt  // d.Router's FastAt, if it has one
+	bufs     sync.Pool // *[]byte delivery bodies
 }
 
 // New returns a Dispatcher; every dependency except Logger is required.
@@ -147,7 +155,9 @@ func New(deps Deps) (*Dispatcher, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{d: deps}, nil
+	x := &Dispatcher{d: deps}
+	x.routerAt, _ = deps.Router.(RouterAt)
+	return x, nil
 }
 
 // Fast runs the shield and the fast stage on one bus event: busSource is
@@ -163,12 +173,19 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	if acc.ColdOnly {
 		return x.escalateEmit(acc, flow.EscalateColdOnlySource)
 	}
-	route, why, ok := x.d.Router.Fast(busSource, env.Command.Target, env.Command.Name)
+	var route Route
+	var why string
+	var ok bool
+	if x.routerAt != nil {
+		route, why, ok = x.routerAt.FastAt(busSource, env.Command.Target, env.Command.Name, acc.ReceivedAt)
+	} else {
+		route, why, ok = x.d.Router.Fast(busSource, env.Command.Target, env.Command.Name)
+	}
 	if !ok {
 		return x.escalateEmit(acc, flow.Escalation(why))
 	}
 	c := flowCommand(env, false)
-	dec := x.d.Flow.Fast(&c, &route.Flow)
+	dec := x.d.Flow.FastAt(&c, &route.Flow, acc.ReceivedAt)
 	switch dec.Action {
 	case flow.Escalate:
 		return x.escalate(acc, dec.Escalation)

@@ -85,6 +85,13 @@ func newFixture(t testing.TB, strict bool) *fixture {
 // exec); and the dispatcher delivering to out.
 func buildStack(t testing.TB, route registry.Route, cc cache.Config, tel telemetry.Sink, out dispatch.Sender, exec func(func())) (*dispatch.Dispatcher, *clock.Fake, *memstore.Registry) {
 	t.Helper()
+	return buildStackRouter(t, route, cc, tel, out, exec, nil)
+}
+
+// buildStackRouter is buildStack with the router wrapped by wrap (if not
+// nil).
+func buildStackRouter(t testing.TB, route registry.Route, cc cache.Config, tel telemetry.Sink, out dispatch.Sender, exec func(func()), wrap func(dispatch.Router) dispatch.Router) (*dispatch.Dispatcher, *clock.Fake, *memstore.Registry) {
+	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	reg := memstore.NewRegistry()
@@ -118,11 +125,59 @@ func buildStack(t testing.TB, route registry.Route, cc cache.Config, tel telemet
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
+	router := dispatch.NewRouter(rt)
+	if wrap != nil {
+		router = wrap(router)
+	}
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: router, Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d, clk, reg
+}
+
+// plainRouter hides the RouterAt capability of the router it wraps.
+type plainRouter struct{ dispatch.Router }
+
+// atRouter records the times FastAt is called with.
+type atRouter struct {
+	dispatch.Router
+	at []time.Time
+}
+
+func (r *atRouter) FastAt(source, target, command string, now time.Time) (dispatch.Route, string, bool) {
+	r.at = append(r.at, now)
+	return r.Router.(dispatch.RouterAt).FastAt(source, target, command, now)
+}
+
+// TestRouterAtIsOptional: a router with FastAt is asked at the time the
+// shield received the message; one without it is asked through Fast, and
+// both deliver.
+func TestRouterAtIsOptional(t *testing.T) {
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	var rec *atRouter
+	for name, wrap := range map[string]func(dispatch.Router) dispatch.Router{
+		"plain": func(r dispatch.Router) dispatch.Router { return plainRouter{r} },
+		"at":    func(r dispatch.Router) dispatch.Router { rec = &atRouter{Router: r}; return rec },
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := &sink{}
+			d, clk, _ := buildStackRouter(t, route, cache.Config{}, &telemetry.Memory{}, out, func(f func()) { f() }, wrap)
+			f := &fixture{clk: clk}
+			f.key, _ = newKey()
+			msg := f.message(t, uuidN(8), "mailer", "send", `{}`)
+			res, _ := d.Fast(context.Background(), source, msg)
+			if res.Outcome == dispatch.Escalated && res.Reason == string(flow.EscalateTokenRequired) {
+				res, _ = d.Fast(context.Background(), source, f.message(t, uuidN(9), "mailer", "send", `{}`))
+			}
+			if res.Outcome != dispatch.Delivered {
+				t.Fatalf("result = %+v", res)
+			}
+			if name == "at" && (len(rec.at) == 0 || !rec.at[0].Equal(clk.Now())) {
+				t.Fatalf("FastAt called at %v, the shield received at %v", rec.at, clk.Now())
+			}
+		})
+	}
 }
 
 // register adds a route and its ACL after the caches loaded: the fast

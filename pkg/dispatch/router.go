@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -14,7 +15,13 @@ func NewRouter(r *routing.Router) Router { return routingRouter{r} }
 type routingRouter struct{ r *routing.Router }
 
 func (a routingRouter) Fast(source, target, command string) (Route, string, bool) {
-	d := a.r.Fast(source, target, command)
+	return a.FastAt(source, target, command, a.r.Now())
+}
+
+// FastAt implements RouterAt: the decision at the time the shield
+// received the message, without another clock read.
+func (a routingRouter) FastAt(source, target, command string, now time.Time) (Route, string, bool) {
+	d := a.r.FastAt(source, target, command, now)
 	if !d.Deliver {
 		return Route{}, string(d.Escalate), false
 	}

@@ -189,7 +189,12 @@ func (f *Flow) escalate(c *Command, why Escalation) Decision {
 // with a token taken, Escalate with a reason, Drop for a duplicate known
 // delivered, or Reject when the route's window is known exhausted.
 func (f *Flow) Fast(c *Command, r *Route) Decision {
-	now := f.cfg.Clock.Now()
+	return f.FastAt(c, r, f.cfg.Clock.Now())
+}
+
+// FastAt is Fast at a given time: the dispatcher passes the time the
+// shield received the command, so the fast path reads the clock once.
+func (f *Flow) FastAt(c *Command, r *Route, now time.Time) Decision {
 	if f.cfg.Mode == ModeColdOnly {
 		return f.escalate(c, EscalateColdOnlyMode)
 	}
@@ -363,6 +368,9 @@ func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
 // the dedupe TTL and the id enters the fast path's seen-set; a failed
 // delivery releases the claim so that a retry goes through.
 func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, delivered bool) error {
+	if d.warm && d.claim == nil && !d.strict {
+		return nil // the fast stage recorded usage when it took the token
+	}
 	now := f.cfg.Clock.Now()
 	if delivered && !d.warm {
 		f.usage.get(c.key()).record(c.Source, false, f.fairness(r), now)

@@ -102,6 +102,9 @@ func New(c *cache.Caches, reader registry.Reader, clk clock.Clock) (*Router, err
 	return &Router{c: c, reader: reader, clock: clk}, nil
 }
 
+// Now reads the router's clock.
+func (r *Router) Now() time.Time { return r.clock.Now() }
+
 // Fast decides from memory only, at the router's clock. It neither
 // blocks nor allocates. A stale route or ACL is used, and its background
 // refresh started (package cache).
@@ -109,7 +112,8 @@ func (r *Router) Fast(source, target, command string) Decision {
 	return r.FastAt(source, target, command, r.clock.Now())
 }
 
-// FastAt is Fast at a given time.
+// FastAt is Fast at a given time: the dispatcher passes the time the
+// shield received the message, so the fast path reads the clock once.
 func (r *Router) FastAt(source, target, command string, now time.Time) Decision {
 	route, rst, ok := r.c.Routes.Lookup(registry.RouteKey{Target: target, Command: command}, now)
 	d := Decision{RouteState: rst}
