@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -41,6 +42,9 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	}
 	mux.HandleFunc("GET /v1/whoami", s.whoami)
 	// API packages register here (one line each).
+	if err := registerTelemetry(mux, s.deps); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 
@@ -99,4 +103,14 @@ func (s *Serve) whoami(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
+}
+
+// registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
+func registerTelemetry(mux *http.ServeMux, d Deps) error {
+	t, err := telemetryapi.New(telemetryapi.Options{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
+	if err != nil {
+		return err
+	}
+	t.Register(mux)
+	return nil
 }
