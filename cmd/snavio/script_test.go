@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -26,6 +28,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady},
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
 			home := filepath.Join(env.WorkDir, "home")
@@ -33,10 +36,43 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 			env.Setenv("XDG_DATA_HOME", filepath.Join(home, ".local", "share"))
 			for _, k := range []string{"NO_COLOR", "SNAVIO_CONFIG", "SNAVIO_PROFILE", "SNAVIO_OUTPUT", "SNAVIO_ENDPOINT_URL",
-				"SNAVIO_REGION", "SNAVIO_NO_COLOR", "SNAVIO_FORCE_TTY", "SNAVIO_DATA_DIR"} {
+				"SNAVIO_REGION", "SNAVIO_NO_COLOR", "SNAVIO_FORCE_TTY", "SNAVIO_DATA_DIR", "SNAVIO_TOKEN", "SNAVIO_SECRET",
+				"SNAVIO_KEY_VERSION"} {
 				env.Setenv(k, "")
 			}
 			return nil
 		},
 	})
+}
+
+// serveReady implements the script command
+//
+//	serve-ready FILE
+//
+// for scripts that start a real server in the background:
+//
+//	exec snavio dispatch serve --ephemeral --demo --listen 127.0.0.1:0 --data-dir $WORK/data --ready-file $WORK/ready &serve&
+//	serve-ready $WORK/ready
+//
+// It waits up to 60 s for the server to write its URL to FILE (it does so
+// once it takes traffic), then sets SNAVIO_ENDPOINT_URL to that URL. The
+// script sets SNAVIO_DATA_DIR to the server's --data-dir, so the CLI finds
+// the operator token there.
+func serveReady(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: serve-ready FILE")
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			ts.Setenv("SNAVIO_ENDPOINT_URL", strings.TrimSpace(string(b)))
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("serve-ready: %s did not appear within 60s; is the server running? (its stderr is in the background command's output)", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -117,8 +117,11 @@ func (s *Serve) startJobs(ctx context.Context) {
 	}
 }
 
+// runLogged runs one job to its end even if shutdown begins meanwhile (a
+// half-published snapshot or half-saved cursor helps nobody); shutdown
+// waits for it within its timeout.
 func (s *Serve) runLogged(ctx context.Context, name string, run func(context.Context) error) {
-	if err := run(ctx); err != nil && ctx.Err() == nil {
+	if err := run(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("background job failed; it runs again on its schedule", "job", name, "err", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -120,6 +121,9 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Jobs = o.Jobs.withDefaults()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the data directory: %w; pass a writable --data-dir", err)
+	}
 	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
 
 	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, Clock: o.Clock})
