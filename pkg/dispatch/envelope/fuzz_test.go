@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"testing"
 	"time"
 
@@ -41,6 +42,16 @@ func FuzzParse(f *testing.F) {
 			!ValidTarget(env.Command.Target) || !ValidName(env.Command.Name) || env.Metadata.Type != EventType ||
 			env.Command.Source != "" {
 			t.Fatalf("accepted a malformed envelope: %+v", env)
+		}
+		// Parser differential: encoding/json v1 (case-folding, last
+		// duplicate wins) must read no command.source and the same
+		// identifying fields from anything accepted.
+		var v1 v1Envelope
+		if err := stdjson.Unmarshal(in, &v1); err != nil {
+			t.Fatalf("accepted what encoding/json v1 rejects: %v", err)
+		}
+		if v1.Command.Source != "" || v1.Metadata.ID != env.Metadata.ID || v1.Command.Target != env.Command.Target {
+			t.Fatalf("v1 reads %+v from an accepted envelope %+v", v1, env)
 		}
 		if !checked.Equal(env.SentAt) {
 			t.Fatalf("check saw %v, envelope has %v", checked, env.SentAt)

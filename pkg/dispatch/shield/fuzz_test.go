@@ -105,6 +105,31 @@ func FuzzShield(f *testing.F) {
 		if acc.Envelope.Command.Source != busSource {
 			t.Fatalf("accepted with source %q from bus source %q", acc.Envelope.Command.Source, busSource)
 		}
+		// The parser differential of issue 3: read the producer's own
+		// bytes as encoding/json v1 does (case-folded names, last
+		// duplicate wins, merged repeated objects). Nothing the shield
+		// accepts may carry a producer-set source for v1, or decode to
+		// other identifying fields than the shield saw.
+		var sent struct {
+			Metadata struct {
+				ID string `json:"id"`
+			} `json:"metadata"`
+			Command struct {
+				Source string `json:"source"`
+				Target string `json:"target"`
+				Name   string `json:"name"`
+			} `json:"command"`
+		}
+		if err := stdjson.Unmarshal(detail, &sent); err != nil {
+			t.Fatalf("shield accepted what encoding/json v1 rejects (%v): %q", err, detail)
+		}
+		if sent.Command.Source != "" {
+			t.Fatalf("shield accepted a producer-set command.source %q (as v1 reads it): %q", sent.Command.Source, detail)
+		}
+		if sent.Metadata.ID != acc.Envelope.Metadata.ID || sent.Command.Target != acc.Envelope.Command.Target || sent.Command.Name != acc.Envelope.Command.Name {
+			t.Fatalf("v1 reads id/target/name %q/%q/%q, the shield %q/%q/%q: %q", sent.Metadata.ID, sent.Command.Target, sent.Command.Name,
+				acc.Envelope.Metadata.ID, acc.Envelope.Command.Target, acc.Envelope.Command.Name, detail)
+		}
 		out, err := acc.Envelope.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
