@@ -9,7 +9,10 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/dispatch"
+	"github.com/snavio/snavio/internal/cli/doctor"
 	"github.com/snavio/snavio/internal/cli/profile"
+	"github.com/snavio/snavio/internal/cli/queue"
+	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
 )
@@ -75,6 +78,9 @@ compare state); see "snavio help exit-codes".`,
 		completion.NewCmd(f),
 		profile.NewCmd(f),
 		dispatch.NewCmd(f),
+		queue.NewCmd(f),
+		snapshot.NewCmd(f),
+		doctor.NewCmd(f, nil),
 	)
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)

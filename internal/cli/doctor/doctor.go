@@ -1,0 +1,388 @@
+// Package doctor implements `snavio doctor`: a table of checks of the
+// configuration, the profile, the dispatcher's reachability and health,
+// the credentials, and the local clock's skew against the dispatcher.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+)
+
+// Statuses of a check.
+const (
+	OK   = "ok"
+	Warn = "warn"
+	Fail = "fail"
+	// Skip: not run, because a check it depends on failed or it does not
+	// apply to the profile's kind.
+	Skip = "skip"
+)
+
+// DefaultReplayWindow is the dispatcher's default replay window: a
+// command's timestamp must be within ±60 s of the dispatcher's clock.
+const DefaultReplayWindow = 60 * time.Second
+
+// Skew thresholds, as fractions of the replay window: warn from half of
+// it, fail from 0.8 of it (where the dispatcher's
+// snavio.telemetry.skew_near_limit fires).
+const (
+	WarnFraction = 0.5
+	FailFraction = 0.8
+)
+
+// Check is one line of the report.
+type Check struct {
+	Name   string `json:"check"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Report is what doctor prints.
+type Report struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// TableHeader implements output.Tabular.
+func (Report) TableHeader() []string { return []string{"check", "status", "detail", "fix"} }
+
+// TableRows implements output.Tabular.
+func (r Report) TableRows() [][]string {
+	rows := make([][]string, len(r.Checks))
+	for i, c := range r.Checks {
+		rows[i] = []string{c.Name, c.Status, c.Detail, c.Fix}
+	}
+	return rows
+}
+
+// Options are the inputs of `snavio doctor`.
+type Options struct {
+	Paths    func() (config.Paths, error)
+	Config   func() (*config.File, error)
+	Settings func() (*config.Settings, error)
+	Platform func() (platform.Client, error)
+	Printer  func() (*output.Printer, error)
+	// Clock times the requests for the skew estimate.
+	Clock clock.Clock
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// ReplayWindow is the dispatcher's replay window, when the server
+	// does not say (--replay-window).
+	ReplayWindow time.Duration
+}
+
+// NewCmd builds `snavio doctor`. runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{Paths: f.Paths, Config: f.Config, Settings: f.Settings, Platform: f.Platform, Printer: f.Printer, Clock: clock.System()}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the config, profile, dispatcher, credentials and clock skew",
+		Long: `Run the checks that explain most "it does not work" reports, in order:
+
+  config        the config file parses (or there is none: the built-in profile)
+  profile       the selected profile resolves (flags, SNAVIO_* env, file)
+  reachable     the dispatcher answers GET /healthz
+  ready         GET /readyz says it takes traffic
+  credentials   GET /v1/whoami accepts the token (SNAVIO_TOKEN, or
+                operator.token in the profile's data_dir)
+  clock skew    the local clock against the dispatcher's: the dispatcher
+                rejects commands whose timestamp is outside its replay
+                window (±60 s by default), so skew warns from half the window
+                and fails from 0.8 of it
+
+The skew is estimated from one request: the server read its clock at about
+the midpoint of the round trip, so the estimate is within ± half the round
+trip. Checks that depend on a failed one are skipped.
+
+Exit codes: 0 no check failed (warnings allowed); 1 a check failed; 2 bad
+flags.`,
+		Example: `  snavio doctor
+  snavio doctor --profile prod -o json
+  snavio doctor --endpoint-url http://127.0.0.1:8787`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Timeout <= 0 || opts.Timeout > time.Minute {
+				return cmdutil.Usagef("--timeout %v: must be above 0 and at most 1m", opts.Timeout)
+			}
+			if opts.ReplayWindow < time.Second || opts.ReplayWindow > time.Hour {
+				return cmdutil.Usagef("--replay-window %v: must be 1s to 1h (the dispatcher's default is 60s)", opts.ReplayWindow)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Second, "time limit of each request")
+	cmd.Flags().DurationVar(&opts.ReplayWindow, "replay-window", DefaultReplayWindow, "the dispatcher's replay window, when the server does not report it")
+	return cmd
+}
+
+// Whoami is the answer of GET /v1/whoami.
+type Whoami struct {
+	Principal  string    `json:"principal"`
+	Operator   bool      `json:"operator"`
+	Tenant     string    `json:"tenant,omitempty"`
+	ServerTime time.Time `json:"server_time"`
+	// ReplayWindowSeconds is the server's replay window, if it reports it.
+	ReplayWindowSeconds float64 `json:"replay_window_seconds,omitempty"`
+}
+
+// EstimateSkew estimates how far the local clock is ahead of the server's
+// (negative: behind) from one request sent at local time sent and
+// answered at local time received, in which the server read its clock as
+// server. Assuming symmetric latency, the server read its clock at the
+// local midpoint of the round trip; the estimate is within ±uncertainty,
+// half the round trip.
+func EstimateSkew(sent, received, server time.Time) (skew, uncertainty time.Duration) {
+	rtt := received.Sub(sent)
+	mid := sent.Add(rtt / 2)
+	return mid.Sub(server), rtt / 2
+}
+
+// JudgeSkew classifies skew against the replay window.
+func JudgeSkew(skew, uncertainty, window time.Duration) Check {
+	abs := skew
+	if abs < 0 {
+		abs = -abs
+	}
+	dir := "ahead of"
+	if skew < 0 {
+		dir = "behind"
+	}
+	c := Check{Name: "clock skew", Status: OK}
+	c.Detail = fmt.Sprintf("local clock %s %s the dispatcher (±%s); replay window ±%s", fmtDur(abs), dir, fmtDur(uncertainty), window)
+	ntp := "sync this machine's clock with NTP (e.g. `timedatectl set-ntp true`, or check chronyd/ntpd); on EC2 use the Amazon Time Sync Service at 169.254.169.123"
+	switch {
+	case float64(abs) >= FailFraction*float64(window):
+		c.Status = Fail
+		c.Detail += fmt.Sprintf(": at or past %.0f%% of the window; commands signed here are rejected (or about to be) as outside the replay window", FailFraction*100)
+		c.Fix = ntp
+	case float64(abs) >= WarnFraction*float64(window):
+		c.Status = Warn
+		c.Detail += fmt.Sprintf(": past %.0f%% of the window; a little more drift and commands signed here will be rejected", WarnFraction*100)
+		c.Fix = ntp
+	}
+	return c
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.String()
+}
+
+// probe is one timed request.
+type probe struct {
+	status         int
+	body           []byte
+	date           string
+	sent, received time.Time
+	err            error
+}
+
+func (o *Options) get(ctx context.Context, api *platform.API, path string, auth bool) probe {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var req *http.Request
+	var err error
+	if auth {
+		req, err = api.NewRequest(ctx, http.MethodGet, path, nil, nil)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, api.Endpoint()+path, nil)
+	}
+	if err != nil {
+		return probe{err: err}
+	}
+	p := probe{sent: o.Clock.Now()}
+	resp, err := api.HTTPClient().Do(req)
+	p.received = o.Clock.Now()
+	if err != nil {
+		p.err = err
+		return p
+	}
+	defer resp.Body.Close()
+	p.status, p.date = resp.StatusCode, resp.Header.Get("Date")
+	p.body, p.err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return p
+}
+
+// Run runs the checks, prints the report, and fails if a check failed.
+func Run(ctx context.Context, o *Options) error {
+	r := check(ctx, o)
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	if err := p.Print(r); err != nil {
+		return err
+	}
+	if !r.OK {
+		n := 0
+		for _, c := range r.Checks {
+			if c.Status == Fail {
+				n++
+			}
+		}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitError, Err: fmt.Errorf("%d of %d checks failed; each failed check says how to fix it", n, len(r.Checks))}
+	}
+	return nil
+}
+
+func check(ctx context.Context, o *Options) Report {
+	var r Report
+	add := func(c Check) { r.Checks = append(r.Checks, c) }
+	skipRest := func(from int, why string) {
+		for _, n := range []string{"config", "profile", "reachable", "ready", "credentials", "clock skew"}[from:] {
+			add(Check{Name: n, Status: Skip, Detail: why})
+		}
+	}
+	defer func() {
+		r.OK = true
+		for _, c := range r.Checks {
+			r.OK = r.OK && c.Status != Fail
+		}
+	}()
+
+	// config
+	paths, err := o.Paths()
+	if err != nil {
+		add(Check{Name: "config", Status: Fail, Detail: err.Error(), Fix: "set HOME or XDG_CONFIG_HOME, or pass --config FILE"})
+		skipRest(1, "needs the config")
+		return r
+	}
+	if _, err := o.Config(); err != nil {
+		add(Check{Name: "config", Status: Fail, Detail: err.Error(), Fix: "fix the YAML (see `snavio help config`), or move the file away to use the built-in profile"})
+		skipRest(1, "needs the config")
+		return r
+	}
+	if _, err := os.Stat(paths.ConfigFile); errors.Is(err, os.ErrNotExist) {
+		add(Check{Name: "config", Status: OK, Detail: "no config file at " + paths.ConfigFile + ": the built-in local profile applies"})
+	} else {
+		add(Check{Name: "config", Status: OK, Detail: paths.ConfigFile + " parses"})
+	}
+
+	// profile
+	s, err := o.Settings()
+	if err != nil {
+		add(Check{Name: "profile", Status: Fail, Detail: err.Error(), Fix: "list the profiles with `snavio profile list` and select one with --profile or `snavio profile use`"})
+		skipRest(2, "needs a profile")
+		return r
+	}
+	pc, err := o.Platform()
+	if err != nil {
+		add(Check{Name: "profile", Status: Fail, Detail: err.Error(), Fix: "complete the profile with `snavio profile set " + s.ProfileName + "`"})
+		skipRest(2, "needs a profile")
+		return r
+	}
+	tgt := pc.Target()
+	if s.Kind != config.KindLocal {
+		add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind %s, region %s, from %s)", s.ProfileName, s.Kind, tgt.Region, s.ProfileOrigin)})
+		skipRest(2, "doctor checks a local dispatcher (`snavio dispatch serve`); this profile is kind "+s.Kind)
+		return r
+	}
+	add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind local, endpoint %s, data_dir %s, from %s)", s.ProfileName, tgt.Endpoint, tgt.DataDir, s.ProfileOrigin)})
+	api, err := pc.API()
+	if err != nil {
+		add(Check{Name: "reachable", Status: Fail, Detail: err.Error(), Fix: "use a local profile"})
+		skipRest(3, "needs the dispatcher")
+		return r
+	}
+
+	// reachable
+	h := o.get(ctx, api, "/healthz", false)
+	switch {
+	case h.err != nil:
+		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz: %v", api.Endpoint(), h.err),
+			Fix: "start it with `snavio dispatch serve`, or point the profile at it (`--endpoint-url`, `snavio profile set " + s.ProfileName + " --endpoint-url URL`)"})
+		skipRest(3, "needs the dispatcher")
+		return r
+	case h.status != http.StatusOK:
+		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz answered HTTP %d: %.200s", api.Endpoint(), h.status, h.body),
+			Fix: "check that the endpoint is a `snavio dispatch serve`, not another service"})
+		skipRest(3, "needs the dispatcher")
+		return r
+	}
+	add(Check{Name: "reachable", Status: OK, Detail: fmt.Sprintf("%s/healthz ok in %s", api.Endpoint(), fmtDur(h.received.Sub(h.sent)))})
+
+	// ready
+	rd := o.get(ctx, api, "/readyz", false)
+	switch {
+	case rd.err != nil:
+		add(Check{Name: "ready", Status: Fail, Detail: "GET /readyz: " + rd.err.Error(), Fix: "retry; check the server log"})
+	case rd.status == http.StatusOK:
+		add(Check{Name: "ready", Status: OK, Detail: "the dispatcher takes traffic"})
+	default:
+		add(Check{Name: "ready", Status: Warn, Detail: fmt.Sprintf("GET /readyz answered HTTP %d: %.200s", rd.status, rd.body),
+			Fix: "wait for it to finish starting (or restart it if it is draining); the server log says what it waits for"})
+	}
+
+	// credentials
+	window := o.ReplayWindow
+	var skewCheck *Check
+	if _, err := api.Token(); err != nil {
+		add(Check{Name: "credentials", Status: Fail, Detail: err.Error(), Fix: "set " + platform.TokenEnv + ", or the profile's data_dir to the server's data directory"})
+	} else {
+		w := o.get(ctx, api, "/v1/whoami", true)
+		var who Whoami
+		switch {
+		case w.err != nil:
+			add(Check{Name: "credentials", Status: Fail, Detail: "GET /v1/whoami: " + w.err.Error(), Fix: "retry; check the server log"})
+		case w.status == http.StatusUnauthorized || w.status == http.StatusForbidden:
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("the token was refused (HTTP %d): %.200s", w.status, w.body),
+				Fix: "the token is " + platform.TokenEnv + " when set, else " + platform.OperatorTokenFile + " in the profile's data_dir (" + tgt.DataDir + "); it must be from this server's data directory"})
+		case w.status != http.StatusOK:
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami answered HTTP %d: %.200s", w.status, w.body), Fix: "upgrade the server to this snavio's version (`snavio version`)"})
+		case json.Unmarshal(w.body, &who) != nil || who.ServerTime.IsZero():
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami: an answer this snavio does not understand: %.200s", w.body), Fix: "use the same version of snavio and the server"})
+		default:
+			d := "accepted as " + who.Principal
+			if who.Operator {
+				d += " (operator)"
+			} else if who.Tenant != "" {
+				d += " (tenant " + who.Tenant + ")"
+			}
+			add(Check{Name: "credentials", Status: OK, Detail: d})
+			if who.ReplayWindowSeconds > 0 {
+				window = time.Duration(who.ReplayWindowSeconds * float64(time.Second))
+			}
+			skew, unc := EstimateSkew(w.sent, w.received, who.ServerTime)
+			c := JudgeSkew(skew, unc, window)
+			skewCheck = &c
+		}
+	}
+
+	// clock skew: from whoami's server_time, else from /healthz's Date
+	// header (one-second resolution).
+	if skewCheck == nil {
+		if t, err := http.ParseTime(h.date); err == nil {
+			skew, unc := EstimateSkew(h.sent, h.received, t.Add(500*time.Millisecond))
+			c := JudgeSkew(skew, unc+500*time.Millisecond, window)
+			c.Detail += " (from the HTTP Date header, to the second)"
+			skewCheck = &c
+		} else {
+			skewCheck = &Check{Name: "clock skew", Status: Skip, Detail: "the server reported no time (no whoami, no Date header)"}
+		}
+	}
+	add(*skewCheck)
+	return r
+}

@@ -1,0 +1,577 @@
+// Package queue implements `snavio queue list|create|receive|delete|purge`
+// over the queue API of a running `snavio dispatch serve`
+// (internal/api/queueapi).
+package queue
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/store/embedded"
+)
+
+// Deps are what every queue command needs, as lazy providers.
+type Deps struct {
+	API     func() (*platform.API, error)
+	Printer func() (*output.Printer, error)
+	// ErrOut receives human notes (never results); In and CanPrompt serve
+	// purge's confirmation.
+	ErrOut    io.Writer
+	In        io.Reader
+	CanPrompt func() bool
+}
+
+// NewDeps returns the production dependencies of f.
+func NewDeps(f *cmdutil.Factory) Deps {
+	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt}
+}
+
+// NewCmd builds `snavio queue`.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "queue <command>",
+		Short: "List, create, receive from and purge the local target queues",
+		Long: `The local queues of "snavio dispatch serve" stand in for the target teams'
+SQS Standard queues: at-least-once delivery, a visibility timeout, receipt
+handles, and redrive to a dead-letter queue after a maximum number of
+receives (the DLQ copy carries snavio.dlq.reason, snavio.dlq.source_queue
+and snavio.dlq.receive_count).
+
+Any token may list queues (names, settings and counts, never messages);
+create, receive, delete and purge need the operator token.`,
+		Example: `  snavio queue create mailer-dlq
+  snavio queue create mailer --dlq mailer-dlq --max-receives 5
+  snavio queue list
+  snavio queue receive mailer --wait 20s --delete
+  snavio queue purge mailer-dlq --yes`,
+		Args: cobra.ArbitraryArgs,
+		RunE: cmdutil.GroupRunE,
+	}
+	d := NewDeps(f)
+	cmd.AddCommand(NewCmdList(d, nil), NewCmdCreate(d, nil), NewCmdReceive(d, nil), NewCmdDelete(d, nil), NewCmdPurge(d, nil))
+	return cmd
+}
+
+func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
+
+func queuePath(name string, rest ...string) string {
+	return "/v1/queues/" + url.PathEscape(name) + strings.Join(rest, "")
+}
+
+// checkQueueArg validates a QUEUE argument before any request.
+func checkQueueArg(name string) error {
+	if err := queueapi.CheckName("queue", name); err != nil {
+		return &cmdutil.UsageError{Err: err}
+	}
+	return nil
+}
+
+// seconds converts a duration flag to whole seconds in [0, max].
+func seconds(flag string, d, max time.Duration) (int, error) {
+	if d < 0 || d > max {
+		return 0, cmdutil.Usagef("--%s %v: must be 0s to %v", flag, d, max)
+	}
+	if d%time.Second != 0 {
+		return 0, cmdutil.Usagef("--%s %v: must be whole seconds, such as 30s", flag, d)
+	}
+	return int(d / time.Second), nil
+}
+
+// Queues is a list of queues with their counts.
+type Queues []queueapi.Info
+
+// TableHeader implements output.Tabular.
+func (Queues) TableHeader() []string {
+	return []string{"name", "visible", "in flight", "oldest", "dlq", "max receives", "visibility", "max depth"}
+}
+
+// TableRows implements output.Tabular.
+func (qs Queues) TableRows() [][]string {
+	rows := make([][]string, len(qs))
+	for i, q := range qs {
+		mr := ""
+		if q.MaxReceives > 0 {
+			mr = strconv.Itoa(q.MaxReceives)
+		}
+		rows[i] = []string{q.Name, strconv.Itoa(q.Visible), strconv.Itoa(q.InFlight), age(q.OldestAgeSeconds), q.DeadLetterQueue, mr,
+			age(q.VisibilityTimeoutSeconds), strconv.Itoa(q.MaxDepth)}
+	}
+	return rows
+}
+
+func age(secs float64) string {
+	if secs <= 0 {
+		return "-"
+	}
+	return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
+}
+
+// ListOptions are the inputs of `snavio queue list`.
+type ListOptions struct{ Deps }
+
+// NewCmdList builds `snavio queue list`.
+func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
+	opts := &ListOptions{Deps: d}
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the queues with their visible, in-flight and oldest-message counts",
+		Long: `List every local queue with its counts (visible is SQS's
+ApproximateNumberOfMessages, in flight ApproximateNumberOfMessagesNotVisible,
+oldest ApproximateAgeOfOldestMessage) and settings.`,
+		Example: `  snavio queue list
+  snavio queue list -o json`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runList(cmd.Context(), opts)
+		},
+	}
+}
+
+func runList(ctx context.Context, o *ListOptions) error {
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	out := Queues{}
+	after := ""
+	for {
+		q := url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page queueapi.List
+		if err := api.Do(ctx, http.MethodGet, "/v1/queues", q, nil, &page); err != nil {
+			return mapErr(err)
+		}
+		out = append(out, page.Queues...)
+		if page.Next == nil || *page.Next <= after || len(out) > embedded.MaxQueues {
+			break
+		}
+		after = *page.Next
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	return p.Print(out)
+}
+
+// CreateOptions are the inputs of `snavio queue create`.
+type CreateOptions struct {
+	Deps
+	Name              string
+	DLQ               string
+	MaxReceives       int
+	VisibilityTimeout time.Duration
+	MaxDepth          int
+}
+
+// NewCmdCreate builds `snavio queue create`.
+func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+	opts := &CreateOptions{Deps: d}
+	cmd := &cobra.Command{
+		Use:   "create NAME [--dlq QUEUE --max-receives N] [--visibility-timeout 30s] [--max-depth N]",
+		Short: "Create a standard queue, optionally redriving to a dead-letter queue",
+		Long: `Create a local queue. Creating a queue that exists with the same settings
+is a no-op (exit 0, "created": false); with other settings it is an error.
+
+Names are 1 to 80 letters, digits, - and _. FIFO queues (names ending in
+.fifo) are refused: Snavio delivers to standard queues only. A dead-letter
+queue must exist first; with --dlq, --max-receives (1 to 1000) is required:
+a message received that many times without being deleted moves to the DLQ
+at its next receive.`,
+		Example: `  snavio queue create mailer-dlq
+  snavio queue create mailer --dlq mailer-dlq --max-receives 5 --visibility-timeout 60s
+  snavio queue create audit --max-depth 1000000 -o json`,
+		Args: cmdutil.ExactArgs(1, "a queue NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Name = args[0]
+			if _, err := opts.request(); err != nil {
+				return &cmdutil.UsageError{Err: err}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runCreate(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.DLQ, "dlq", "", "dead-letter queue (must exist; needs --max-receives)")
+	fl.IntVar(&opts.MaxReceives, "max-receives", 0, "receives before a message moves to the DLQ (1 to 1000)")
+	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
+	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
+	return cmd
+}
+
+func (o *CreateOptions) request() (queueapi.CreateRequest, error) {
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+	if err != nil {
+		return queueapi.CreateRequest{}, err
+	}
+	req := queueapi.CreateRequest{Name: o.Name, DeadLetterQueue: o.DLQ, MaxReceives: o.MaxReceives, VisibilityTimeoutSeconds: vt, MaxDepth: o.MaxDepth}
+	if _, err := req.Validate(); err != nil {
+		return queueapi.CreateRequest{}, err
+	}
+	return req, nil
+}
+
+func runCreate(ctx context.Context, o *CreateOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return &cmdutil.UsageError{Err: err}
+	}
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	var res queueapi.CreateResult
+	if err := api.Do(ctx, http.MethodPost, "/v1/queues", nil, req, &res); err != nil {
+		return mapErr(err)
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	return p.Print(res)
+}
+
+// ReceiveOptions are the inputs of `snavio queue receive`.
+type ReceiveOptions struct {
+	Deps
+	Queue             string
+	Max               int
+	VisibilityTimeout time.Duration
+	Wait              time.Duration
+	Delete            bool
+}
+
+// Messages are received messages, printed with their attributes and
+// receipt handles.
+type Messages []queueapi.Message
+
+// TableHeader implements output.Tabular.
+func (Messages) TableHeader() []string {
+	return []string{"id", "receives", "sent at", "attributes", "body", "receipt handle"}
+}
+
+// TableRows implements output.Tabular.
+func (ms Messages) TableRows() [][]string {
+	rows := make([][]string, len(ms))
+	for i, m := range ms {
+		keys := make([]string, 0, len(m.Attributes))
+		for k := range m.Attributes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		attrs := make([]string, len(keys))
+		for j, k := range keys {
+			attrs[j] = k + "=" + m.Attributes[k]
+		}
+		body := m.Body
+		if m.BodyEncoding == "base64" {
+			body = "base64:" + body
+		}
+		rows[i] = []string{m.ID, strconv.Itoa(m.ReceiveCount), m.SentAt.UTC().Format(time.RFC3339), strings.Join(attrs, ", "), body, m.ReceiptHandle}
+	}
+	return rows
+}
+
+// NewCmdReceive builds `snavio queue receive`.
+func NewCmdReceive(d Deps, runF func(context.Context, *ReceiveOptions) error) *cobra.Command {
+	opts := &ReceiveOptions{Deps: d}
+	cmd := &cobra.Command{
+		Use:   "receive QUEUE [--max N] [--wait 20s] [--visibility-timeout D] [--delete]",
+		Short: "Receive messages, printing their bodies, attributes and receipt handles",
+		Long: `Receive up to --max messages (1 to 10) and print each with its id, receive
+count, sent time, attributes (command.source and the other attributes the
+dispatcher set) and receipt handle. Received messages stay invisible for
+the visibility timeout (default: the queue's), then become visible again
+unless deleted: delete them with "snavio queue delete QUEUE HANDLE", or
+pass --delete to delete them once they are printed.
+
+--wait long-polls like SQS: when no message is visible, wait up to that long
+(at most 20s) for one. An empty result prints only the table header ([] in
+JSON, nothing in NDJSON) and exits 0.`,
+		Example: `  snavio queue receive mailer
+  snavio queue receive mailer --max 10 --wait 20s -o json
+  snavio queue receive mailer-dlq --delete -o ndjson`,
+		Args: cmdutil.ExactArgs(1, "a QUEUE name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Queue = args[0]
+			if _, err := opts.request(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runReceive(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Max, "max", 1, "most messages to receive (1 to 10)")
+	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "invisibility of the received messages (default: the queue's)")
+	fl.DurationVar(&opts.Wait, "wait", 0, "long poll: wait up to this long for a message (at most 20s)")
+	fl.BoolVar(&opts.Delete, "delete", false, "delete the messages after printing them")
+	return cmd
+}
+
+func (o *ReceiveOptions) request() (queueapi.ReceiveRequest, error) {
+	if err := checkQueueArg(o.Queue); err != nil {
+		return queueapi.ReceiveRequest{}, err
+	}
+	if o.Max < 1 || o.Max > embedded.MaxReceiveBatch {
+		return queueapi.ReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, embedded.MaxReceiveBatch)
+	}
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+	if err != nil {
+		return queueapi.ReceiveRequest{}, err
+	}
+	wait, err := seconds("wait", o.Wait, queueapi.MaxWait)
+	if err != nil {
+		return queueapi.ReceiveRequest{}, err
+	}
+	return queueapi.ReceiveRequest{Max: o.Max, VisibilityTimeoutSeconds: vt, WaitSeconds: wait}, nil
+}
+
+func runReceive(ctx context.Context, o *ReceiveOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	var got queueapi.Received
+	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/receive"), nil, req, &got); err != nil {
+		return mapErr(err)
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	// Print first, delete after: a message is never deleted unseen.
+	if err := p.Print(Messages(got.Messages)); err != nil {
+		return err
+	}
+	if !o.Delete || len(got.Messages) == 0 {
+		return nil
+	}
+	handles := make([]string, len(got.Messages))
+	for i, m := range got.Messages {
+		handles[i] = m.ReceiptHandle
+	}
+	res, err := deleteHandles(ctx, api, o.Queue, handles)
+	if err != nil {
+		return err
+	}
+	if failed := failures(res); len(failed) > 0 {
+		return fmt.Errorf("printed %d messages but could not delete %d of them: %s; they will be received again after their visibility timeout",
+			len(handles), len(failed), strings.Join(failed, "; "))
+	}
+	fmt.Fprintf(o.ErrOut, "deleted %d message(s) from %s\n", len(handles), o.Queue)
+	return nil
+}
+
+// deleteHandles deletes handles in batches of queueapi.MaxDeleteBatch.
+func deleteHandles(ctx context.Context, api *platform.API, queue string, handles []string) ([]queueapi.DeleteOutcome, error) {
+	var out []queueapi.DeleteOutcome
+	for len(handles) > 0 {
+		n := min(len(handles), queueapi.MaxDeleteBatch)
+		var res queueapi.DeleteResult
+		if err := api.Do(ctx, http.MethodPost, queuePath(queue, "/messages/delete"), nil, queueapi.DeleteRequest{ReceiptHandles: handles[:n]}, &res); err != nil {
+			return out, mapErr(err)
+		}
+		out = append(out, res.Results...)
+		handles = handles[n:]
+	}
+	return out, nil
+}
+
+func failures(res []queueapi.DeleteOutcome) []string {
+	var out []string
+	for _, r := range res {
+		if !r.Deleted {
+			out = append(out, r.Code+": "+r.Error)
+		}
+	}
+	return out
+}
+
+// DeleteOptions are the inputs of `snavio queue delete`.
+type DeleteOptions struct {
+	Deps
+	Queue    string
+	Receipts []string
+}
+
+// Outcomes are the results of a delete.
+type Outcomes []queueapi.DeleteOutcome
+
+// TableHeader implements output.Tabular.
+func (Outcomes) TableHeader() []string { return []string{"receipt handle", "deleted", "error"} }
+
+// TableRows implements output.Tabular.
+func (os Outcomes) TableRows() [][]string {
+	rows := make([][]string, len(os))
+	for i, o := range os {
+		rows[i] = []string{o.ReceiptHandle, strconv.FormatBool(o.Deleted), o.Error}
+	}
+	return rows
+}
+
+// maxDeleteArgs bounds the handles one invocation takes.
+const maxDeleteArgs = 1000
+
+// NewCmdDelete builds `snavio queue delete`.
+func NewCmdDelete(d Deps, runF func(context.Context, *DeleteOptions) error) *cobra.Command {
+	opts := &DeleteOptions{Deps: d}
+	return &cobra.Command{
+		Use:   "delete QUEUE RECEIPT_HANDLE...",
+		Short: "Delete received messages by their receipt handles",
+		Long: `Delete messages with the receipt handles a receive printed. Only the latest
+receive's handle is valid: if the visibility timeout expired and the message
+was received again, the old handle is stale and the message stays.
+
+Exit codes: 0 every message deleted; 1 any handle was stale or invalid (the
+table says which) or the request failed; 2 bad arguments.`,
+		Example: `  snavio queue delete mailer r1.6f1c...
+  snavio queue receive mailer -o json | jq -r '.[].receipt_handle' | xargs snavio queue delete mailer`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return cmdutil.Usagef("%q needs a QUEUE and at least one RECEIPT_HANDLE; see `%s --help`", cmd.CommandPath(), cmd.CommandPath())
+			}
+			if len(args)-1 > maxDeleteArgs {
+				return cmdutil.Usagef("%d receipt handles: pass at most %d per invocation", len(args)-1, maxDeleteArgs)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Queue, opts.Receipts = args[0], args[1:]
+			if err := checkQueueArg(opts.Queue); err != nil {
+				return err
+			}
+			for i, h := range opts.Receipts {
+				if h == "" || len(h) > queueapi.MaxReceiptLen {
+					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, queueapi.MaxReceiptLen)
+				}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runDelete(cmd.Context(), opts)
+		},
+	}
+}
+
+func runDelete(ctx context.Context, o *DeleteOptions) error {
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	res, err := deleteHandles(ctx, api, o.Queue, o.Receipts)
+	if err != nil {
+		return err
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	if err := p.Print(Outcomes(res)); err != nil {
+		return err
+	}
+	if failed := failures(res); len(failed) > 0 {
+		return fmt.Errorf("%d of %d messages not deleted: %s", len(failed), len(res), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// PurgeOptions are the inputs of `snavio queue purge`.
+type PurgeOptions struct {
+	Deps
+	Queue string
+	Yes   bool
+}
+
+// NewCmdPurge builds `snavio queue purge`.
+func NewCmdPurge(d Deps, runF func(context.Context, *PurgeOptions) error) *cobra.Command {
+	opts := &PurgeOptions{Deps: d}
+	cmd := &cobra.Command{
+		Use:   "purge QUEUE [--yes]",
+		Short: "Delete every message of a queue, visible or in flight",
+		Long: `Delete every message of a queue. There is no undo: on a terminal, purge
+asks you to type the queue's name; elsewhere (scripts, CI) it needs --yes
+and never prompts.`,
+		Example: `  snavio queue purge mailer-dlq
+  snavio queue purge mailer-dlq --yes -o json`,
+		Args: cmdutil.ExactArgs(1, "a QUEUE name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Queue = args[0]
+			if err := checkQueueArg(opts.Queue); err != nil {
+				return err
+			}
+			if !opts.Yes && !opts.CanPrompt() {
+				return cmdutil.Usagef("purge deletes every message of %s and cannot be undone: pass --yes to confirm (no prompt without a terminal)", opts.Queue)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runPurge(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "purge without asking")
+	return cmd
+}
+
+// errNotConfirmed: the operator did not confirm the purge.
+var errNotConfirmed = errors.New("not confirmed")
+
+func runPurge(ctx context.Context, o *PurgeOptions) error {
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	if !o.Yes {
+		var in queueapi.Info
+		if err := api.Do(ctx, http.MethodGet, queuePath(o.Queue), nil, nil, &in); err != nil {
+			return mapErr(err)
+		}
+		fmt.Fprintf(o.ErrOut, "Purge %d visible and %d in-flight messages of %s? This cannot be undone.\nType the queue name to confirm: ", in.Visible, in.InFlight, o.Queue)
+		line, err := bufio.NewReader(io.LimitReader(o.In, 1024)).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading the confirmation: %w", err)
+		}
+		if strings.TrimSpace(line) != o.Queue {
+			return fmt.Errorf("purge of %s %w (the typed name did not match): nothing was deleted", o.Queue, errNotConfirmed)
+		}
+	}
+	var res queueapi.PurgeResult
+	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/purge"), nil, nil, &res); err != nil {
+		return mapErr(err)
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	return p.Print(res)
+}
