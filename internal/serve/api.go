@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/api/explainapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/server"
@@ -45,6 +46,11 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := registerTelemetry(mux, s.deps); err != nil {
 		return nil, err
 	}
+	explain, err := explainapi.New(explainapi.Options{Dispatcher: s.deps.Dispatcher})
+	if err != nil {
+		return nil, err
+	}
+	explain.Register(mux)
 	return mux, nil
 }
 
