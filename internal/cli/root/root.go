@@ -12,6 +12,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/doctor"
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
+	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
@@ -77,6 +78,7 @@ compare state); see "snavio help exit-codes".`,
 		version.NewCmd(f, nil),
 		completion.NewCmd(f),
 		profile.NewCmd(f),
+		route.NewCmd(f),
 		dispatch.NewCmd(f),
 		queue.NewCmd(f),
 		snapshot.NewCmd(f),
