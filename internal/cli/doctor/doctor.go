@@ -248,8 +248,7 @@ func Run(ctx context.Context, o *Options) error {
 	return nil
 }
 
-func check(ctx context.Context, o *Options) Report {
-	var r Report
+func check(ctx context.Context, o *Options) (r Report) {
 	add := func(c Check) { r.Checks = append(r.Checks, c) }
 	skipRest := func(from int, why string) {
 		for _, n := range []string{"config", "profile", "reachable", "ready", "credentials", "clock skew"}[from:] {
