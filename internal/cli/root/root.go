@@ -13,7 +13,9 @@ import (
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
 	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/cli/snapshot"
+	"github.com/snavio/snavio/internal/cli/tail"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
 )
@@ -81,8 +83,10 @@ compare state); see "snavio help exit-codes".`,
 		route.NewCmd(f),
 		dispatch.NewCmd(f),
 		queue.NewCmd(f),
+		send.NewCmd(f, nil),
 		snapshot.NewCmd(f),
 		doctor.NewCmd(f, nil),
+		tail.NewCmd(f, nil),
 	)
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)

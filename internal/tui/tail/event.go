@@ -74,12 +74,28 @@ func KindOf(name string) Kind {
 // which must match (case-insensitive substrings). A term is field:value
 // with field one of type, source, target, command, reason, tenant, id; a
 // bare word matches any of them. "type:" matches the kind or the event
-// name.
+// name. A value may list alternatives separated by commas, any of which
+// may match: type:failed,invalid.
 type Filter struct {
 	terms []term
 }
 
-type term struct{ field, value string }
+type term struct {
+	field string
+	// values are the alternatives; a term with no non-empty alternative
+	// ("source:" or ",") matches everything.
+	values []string
+}
+
+func alternatives(v string) []string {
+	var out []string
+	for _, a := range strings.Split(strings.ToLower(v), ",") {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // filterField reports whether a filter term may name field.
 func filterField(field string) bool {
@@ -97,14 +113,14 @@ func ParseFilter(s string) (Filter, error) {
 	for _, w := range strings.Fields(s) {
 		field, value, ok := strings.Cut(w, ":")
 		if !ok {
-			f.terms = append(f.terms, term{value: strings.ToLower(w)})
+			f.terms = append(f.terms, term{values: alternatives(w)})
 			continue
 		}
 		field = strings.ToLower(field)
 		if !filterField(field) {
 			return Filter{}, &FilterError{Term: w}
 		}
-		f.terms = append(f.terms, term{field: field, value: strings.ToLower(value)})
+		f.terms = append(f.terms, term{field: field, values: alternatives(value)})
 	}
 	return f, nil
 }
@@ -132,22 +148,34 @@ func (f Filter) Match(e *Event) bool {
 func contains(s, sub string) bool { return strings.Contains(strings.ToLower(s), sub) }
 
 func (t term) match(e *Event) bool {
+	if len(t.values) == 0 {
+		return true
+	}
+	for _, v := range t.values {
+		if t.matchOne(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t term) matchOne(e *Event, v string) bool {
 	switch t.field {
 	case "type":
-		return contains(string(KindOf(e.Name)), t.value) || contains(e.Name, t.value)
+		return contains(string(KindOf(e.Name)), v) || contains(e.Name, v)
 	case "source":
-		return contains(e.Source, t.value)
+		return contains(e.Source, v)
 	case "target":
-		return contains(e.Target, t.value)
+		return contains(e.Target, v)
 	case "command":
-		return contains(e.Command, t.value)
+		return contains(e.Command, v)
 	case "reason":
-		return contains(e.Reason, t.value)
+		return contains(e.Reason, v)
 	case "tenant":
-		return contains(e.Tenant, t.value)
+		return contains(e.Tenant, v)
 	case "id":
-		return contains(e.CommandID, t.value)
+		return contains(e.CommandID, v)
 	}
-	return contains(e.Name, t.value) || contains(e.Source, t.value) || contains(e.Target, t.value) ||
-		contains(e.Command, t.value) || contains(e.Reason, t.value) || contains(e.CommandID, t.value) || contains(e.Tenant, t.value)
+	return contains(e.Name, v) || contains(e.Source, v) || contains(e.Target, v) ||
+		contains(e.Command, v) || contains(e.Reason, v) || contains(e.CommandID, v) || contains(e.Tenant, v)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // EventMsg delivers one event to the model.
@@ -34,6 +35,11 @@ type ConnMsg struct {
 	State ConnState
 	Err   error
 }
+
+// ResetMsg says the stream restarted from its beginning (a server on an
+// ephemeral store restarted): sequence numbers start over, so what the
+// model knows of them is forgotten, and the reset is shown.
+type ResetMsg struct{ Note string }
 
 // TickMsg advances the model's clock: staleness and the rate line are
 // computed at tick time. The program sends one every second.
@@ -71,6 +77,7 @@ type Model struct {
 	gaps    []string // recent gap notices
 	missing uint64   // events known missing (sequence gaps)
 	dups    int      // duplicates dropped (seq already seen)
+	reset   string   // the last stream reset, if any
 
 	filter    Filter
 	input     textinput.Model
@@ -81,7 +88,7 @@ type Model struct {
 	follow bool // keep the cursor on the newest event
 
 	paused    bool
-	frozen    []Event // the visible list when paused
+	frozen    []Event // the scrollback when paused, unfiltered
 	newPaused int     // matching events that arrived while paused
 
 	detail bool
@@ -166,6 +173,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.listen()
 	case HeartbeatMsg:
 		m.lastHeartbeat = msg.At
+		return m, m.listen()
+	case ResetMsg:
+		m.lastSeq = map[string]uint64{}
+		m.reset = msg.Note
 		return m, m.listen()
 	case ConnMsg:
 		m.conn = msg.State
@@ -253,19 +264,21 @@ func (m *Model) trimRate() {
 	m.times = m.times[i:]
 }
 
-// visible returns the events shown: the frozen list while paused,
-// otherwise the scrollback through the filter.
+// visible returns the events shown: the scrollback (as it was when the
+// view was paused, while paused) through the filter. Changing the filter
+// while paused re-filters the paused view.
 func (m *Model) visible() []Event {
+	base := m.events
 	if m.paused {
-		return m.frozen
+		base = m.frozen
 	}
 	if m.filter.Empty() {
-		return m.events
+		return base
 	}
-	out := make([]Event, 0, len(m.events))
-	for i := range m.events {
-		if m.filter.Match(&m.events[i]) {
-			out = append(out, m.events[i])
+	out := make([]Event, 0, len(base))
+	for i := range base {
+		if m.filter.Match(&base[i]) {
+			out = append(out, base[i])
 		}
 	}
 	return out
@@ -350,7 +363,7 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 
 func (m *Model) togglePause() {
 	if !m.paused {
-		m.frozen = append([]Event(nil), m.visible()...)
+		m.frozen = append([]Event(nil), m.events...)
 		m.paused, m.newPaused = true, 0
 		return
 	}
@@ -454,6 +467,9 @@ func (m Model) warningLine() string {
 	var parts []string
 	if m.missing > 0 {
 		parts = append(parts, m.styles.bad.Render(fmt.Sprintf("⚠ %d missing (%s)", m.missing, m.gaps[len(m.gaps)-1])))
+	}
+	if m.reset != "" {
+		parts = append(parts, m.styles.warn.Render("↺ "+m.reset))
 	}
 	if m.evicted > 0 {
 		parts = append(parts, m.styles.muted.Render(fmt.Sprintf("%d older dropped from scrollback", m.evicted)))
@@ -560,14 +576,11 @@ Filter: space-separated terms, all must match (case-insensitive):
   type:failed  source:acme  target:mailer  command:send  reason:rate
   tenant:acme  id:0f8f  or a bare word that matches any field.`
 
-// truncate cuts s to width display cells.
+// truncate cuts s to width display cells, keeping its colour escapes
+// whole.
 func truncate(s string, width int) string {
 	if width <= 0 || lipgloss.Width(s) <= width {
 		return s
 	}
-	r := []rune(s)
-	for len(r) > 0 && lipgloss.Width(string(r)) > width-1 {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "…"
+	return ansi.Truncate(s, width, "…")
 }

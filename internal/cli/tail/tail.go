@@ -1,0 +1,281 @@
+// Package tail implements `snavio tail`: the telemetry of a running
+// `snavio dispatch serve`, live. On a terminal it is the bubbletea UI of
+// internal/tui/tail; otherwise (or with -o ndjson|json|yaml) one event per
+// line. Reading is a Follower: it long-polls GET /v1/telemetry, hands each
+// record over once, reports sequence gaps, and after a server restart
+// retries with backoff and backfills from the last record it read.
+package tail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/spf13/cobra"
+
+	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/iostreams"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
+	tuitail "github.com/snavio/snavio/internal/tui/tail"
+)
+
+// pollWait is the long-poll wait of a read: the server answers at least
+// this often, and the UI calls the stream stale after three missed.
+const pollWait = 10 * time.Second
+
+// Options are the inputs of `snavio tail`.
+type Options struct {
+	API     func() (*platform.API, error)
+	Printer func() (*output.Printer, error)
+	IO      *iostreams.IOStreams
+	Now     func() time.Time
+	// Context is the run's context (cancelled by SIGINT/SIGTERM).
+	Context func() (context.Context, context.CancelFunc)
+	// RunUI runs the terminal UI until it quits (replaced in tests).
+	RunUI func(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) error
+	// Backoff and Sleep pace reconnection (replaced in tests).
+	Backoff func(attempt int) time.Duration
+	Sleep   func(ctx context.Context, d time.Duration) error
+
+	Tenant     string
+	Filters    Filters
+	Since      string
+	Follow     bool
+	Scrollback int
+
+	// Set by validation.
+	expr  string
+	since time.Time
+}
+
+// NewCmd builds `snavio tail`. runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{
+		API: controlapi.Client(f), Printer: f.Printer, IO: f.IOStreams, Now: time.Now,
+		Context: func() (context.Context, context.CancelFunc) { return cmdutil.InterruptContext(context.Background()) },
+		RunUI:   runProgram,
+	}
+	cmd := &cobra.Command{
+		Use:   "tail",
+		Short: "Watch telemetry events live",
+		Long: `Watch the telemetry of a running "snavio dispatch serve": every delivered,
+invalid, failed and duplicate command, fairness, secret and skew events, and
+dropped-telemetry notices.
+
+On a terminal, tail is an interactive view: events coloured by kind, a
+filter bar (/), pause and resume (space) without losing events, the full
+event (enter), per-type counts and a rate line, a connection and staleness
+indicator, and help (?). Off a terminal, or with -o ndjson or -o json, it
+prints one JSON object per line: {"seq","tenant","at","event":{...}}, where
+seq is the event's number in its tenant's stream and event is the telemetry
+event (spec section E). -o yaml prints one YAML document per event, and
+-o table off a terminal one aligned text line per event.
+
+Filters combine: every filter flag given must match, and the values of one
+flag (repeated, or comma-separated) are alternatives. Values match as
+case-insensitive substrings; --type takes a kind (delivered, invalid,
+failed, duplicate, fairness, secret, skew, dropped) or an event name.
+
+tail starts at the oldest event the server retains, or at --since, and
+follows new events until interrupted; --follow=false prints what is retained
+and exits. A tenant token reads its own tenant's events; the operator reads
+every tenant's, or one with --tenant. If the server restarts, tail retries
+with backoff (notices on stderr) and resumes after the last event it read:
+nothing is skipped or repeated. Events that aged out of the server's
+retention before tail read them are reported as a gap on stderr.`,
+		Example: `  snavio tail
+  snavio tail --type failed,invalid --source acme/billing
+  snavio tail --since 10m --follow=false -o ndjson | jq -r .event.command_id
+  snavio tail --tenant acme --target mailer --command send-receipt --reason rate`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return Run(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Tenant, "tenant", "", "tenant whose events to read (operator; default: every tenant, or the token's own)")
+	fl.StringSliceVar(&opts.Filters.Types, "type", nil, "event kinds or names to show (delivered, invalid, failed, duplicate, fairness, secret, skew, dropped)")
+	fl.StringSliceVar(&opts.Filters.Sources, "source", nil, "show events whose source contains this")
+	fl.StringSliceVar(&opts.Filters.Targets, "target", nil, "show events whose target contains this")
+	fl.StringSliceVar(&opts.Filters.Commands, "command", nil, "show events whose command name contains this")
+	fl.StringSliceVar(&opts.Filters.Reasons, "reason", nil, "show events whose reason contains this")
+	fl.StringVar(&opts.Since, "since", "", "start at events appended this long ago (10m, 2h) or since an RFC 3339 time")
+	fl.BoolVar(&opts.Follow, "follow", true, "keep reading new events; --follow=false prints what is retained and exits")
+	fl.IntVar(&opts.Scrollback, "scrollback", 1000, "events the terminal view keeps (100 to 100000)")
+	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(typeNames(), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *Options) validate() error {
+	if o.Tenant != "" && !telemetryapi.ValidTenant(o.Tenant) {
+		return cmdutil.Usagef("invalid --tenant %q: give the part of a source before '/' (1 to 256 printable characters, no spaces or '/')", o.Tenant)
+	}
+	expr, err := o.Filters.Expr()
+	if err != nil {
+		return &cmdutil.UsageError{Err: err}
+	}
+	since, err := ParseSince(o.Since, o.Now())
+	if err != nil {
+		return &cmdutil.UsageError{Err: err}
+	}
+	if o.Scrollback < 100 || o.Scrollback > 100_000 {
+		return cmdutil.Usagef("invalid --scrollback %d: give 100 to 100000 events", o.Scrollback)
+	}
+	o.expr, o.since = expr, since
+	return nil
+}
+
+// Run runs tail with validated options.
+func Run(o *Options) error {
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	api, err := o.API()
+	if err != nil {
+		return err
+	}
+	ctx, stop := o.Context()
+	defer stop()
+	f := &Follower{Fetch: APIFetch(api), Tenant: o.Tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
+	filter, _ := tuitail.ParseFilter(o.expr) // validated
+	var runErr error
+	if o.useUI(p.Format()) {
+		runErr = o.runUI(ctx, f)
+	} else {
+		f.Sink = &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Endpoint()}
+		runErr = f.Run(ctx)
+	}
+	if platform.StatusOf(runErr) == http.StatusNotFound {
+		return fmt.Errorf("the server at %s has no telemetry API (HTTP 404): run a `snavio dispatch serve` of this snavio's version (`snavio version`)", api.Endpoint())
+	}
+	return controlapi.MapError(runErr, "snavio tail")
+}
+
+// useUI reports whether to start the terminal UI: only when following,
+// in table format, with a terminal on stdin and stdout. Without a
+// terminal it never starts (a CI job must not hang on it).
+func (o *Options) useUI(format output.Format) bool {
+	return o.Follow && format == output.Table && o.IO.CanPrompt()
+}
+
+func runProgram(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) error {
+	_, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen()).Run()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil // interrupted by a signal: a clean exit
+	}
+	return err
+}
+
+// runUI runs the terminal UI fed by f on another goroutine. A failure of
+// the follower closes the UI and is returned.
+func (o *Options) runUI(ctx context.Context, f *Follower) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan tea.Msg, 256)
+	f.Sink = &uiSink{ctx: ctx, ch: ch, now: o.Now}
+	m := tuitail.New(tuitail.Config{Scrollback: o.Scrollback, HeartbeatInterval: pollWait, Filter: o.expr, Events: ch, Now: o.Now})
+	ferr := make(chan error, 1)
+	uiCtx, uiCancel := context.WithCancel(ctx)
+	defer uiCancel()
+	go func() {
+		err := f.Run(ctx)
+		if err != nil {
+			uiCancel() // a fatal error closes the UI
+		}
+		ferr <- err
+	}()
+	uerr := o.RunUI(uiCtx, m, o.IO.In, o.IO.Out)
+	cancel()
+	if err := <-ferr; err != nil {
+		return err
+	}
+	return uerr
+}
+
+// uiSink feeds the UI's channel; it blocks while the UI is behind (the
+// next read waits), so nothing is dropped.
+type uiSink struct {
+	ctx context.Context
+	ch  chan<- tea.Msg
+	now func() time.Time
+}
+
+func (s *uiSink) send(m tea.Msg) {
+	select {
+	case s.ch <- m:
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *uiSink) Record(r telemetryapi.Record) error {
+	s.send(tuitail.EventMsg(DecodeEvent(r)))
+	return nil
+}
+
+// Heartbeat is stamped with the local clock: staleness is measured on one
+// clock, whatever the skew to the server.
+func (s *uiSink) Heartbeat(time.Time) { s.send(tuitail.HeartbeatMsg{At: s.now()}) }
+
+func (s *uiSink) Connection(connected bool, err error, retryIn time.Duration) {
+	if connected {
+		s.send(tuitail.ConnMsg{State: tuitail.Connected})
+		return
+	}
+	s.send(tuitail.ConnMsg{State: tuitail.Reconnecting, Err: fmt.Errorf("%s; retrying in %s", short(err), retryIn)})
+}
+
+// Gap is shown by the model, which sees the same sequence numbers.
+func (s *uiSink) Gap(string, uint64, uint64) {}
+
+func (s *uiSink) Reset(at uint64) {
+	s.send(tuitail.ResetMsg{Note: fmt.Sprintf("the server's stream restarted (was past #%d); reading it from its beginning", at)})
+}
+
+// short is an error's message without the fix: the UI's status line is
+// one line.
+func short(err error) string {
+	var ue *platform.UnreachableError
+	if errors.As(err, &ue) {
+		return "cannot reach " + ue.Endpoint
+	}
+	var ae *platform.APIError
+	if errors.As(err, &ae) {
+		return fmt.Sprintf("HTTP %d %s", ae.Status, ae.Message)
+	}
+	return err.Error()
+}
+
+// DecodeEvent returns the UI's view of a record. Fields the event does
+// not carry, or carries with another type, are left empty.
+func DecodeEvent(r telemetryapi.Record) tuitail.Event {
+	e := tuitail.Event{Tenant: r.Tenant, Seq: r.Seq, Time: r.At, Raw: r.Event}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.Event, &m) != nil {
+		e.Name = "(undecodable event)"
+		return e
+	}
+	str := func(k string) string {
+		var s string
+		if json.Unmarshal(m[k], &s) != nil {
+			return ""
+		}
+		return s
+	}
+	e.Name, e.CommandID, e.Source, e.Target, e.Command, e.Reason = str("event"), str("command_id"), str("source"), str("target"), str("command_name"), str("reason")
+	return e
+}
