@@ -13,7 +13,6 @@ import (
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/tail"
 	"github.com/snavio/snavio/internal/cli/version"
