@@ -1,0 +1,561 @@
+// Package replayapi is the replay API of `snavio dispatch serve`, the
+// server side of `snavio replay` (docs/replay.md). Replays run in the
+// server: it holds the platform's copies of the HMAC keys (they never
+// leave it), the DLQs, the archive and the audits (in the data directory,
+// so `snavio replay list` answers the same from any machine).
+//
+//	POST /v1/replays/plan          plan (dry run): changes nothing
+//	POST /v1/replays               start; the answer streams NDJSON updates
+//	POST /v1/replays/{id}/resume   resume an interrupted or paused replay
+//	GET  /v1/replays               the audits, newest first
+//	GET  /v1/replays/{id}          one audit
+//
+// Everything is for the operator. A run lives as long as its request: when
+// the client goes away (Ctrl-C) or the server shuts down, the run finishes
+// the batch in hand, records its audit as interrupted and ends; `--resume`
+// continues it without re-sending what was sent.
+package replayapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+)
+
+// Defaults.
+const (
+	// DefaultLease is how long a DLQ message received by a replay stays
+	// hidden: enough to sign, put and delete a batch.
+	DefaultLease = 30 * time.Second
+	// peekLease hides a message a plan received for as short as possible.
+	peekLease = time.Millisecond
+	// DefaultMaxRuns bounds replays running at once.
+	DefaultMaxRuns = 4
+	// AuditDir is the audits' directory under the data directory.
+	AuditDir = "replays"
+	maxBody  = 64 << 10
+)
+
+// Options configure the API. Store (or Archive and Queues), Registry,
+// Pipeline and Audits are required.
+type Options struct {
+	// Store provides Archive and Queues when they are nil.
+	Store    *embedded.Store
+	Archive  Archive
+	Queues   Queues
+	Registry registry.Reader
+	// KeyPolicy is the key rotation policy (the dispatcher's).
+	KeyPolicy keys.Policy
+	// Pipeline takes replayed commands: the same pipeline as PutEvents.
+	Pipeline server.Pipeline
+	// Audits keeps the audits: replay.FileAudits{Dir: <data dir>/replays}.
+	Audits replay.AuditStore
+	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s).
+	DedupeTTL time.Duration
+	// Lease is a DLQ message's visibility during a replay (default 30 s).
+	Lease   time.Duration
+	MaxRuns int
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	// Sleep waits for d or until ctx ends (default: a timer on Clock's
+	// wall time); tests advance a fake clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// API serves the replay endpoints.
+type API struct {
+	o Options
+
+	mu       sync.Mutex
+	active   map[string]context.CancelFunc
+	closed   bool
+	hookOnce sync.Once
+}
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Store != nil {
+		if o.Archive == nil {
+			o.Archive = o.Store
+		}
+		if o.Queues == nil {
+			o.Queues = o.Store
+		}
+	}
+	if o.Archive == nil || o.Queues == nil || o.Registry == nil || o.Pipeline == nil || o.Audits == nil {
+		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline and Audits are required")
+	}
+	if o.DedupeTTL <= 0 {
+		o.DedupeTTL = 300 * time.Second
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = DefaultMaxRuns
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return &API{o: o, active: map[string]context.CancelFunc{}}, nil
+}
+
+// Register mounts the endpoints on mux (behind the server's bearer-token
+// middleware); all are operator-only.
+func (a *API) Register(mux *http.ServeMux) {
+	op := func(h http.HandlerFunc) http.Handler { return server.RequireOperator(h) }
+	mux.Handle("POST /v1/replays/plan", op(a.plan))
+	mux.Handle("POST /v1/replays", op(a.start))
+	mux.Handle("POST /v1/replays/{id}/resume", op(a.resume))
+	mux.Handle("GET /v1/replays", op(a.list))
+	mux.Handle("GET /v1/replays/{id}", op(a.get))
+}
+
+// Close interrupts every running replay (each records its audit as
+// interrupted) and refuses new ones. The API calls it itself when the
+// http.Server it runs in shuts down.
+func (a *API) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	for _, cancel := range a.active {
+		cancel()
+	}
+}
+
+// Request starts a replay (and plans one).
+type Request struct {
+	// From is "archive" or "dlq:<queue>".
+	From string `json:"from"`
+	// Start and End bound when commands were received (archive) or first
+	// queued (DLQ). The archive needs Start; its End defaults to now.
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+	// Source, Target and Command filter; FailureReason filters a DLQ by
+	// the reason its messages carry.
+	Source        string `json:"source,omitempty"`
+	Target        string `json:"target,omitempty"`
+	Command       string `json:"command,omitempty"`
+	FailureReason string `json:"failure_reason,omitempty"`
+	// Reason is why: audited, and carried as replay_reason.
+	Reason string `json:"reason"`
+	// Dedupe is keep-id (default) or new-id.
+	Dedupe string `json:"dedupe,omitempty"`
+	// Rate is commands per second (0: no limit).
+	Rate float64 `json:"rate,omitzero"`
+	// Limit stops the run after that many commands (paused, resumable).
+	Limit int `json:"limit,omitzero"`
+}
+
+// ResumeRequest resumes a replay.
+type ResumeRequest struct {
+	Limit int `json:"limit,omitzero"`
+}
+
+// Update is one line of a run's NDJSON answer: "started" once the audit is
+// recorded, "progress" after each batch, "finished" last (with the error
+// that ended the run, if any).
+type Update struct {
+	Event  string       `json:"event"`
+	Replay replay.Audit `json:"replay"`
+	Error  string       `json:"error,omitempty"`
+}
+
+// Update events.
+const (
+	EventStarted  = "started"
+	EventProgress = "progress"
+	EventFinished = "finished"
+)
+
+// PlanResponse is the answer of POST /v1/replays/plan.
+type PlanResponse struct {
+	Plan replay.Plan `json:"plan"`
+	// End is the end of the archive range the run would use.
+	End time.Time `json:"end,omitzero"`
+}
+
+// List is the answer of GET /v1/replays.
+type List struct {
+	Replays []replay.Audit `json:"replays"`
+}
+
+type apiErr struct {
+	status   int
+	msg, fix string
+}
+
+func (e *apiErr) Error() string { return e.msg }
+
+func bad(msg, fix string) *apiErr { return &apiErr{http.StatusBadRequest, msg, fix} }
+
+func (a *API) fail(w http.ResponseWriter, err error) {
+	var ae *apiErr
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, replay.ErrNotFound):
+		ae = &apiErr{http.StatusNotFound, err.Error(), "list the replays with `snavio replay list`"}
+	case errors.Is(err, embedded.ErrQueueNotFound):
+		ae = &apiErr{http.StatusNotFound, err.Error(), "name an existing dead-letter queue: `snavio queue list` shows them"}
+	default:
+		a.o.Logger.Error("replay API error", "err", err)
+		ae = &apiErr{http.StatusInternalServerError, "internal error: " + err.Error(), "retry; if it persists, check the server log"}
+	}
+	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bad("request body: "+err.Error(), "send the JSON object documented in internal/api/replayapi")
+	}
+	if dec.More() {
+		return bad("request body: more than one JSON value", "send one JSON object")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// prepared is a validated request.
+type prepared struct {
+	origin replay.Origin
+	opts   replay.Options
+}
+
+func (a *API) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
+	origin, err := replay.ParseOrigin(req.From)
+	if err != nil {
+		return prepared{}, bad(err.Error(), "pass --from archive or --from dlq:QUEUE")
+	}
+	now := a.o.Clock.Now()
+	mode, err := replay.ParseDedupeMode(req.Dedupe)
+	if err != nil {
+		return prepared{}, bad(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
+	}
+	opts := replay.Options{
+		Filter: replay.Filter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
+			Start: req.Start.UTC(), End: req.End.UTC()},
+		Reason: req.Reason, Operator: operator, Dedupe: mode, DedupeTTL: a.o.DedupeTTL, Rate: req.Rate, Limit: req.Limit,
+	}
+	if req.Start.IsZero() {
+		opts.Filter.Start = time.Time{}
+	}
+	if req.End.IsZero() {
+		opts.Filter.End = time.Time{}
+	}
+	if origin.IsArchive() {
+		if opts.Filter.Start.IsZero() {
+			return prepared{}, bad("replaying the archive needs --start", "give the start of the range, such as --start 1h or --start 2026-11-21T12:00:00Z")
+		}
+		if opts.Filter.Reason != "" {
+			return prepared{}, bad("--reason filters a DLQ by failure reason; archived events have none", "drop --reason, or replay --from dlq:QUEUE")
+		}
+		if opts.Filter.End.IsZero() || opts.Filter.End.After(now) {
+			// A replay never reads what it (or anything after it) put.
+			opts.Filter.End = now
+		}
+	} else if _, err := a.o.Queues.GetQueue(ctx, origin.Queue); err != nil {
+		return prepared{}, err
+	}
+	if err := opts.Validate(); err != nil {
+		return prepared{}, bad(err.Error(), "fix the flag named; see `snavio replay --help`")
+	}
+	return prepared{origin: origin, opts: opts}, nil
+}
+
+func (a *API) engine(ctx context.Context) (*replay.Engine, error) {
+	view, err := loadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
+	}
+	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, nil
+}
+
+func (a *API) source(p prepared, lease time.Duration) replay.Source {
+	if p.origin.IsArchive() {
+		return &archiveSource{a: a.o.Archive, f: p.opts.Filter}
+	}
+	return newDLQ(a.o.Queues, p.origin.Queue, lease)
+}
+
+func operatorName(r *http.Request) string {
+	p, _ := server.PrincipalFrom(r.Context())
+	return p.String()
+}
+
+func (a *API) plan(w http.ResponseWriter, r *http.Request) {
+	var req Request
+	if err := decode(r, &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	p, err := a.prepare(r.Context(), req, operatorName(r))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	e, err := a.engine(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	plan, err := e.Plan(r.Context(), a.source(p, peekLease), p.opts)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, PlanResponse{Plan: plan, End: p.opts.Filter.End})
+}
+
+// claim registers a run of id; false if it runs already or the API is
+// closed or full.
+func (a *API) claim(id string, cancel context.CancelFunc) *apiErr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.closed:
+		return &apiErr{http.StatusServiceUnavailable, "the server is shutting down", "resume the replay once the server is back: snavio replay --resume " + id}
+	case a.active[id] != nil:
+		return &apiErr{http.StatusConflict, "replay " + id + " is running already", "wait for it, or stop the client running it (Ctrl-C) and resume"}
+	case len(a.active) >= a.o.MaxRuns:
+		return &apiErr{http.StatusTooManyRequests, fmt.Sprintf("%d replays are running, the most this server runs at once", a.o.MaxRuns), "wait for one to finish (snavio replay list) and retry"}
+	}
+	a.active[id] = cancel
+	return nil
+}
+
+func (a *API) release(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.active, id)
+}
+
+func (a *API) running(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.active[id] != nil
+}
+
+// runContext ends when the client goes away or the server shuts down.
+func (a *API) runContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if hs, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
+		a.hookOnce.Do(func() { hs.RegisterOnShutdown(a.Close) })
+	}
+	return context.WithCancel(r.Context())
+}
+
+// stream answers 200 with NDJSON updates and returns the writer.
+func stream(w http.ResponseWriter) func(Update) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	return func(u Update) {
+		u.Replay = strip(u.Replay)
+		_ = enc.Encode(u)
+		_ = rc.Flush()
+	}
+}
+
+func (a *API) start(w http.ResponseWriter, r *http.Request) {
+	var req Request
+	if err := decode(r, &req); err != nil {
+		a.fail(w, err)
+		return
+	}
+	p, err := a.prepare(r.Context(), req, operatorName(r))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	e, err := a.engine(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	ctx, cancel := a.runContext(r)
+	defer cancel()
+	plan, err := e.Plan(ctx, a.source(p, peekLease), p.opts)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if !p.origin.IsArchive() {
+		// Let the plan's receives expire so the run sees every message.
+		if err := a.o.Sleep(ctx, 2*peekLease); err != nil {
+			return
+		}
+	}
+	audit, err := e.Begin(ctx, p.origin.String(), p.opts, plan.Total)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if ae := a.claim(audit.ID, cancel); ae != nil {
+		a.fail(w, ae)
+		return
+	}
+	defer a.release(audit.ID)
+	a.o.Logger.Info("replay started", "replay_id", audit.ID, "origin", audit.Origin, "operator", audit.Operator, "reason", audit.Reason, "planned", audit.Planned)
+	a.run(ctx, w, e, a.source(p, a.o.Lease), audit, p.opts.Limit)
+}
+
+func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
+	send := stream(w)
+	send(Update{Event: EventStarted, Replay: audit})
+	final, err := e.Run(ctx, src, audit, limit, func(p replay.Audit) {
+		send(Update{Event: EventProgress, Replay: p})
+	})
+	u := Update{Event: EventFinished, Replay: final}
+	if err != nil {
+		u.Error = err.Error()
+	}
+	a.o.Logger.Info("replay ended", "replay_id", final.ID, "status", final.Status, "sent", final.SentCount, "failed", final.Failed, "held", final.Held, "err", err)
+	send(u)
+}
+
+// replayID returns the {id} path value, checked.
+func replayID(r *http.Request) (string, *apiErr) {
+	id := r.PathValue("id")
+	if !envelope.ValidID(id) {
+		return "", bad(fmt.Sprintf("invalid replay id %.60q", id), "use the id `snavio replay list` shows, a UUID")
+	}
+	return id, nil
+}
+
+func (a *API) resume(w http.ResponseWriter, r *http.Request) {
+	id, ae := replayID(r)
+	if ae != nil {
+		a.fail(w, ae)
+		return
+	}
+	var req ResumeRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	if req.Limit < 0 {
+		a.fail(w, bad(fmt.Sprintf("invalid --limit %d", req.Limit), "use 0 (no limit) or a positive count"))
+		return
+	}
+	audit, err := a.o.Audits.Get(r.Context(), id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if err := replay.Resumable(audit); err != nil {
+		a.fail(w, &apiErr{http.StatusConflict, err.Error(), "see `snavio replay show " + id + "`"})
+		return
+	}
+	origin, err := replay.ParseOrigin(audit.Origin)
+	if err != nil {
+		a.fail(w, fmt.Errorf("replay %s has a corrupt origin: %w", id, err))
+		return
+	}
+	if !origin.IsArchive() {
+		if _, err := a.o.Queues.GetQueue(r.Context(), origin.Queue); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	e, err := a.engine(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	ctx, cancel := a.runContext(r)
+	defer cancel()
+	if ae := a.claim(id, cancel); ae != nil {
+		a.fail(w, ae)
+		return
+	}
+	defer a.release(id)
+	audit.Status, audit.Resumes, audit.Error = replay.StatusRunning, audit.Resumes+1, ""
+	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", operatorName(r))
+	a.run(ctx, w, e, a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease), audit, req.Limit)
+}
+
+// view is an audit as the API shows it: without the sent ids (a resume
+// reads them from the store), and a run that is recorded as running but
+// runs nowhere (the server stopped under it) as interrupted.
+func (a *API) view(au replay.Audit) replay.Audit {
+	if au.Status == replay.StatusRunning && !a.running(au.ID) {
+		au.Status = replay.StatusInterrupted
+		if au.Error == "" {
+			au.Error = "the server stopped during the replay: resume it with --resume " + au.ID
+		}
+	}
+	return strip(au)
+}
+
+func strip(au replay.Audit) replay.Audit {
+	au.Sent = nil
+	au.Cursor = ""
+	return au
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	all, err := a.o.Audits.List(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := List{Replays: make([]replay.Audit, 0, len(all))}
+	for _, au := range all {
+		out.Replays = append(out.Replays, a.view(au))
+	}
+	writeJSON(w, out)
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	id, ae := replayID(r)
+	if ae != nil {
+		a.fail(w, ae)
+		return
+	}
+	au, err := a.o.Audits.Get(r.Context(), id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, a.view(au))
+}

@@ -1,0 +1,198 @@
+package replayapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+)
+
+// Archive is the embedded store's archive query.
+type Archive interface {
+	ArchiveQuery(ctx context.Context, q embedded.ArchiveQuery) ([]embedded.ArchivedEvent, string, error)
+}
+
+// Queues is what a DLQ replay needs of the embedded store's queues.
+type Queues interface {
+	GetQueue(ctx context.Context, name string) (embedded.Queue, error)
+	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
+	DeleteMessage(ctx context.Context, queue, receipt string) error
+}
+
+// archiveEnd is the cursor of an exhausted archive source.
+const archiveEnd = "end"
+
+// archiveSource reads the archive through the filter's time range and
+// source, target and command (the store filters those; the engine the
+// rest). Ack does nothing: the archive keeps everything.
+type archiveSource struct {
+	a Archive
+	f replay.Filter
+}
+
+func (s *archiveSource) Name() string { return replay.OriginArchive }
+
+func (s *archiveSource) Next(ctx context.Context, cursor string, limit int) ([]replay.Record, string, error) {
+	if cursor == archiveEnd {
+		return nil, cursor, nil
+	}
+	for {
+		evs, next, err := s.a.ArchiveQuery(ctx, embedded.ArchiveQuery{
+			From: s.f.Start, To: s.f.End, Source: s.f.Source, Target: s.f.Target, Command: s.f.Command,
+			Limit: limit, PageToken: cursor,
+		})
+		if err != nil {
+			return nil, cursor, err
+		}
+		if next == "" {
+			next = archiveEnd
+		}
+		if len(evs) > 0 || next == archiveEnd {
+			out := make([]replay.Record, len(evs))
+			for i, e := range evs {
+				out[i] = replay.Record{Ref: e.EventID, Source: e.Source, Detail: e.Detail, At: e.ReceivedAt}
+			}
+			return out, next, nil
+		}
+		// A short filtered page: keep reading.
+		cursor = next
+	}
+}
+
+func (s *archiveSource) Ack(context.Context, replay.Record) error { return nil }
+
+// attrSource is the message attribute internal/serve's sender sets to the
+// command's bus source.
+const attrSource = "snavio.source"
+
+// dlqCursor is the cursor of a DLQ source once a pass has begun.
+const dlqCursor = "dlq"
+
+// dlqSource reads a DLQ with receives (SQS has no peek, and neither does
+// the AWS DLQ redrive): each record is hidden for lease, and Ack deletes
+// it. It remembers the message ids it returned in this pass, and ends the
+// pass when a receive returns only those (never-received messages come
+// before re-received ones, so none is left unread).
+type dlqSource struct {
+	q     Queues
+	queue string
+	lease time.Duration
+	seen  map[string]bool
+	ids   map[string]string // receipt handle -> message id
+}
+
+func newDLQ(q Queues, queue string, lease time.Duration) *dlqSource {
+	return &dlqSource{q: q, queue: queue, lease: lease, seen: map[string]bool{}, ids: map[string]string{}}
+}
+
+func (s *dlqSource) Name() string { return "dlq:" + s.queue }
+
+// Lease implements replay.Leaser.
+func (s *dlqSource) Lease() time.Duration { return s.lease }
+
+func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]replay.Record, string, error) {
+	if cursor == "" {
+		clear(s.seen)
+		clear(s.ids)
+	}
+	got, err := s.q.Receive(ctx, s.queue, min(max(limit, 1), embedded.MaxReceiveBatch), s.lease)
+	if err != nil {
+		return nil, dlqCursor, err
+	}
+	var out []replay.Record
+	for _, m := range got {
+		if s.seen[m.ID] {
+			continue
+		}
+		s.seen[m.ID] = true
+		s.ids[m.ReceiptHandle] = m.ID
+		out = append(out, replay.Record{
+			Ref: m.ReceiptHandle, Source: m.Attributes[attrSource], Detail: m.Body, At: m.SentAt,
+			Reason: m.Attributes[embedded.AttrDLQReason],
+		})
+	}
+	return out, dlqCursor, nil
+}
+
+// Ack deletes the message. A stale receipt (the lease ran out and the
+// message is visible again) is forgotten so that this pass receives it
+// again; the engine then finds it sent and acks it with the new receipt.
+func (s *dlqSource) Ack(ctx context.Context, r replay.Record) error {
+	err := s.q.DeleteMessage(ctx, s.queue, r.Ref)
+	if errors.Is(err, embedded.ErrStaleReceipt) {
+		delete(s.seen, s.ids[r.Ref])
+		err = nil
+	}
+	delete(s.ids, r.Ref)
+	return err
+}
+
+// pipelineBus puts replayed commands through the server's pipeline, the
+// same path as PutEvents: archived, then shield, fast and slow stages.
+type pipelineBus struct{ p server.Pipeline }
+
+func (b pipelineBus) PutEvents(ctx context.Context, evs []replay.Event) ([]replay.Result, error) {
+	entries := make([]server.Entry, len(evs))
+	for i, e := range evs {
+		entries[i] = server.Entry{Index: i, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, EventBusName: "default"}
+	}
+	res := b.p.Ingest(ctx, entries)
+	if len(res) != len(evs) {
+		return nil, errors.New("the pipeline answered a different number of results")
+	}
+	out := make([]replay.Result, len(res))
+	for i, r := range res {
+		out[i] = replay.Result{EventID: r.EventID, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage}
+	}
+	return out, nil
+}
+
+// registryView is the registry's keys and strict routes, loaded once per
+// run (a replay signs with the version current when it started, which the
+// dispatcher accepts through the rotation overlap).
+type registryView struct {
+	ring   *keys.Keyring
+	strict map[[2]string]bool
+}
+
+func loadRegistry(ctx context.Context, r registry.Reader, policy keys.Policy, now time.Time) (*registryView, error) {
+	d, err := r.Load(ctx, now, registry.KindKey, registry.KindRoute)
+	if err != nil {
+		return nil, err
+	}
+	versions := map[string][]keys.Version{}
+	for _, k := range d.Keys {
+		for _, v := range k.Versions {
+			versions[k.Source] = append(versions[k.Source], keys.Version{ID: v.ID, Secret: v.Secret, ActivatedAt: v.ActivatedAt, NotAfter: v.NotAfter})
+		}
+	}
+	ring, err := keys.NewKeyring(policy, versions)
+	if err != nil {
+		return nil, err
+	}
+	v := &registryView{ring: ring, strict: map[[2]string]bool{}}
+	for i := range d.Routes {
+		if d.Routes[i].Strict() {
+			v.strict[[2]string{d.Routes[i].Target, d.Routes[i].Command}] = true
+		}
+	}
+	return v, nil
+}
+
+// SigningKey implements replay.Keys with the platform's copy of the key.
+func (v *registryView) SigningKey(source string, now time.Time) (*signing.Key, error) {
+	cur, ok := v.ring.Current(source, now)
+	if !ok {
+		return nil, errors.New("no current HMAC key is registered for " + source + ": create one with `snavio key create --source " + source + "`")
+	}
+	return signing.NewKey(cur.ID, cur.Secret)
+}
+
+// Strict implements replay.Routes.
+func (v *registryView) Strict(target, command string) bool { return v.strict[[2]string{target, command}] }
