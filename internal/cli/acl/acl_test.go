@@ -60,9 +60,13 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) deps(token string, f output.Format) route.Deps {
 	return route.Deps{
-		API:     func() (*platform.API, error) { return platform.NewAPI(e.srv.URL, func() (string, error) { return token, nil }, nil), nil },
-		Printer: func() (*output.Printer, error) { return output.NewPrinter(e.out, f, output.NewStyles(e.out, false)), nil },
-		ErrOut:  e.err, In: strings.NewReader(""), Now: e.clk.Now,
+		API: func() (*platform.API, error) {
+			return platform.NewAPI(e.srv.URL, func() (string, error) { return token, nil }, nil), nil
+		},
+		Printer: func() (*output.Printer, error) {
+			return output.NewPrinter(e.out, f, output.NewStyles(e.out, false)), nil
+		},
+		ErrOut: e.err, In: strings.NewReader(""), Now: e.clk.Now,
 	}
 }
 
