@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/api/archiveapi"
 	"github.com/snavio/snavio/internal/api/explainapi"
+	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/server"
@@ -51,6 +53,12 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 		return nil, err
 	}
 	explain.Register(mux)
+	if err := archiveapi.Mount(mux, archiveapi.Options{Archive: s.store, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Clock: s.clk, Logger: s.log}); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 

@@ -52,6 +52,16 @@ func New(o Options) (*API, error) {
 	return &API{o: o}, nil
 }
 
+// Mount builds the API from o and registers it on mux.
+func Mount(mux *http.ServeMux, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	a.Register(mux)
+	return nil
+}
+
 // Register mounts GET /v1/archive on mux, for the operator only.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/archive", server.RequireOperator(http.HandlerFunc(a.list)))

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -62,8 +63,11 @@ type Options struct {
 	KeyPolicy keys.Policy
 	// Pipeline takes replayed commands: the same pipeline as PutEvents.
 	Pipeline server.Pipeline
-	// Audits keeps the audits: replay.FileAudits{Dir: <data dir>/replays}.
+	// Audits keeps the audits (default: replay.FileAudits in
+	// DataDir/replays).
 	Audits replay.AuditStore
+	// DataDir is the server's data directory, for the default Audits.
+	DataDir string
 	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s).
 	DedupeTTL time.Duration
 	// Lease is a DLQ message's visibility during a replay (default 30 s).
@@ -96,8 +100,11 @@ func New(o Options) (*API, error) {
 			o.Queues = o.Store
 		}
 	}
+	if o.Audits == nil && o.DataDir != "" {
+		o.Audits = &replay.FileAudits{Dir: filepath.Join(o.DataDir, AuditDir)}
+	}
 	if o.Archive == nil || o.Queues == nil || o.Registry == nil || o.Pipeline == nil || o.Audits == nil {
-		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline and Audits are required")
+		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline and Audits (or DataDir) are required")
 	}
 	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = 300 * time.Second
@@ -127,6 +134,16 @@ func New(o Options) (*API, error) {
 		}
 	}
 	return &API{o: o, active: map[string]context.CancelFunc{}}, nil
+}
+
+// Mount builds the API from o and registers it on mux.
+func Mount(mux *http.ServeMux, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	a.Register(mux)
+	return nil
 }
 
 // Register mounts the endpoints on mux (behind the server's bearer-token
