@@ -15,6 +15,23 @@ const (
 	// ExitChanges means "differences found / changes pending" for commands
 	// that compare state (apply --detailed-exitcode, snapshot diff).
 	ExitChanges = 3
+	// ExitInvalid: the dispatcher rejected the command as invalid
+	// (snavio.command.invalid: schema, signature, replay window, key,
+	// ban, dedupe conflict). Resending the same message will not help.
+	ExitInvalid = 4
+	// ExitFailed: the command was valid but not dispatched
+	// (snavio.command.failed: no route, no ACL, rate limit, fairness,
+	// delivery failure). The message says when a retry may succeed.
+	ExitFailed = 5
+	// ExitDuplicate: strict dedupe dropped the command: its id was
+	// already delivered (snavio.command.duplicate).
+	ExitDuplicate = 6
+	// ExitTimeout: the command was put on the bus but no outcome arrived
+	// within --wait. Its fate is unknown; follow it with snavio tail.
+	ExitTimeout = 7
+	// ExitNotAccepted: the bus refused the PutEvents entry (nothing was
+	// put); a retry with the same --id is safe.
+	ExitNotAccepted = 8
 )
 
 // UsageError is a problem with how the command was invoked: a bad flag, a

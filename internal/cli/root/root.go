@@ -13,6 +13,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
 	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/tail"
 	"github.com/snavio/snavio/internal/cli/version"
@@ -82,6 +83,7 @@ compare state); see "snavio help exit-codes".`,
 		route.NewCmd(f),
 		dispatch.NewCmd(f),
 		queue.NewCmd(f),
+		send.NewCmd(f, nil),
 		snapshot.NewCmd(f),
 		doctor.NewCmd(f, nil),
 		tail.NewCmd(f, nil),

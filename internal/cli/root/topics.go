@@ -22,8 +22,27 @@ func helpTopics() []*cobra.Command {
      and were asked to report it (route apply --detailed-exitcode,
      snapshot diff).
 
-Commands that follow a command's outcome document their own codes in their
-help (snavio send --wait).`,
+snavio send --wait follows the command it sent until the dispatcher
+decides, and exits with its outcome:
+
+  0  Delivered (snavio.command.delivered).
+  4  Invalid (snavio.command.invalid): the dispatcher rejected the message
+     itself (schema, signature, replay window, key version, ban, an id
+     reused with another payload). The reason is printed; resending the
+     same message will not help.
+  5  Failed (snavio.command.failed): a valid command was not dispatched
+     (route-missing, acl-deny, rate-limit-exceeded, fairness-violation,
+     delivery-failure). The reason and the retry hints (retry_after_ms,
+     throttle_until) are printed.
+  6  Duplicate (snavio.command.duplicate): strict dedupe dropped the
+     command; its id was already delivered.
+  7  Timeout: no outcome within --wait. The command was put on the bus;
+     its fate is unknown (follow it with snavio tail).
+
+and snavio send, with or without --wait:
+
+  8  Not accepted: the bus refused the PutEvents entry, so nothing was
+     put. Retrying with the same --id is safe.`,
 		},
 		{
 			Use:   "config",

@@ -1,0 +1,293 @@
+// Package send implements `snavio send`: build, sign and put one command on
+// the bus through the code path producers use, and optionally follow it to
+// its outcome (--wait) or ask the dispatcher what it would decide
+// (--explain).
+package send
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+)
+
+// Options are the inputs of `snavio send`.
+type Options struct {
+	Source, Target, Command string
+	// Payload is JSON, @FILE, or @- (or -) for standard input.
+	Payload    string
+	ID         string
+	SecretFile string
+	KeyVersion string
+	// Timestamp, when set, signs with this time instead of now (to test
+	// the replay window).
+	Timestamp string
+	// Wait is how long to follow the command's telemetry (0: do not).
+	Wait    time.Duration
+	Explain bool
+
+	In     io.Reader
+	Now    func() time.Time
+	Getenv func(string) string
+	// Bus returns the bus to put on (nil: the profile's, through the AWS
+	// SDK's EventBridge client).
+	Bus func(platform.Target) platform.Bus
+}
+
+// Result is what `snavio send` prints.
+type Result struct {
+	CommandID  string   `json:"command_id"`
+	EventID    string   `json:"event_id"`
+	Source     string   `json:"source"`
+	Target     string   `json:"target"`
+	Command    string   `json:"command"`
+	Timestamp  string   `json:"timestamp"`
+	KeyVersion string   `json:"key_version"`
+	Outcome    *Outcome `json:"outcome,omitempty"`
+}
+
+// TableHeader implements output.Tabular.
+func (Result) TableHeader() []string {
+	return []string{"command id", "event id", "source", "target", "command", "key", "outcome"}
+}
+
+// TableRows implements output.Tabular.
+func (r Result) TableRows() [][]string {
+	out := "sent"
+	if o := r.Outcome; o != nil {
+		out = o.Outcome
+		if o.Reason != "" {
+			out += " (" + o.Reason + ")"
+		} else if o.Path != "" {
+			out += " (" + o.Path + " path)"
+		}
+	}
+	return [][]string{{r.CommandID, r.EventID, r.Source, r.Target, r.Command, r.KeyVersion, out}}
+}
+
+// NewCmd builds `snavio send`. runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{In: f.IOStreams.In, Now: time.Now, Getenv: os.Getenv}
+	cmd := &cobra.Command{
+		Use:   "send --source S --target T --command C --payload JSON|@FILE|@-",
+		Short: "Sign a command and put it on the bus",
+		Long: `Build a command envelope, sign it with the source's HMAC key (scheme
+snavio-hmac-sha256-v1, the code the dispatcher verifies with), check it
+against the dispatcher's own limits, and put it on the bus with the AWS
+SDK's EventBridge client: the PutEvents ingress of a local "snavio dispatch
+serve", or the profile's EventBridge bus. Prints the command id and the
+bus's event id.
+
+The secret never goes on the command line. It comes from, in order:
+  --secret-file FILE  a tenant-config document ("snavio tenant-config -o json")
+                      or a key file ({"source","version_id","secret"}, as
+                      "snavio key create -o json" prints it); mode 0600
+  SNAVIO_SECRET       the secret in base64, with SNAVIO_KEY_VERSION
+  the local server    a local profile fetches the tenant config from
+                      "snavio dispatch serve" with its token
+
+The payload is any JSON value; it is signed and delivered in RFC 8785
+canonical form, so re-serialising transports do not break the signature.
+Reuse --id only to retry the same command: strict routes deliver an id once.
+
+--wait follows the tenant's telemetry until the dispatcher decides and
+exits with the outcome: 0 delivered, 4 invalid, 5 failed (with the reason
+and retry hints), 6 duplicate, 7 no outcome within the wait. Exit 8 means
+the bus refused the entry and nothing was put. See "snavio help exit-codes".
+
+--explain puts nothing on the bus: it asks a local dispatcher for its
+decision trace (each check, its result, the cache state it used) for the
+command as signed.`,
+		Example: `  snavio send --source acme/billing --target mailer --command send-receipt \
+      --payload '{"order":"o-42"}' --wait
+  snavio send --source acme/billing --target mailer --command send-receipt \
+      --payload @order.json --secret-file ~/.config/snavio/acme-billing.key
+  echo '{"user":"u-1"}' | SNAVIO_SECRET=$(cat key.b64) SNAVIO_KEY_VERSION=hmac-v1 \
+      snavio send --source acme/billing --target accounts --command delete-user --payload @-
+  snavio send --source acme/billing --target mailer --command send-receipt \
+      --payload '{}' --explain
+  snavio send ... --id 0f8fad5b-d9cb-469f-a165-70867728950e --wait=2m -o json`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validate(cmd, opts); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), f, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
+	fl.StringVar(&opts.Target, "target", "", "target service (required)")
+	fl.StringVar(&opts.Command, "command", "", "command name (required)")
+	fl.StringVar(&opts.Payload, "payload", "", "payload: JSON, @FILE, or @- for standard input (required)")
+	fl.StringVar(&opts.ID, "id", "", "command id, a UUID (default a new random one); reuse it only to retry the same command")
+	fl.StringVar(&opts.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
+	fl.StringVar(&opts.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
+	fl.StringVar(&opts.Timestamp, "timestamp", "", "sign with this RFC 3339 time instead of now (tests the replay window)")
+	fl.DurationVar(&opts.Wait, "wait", 0, "follow the command's telemetry until an outcome, up to this long (--wait alone: 30s)")
+	fl.Lookup("wait").NoOptDefVal = DefaultWait.String()
+	fl.BoolVar(&opts.Explain, "explain", false, "put nothing: print the dispatcher's decision trace for the command")
+	for _, n := range []string{"source", "target", "command", "payload"} {
+		_ = cmd.MarkFlagRequired(n)
+	}
+	cmd.MarkFlagsMutuallyExclusive("wait", "explain")
+	_ = cmd.MarkFlagFilename("secret-file", "json")
+	return cmd
+}
+
+func validate(cmd *cobra.Command, o *Options) error {
+	switch {
+	case !envelope.ValidSource(o.Source):
+		return cmdutil.Usagef("invalid --source %q: use <tenant-id>/<service>, e.g. acme/billing", o.Source)
+	case !envelope.ValidTarget(o.Target):
+		return cmdutil.Usagef("invalid --target %q: use a service name such as mailer", o.Target)
+	case !envelope.ValidName(o.Command):
+		return cmdutil.Usagef("invalid --command %q: use a command name such as send-receipt", o.Command)
+	case o.ID != "" && !envelope.ValidID(strings.ToLower(o.ID)):
+		return cmdutil.Usagef("invalid --id %q: use a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e", o.ID)
+	case o.KeyVersion != "" && !envelope.ValidVersionID(o.KeyVersion):
+		return cmdutil.Usagef("invalid --key-version %q: use a version such as hmac-v2", o.KeyVersion)
+	case cmd.Flags().Changed("wait") && (o.Wait <= 0 || o.Wait > MaxWait):
+		return cmdutil.Usagef("invalid --wait %s: give a duration from 1s to %s, such as --wait=45s", o.Wait, MaxWait)
+	}
+	if o.Timestamp != "" {
+		if _, err := time.Parse(time.RFC3339Nano, o.Timestamp); err != nil {
+			return cmdutil.Usagef("invalid --timestamp %q: use RFC 3339, such as 2026-11-21T12:00:00Z", o.Timestamp)
+		}
+	}
+	return nil
+}
+
+func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
+	payload, err := ReadPayload(o.Payload, o.In)
+	if err != nil {
+		return err
+	}
+	client, err := f.Platform()
+	if err != nil {
+		return err
+	}
+	now := o.Now()
+	signAt := now
+	if o.Timestamp != "" {
+		signAt, _ = time.Parse(time.RFC3339Nano, o.Timestamp)
+	}
+	key, from, err := resolveKey(ctx, o, client, now)
+	if err != nil {
+		return err
+	}
+	f.Logger().Debug("signing key", "from", from, "version", key.VersionID())
+	b, err := Build(o.Source, o.Target, o.Command, o.ID, payload, key, signAt)
+	if err != nil {
+		return err
+	}
+	id := b.Envelope.Metadata.ID
+	res := Result{CommandID: id, Source: o.Source, Target: o.Target, Command: o.Command, Timestamp: b.Envelope.Metadata.Timestamp, KeyVersion: key.VersionID()}
+	if o.Explain {
+		return explain(ctx, f, client, o.Source, b.Detail)
+	}
+	tenant, _, _ := strings.Cut(o.Source, "/")
+	var (
+		api    *platform.API
+		cursor Cursor
+	)
+	if o.Wait > 0 {
+		if api, err = client.API(); err != nil {
+			return fmt.Errorf("--wait follows telemetry through a local dispatcher's control API: %w", err)
+		}
+		if cursor, err = StartCursor(ctx, api, tenant); err != nil {
+			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
+		}
+	}
+	newBus := o.Bus
+	if newBus == nil {
+		newBus = func(t platform.Target) platform.Bus { return platform.NewBus(t, platform.BusOptions{}) }
+	}
+	f.Logger().Debug("put command", "id", id, "bytes", len(b.Detail), "endpoint", client.Target().Endpoint)
+	out, err := newBus(client.Target()).PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
+	if err != nil {
+		return err
+	}
+	if e := out[0]; e.ErrorCode != "" {
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNotAccepted, Err: fmt.Errorf("the bus refused command %s: %s: %s; %s", id, e.ErrorCode, e.ErrorMessage, entryHint(e.ErrorCode))}
+	}
+	res.EventID = out[0].EventID
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
+	if o.Wait == 0 {
+		return p.Print(res)
+	}
+	note := func(name string, ev json.RawMessage) {
+		f.Logger().Debug("telemetry", "event", name, "detail", string(ev))
+	}
+	oc, err := Wait(ctx, api, tenant, id, cursor, o.Wait, o.Now, note)
+	if err != nil {
+		return fmt.Errorf("--wait: command %s was put on the bus (event %s), but following its telemetry failed: %w", id, res.EventID, controlapi.MapError(err, "snavio tail"))
+	}
+	if oc.Outcome == OutcomeTimeout {
+		oc.Waited = o.Wait.String()
+	}
+	res.Outcome = &oc
+	if err := p.Print(res); err != nil {
+		return err
+	}
+	return OutcomeError(id, oc)
+}
+
+// entryHint says what to do about a PutEvents entry error code.
+func entryHint(code string) string {
+	switch code {
+	case "ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable":
+		return "the bus could not take it now; retry with the same --id"
+	case "AccessDeniedException", "NotAuthorizedForSourceException":
+		return "the credentials may not put events with this source; check the profile's AWS credentials and role"
+	case "ValidationException", "MalformedDetail", "InvalidArgument":
+		return "the entry was malformed; check --source and the payload"
+	}
+	return "nothing was put; retry with the same --id"
+}
+
+// resolveKey finds the signing key: --secret-file, SNAVIO_SECRET, or the
+// tenant config of a local dispatcher. Never argv.
+func resolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
+	if o.SecretFile != "" {
+		k, err := KeyFromFile(o.SecretFile, o.Source, o.KeyVersion, now)
+		return k, FromSecretFile, err
+	}
+	if k, ok, err := KeyFromEnv(o.Getenv, o.KeyVersion); ok {
+		return k, FromEnv, err
+	}
+	api, err := client.API()
+	if err != nil {
+		return nil, "", cmdutil.Usagef("no signing key: give --secret-file FILE, or set %s and %s (secrets are never taken on the command line)", SecretEnv, KeyVersionEnv)
+	}
+	tenant, _, _ := strings.Cut(o.Source, "/")
+	var raw []byte
+	if err := api.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/config", nil, nil, &raw); err != nil {
+		return nil, "", fmt.Errorf("no signing key given (--secret-file or %s), and fetching tenant %s's keys from the local dispatcher failed: %w", SecretEnv, tenant, controlapi.MapError(err, "snavio key list"))
+	}
+	tc, err := keys.ParseTenantConfig(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("the tenant config the dispatcher served is not valid: %w; check that snavio and the server are the same version", err)
+	}
+	k, err := KeyFromTenantConfig(&tc, o.Source, o.KeyVersion, now, "the local dispatcher's tenant config")
+	return k, FromTenantConfig, err
+}
