@@ -618,6 +618,10 @@ func (a *API) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant s
 		return err
 	}
 	tc, err := ring.TenantConfig(tenant, now)
+	if errors.Is(err, keys.ErrNoKeys) {
+		return &apiError{http.StatusNotFound, "tenant " + tenant + " has no service with an HMAC key",
+			"create one: POST /v1/keys/create (snavio key create --service " + tenant + "/<service>)"}
+	}
 	if err != nil {
 		return err
 	}

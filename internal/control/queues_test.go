@@ -242,6 +242,9 @@ func TestOwnTenantConfig(t *testing.T) {
 		t.Fatalf("own config: %d %+v", st, tc)
 	}
 	var er map[string]string
+	if st := e.do(t, "op", "GET", "/v1/tenants/globex/config", nil, &er); st != 404 || !strings.Contains(er["fix"], "snavio key create --service globex/") {
+		t.Fatalf("tenant without keys: %d %v", st, er)
+	}
 	if st := e.do(t, "op", "GET", "/v1/tenant-config", nil, &er); st != 400 || !strings.Contains(er["fix"], "snavio tenant-config TENANT") {
 		t.Fatalf("operator without a tenant: %d %v", st, er)
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/platform"
@@ -51,7 +52,13 @@ func MapError(err error, list string) error {
 		return &Error{API: ae, msg: with("") + "; the token is " + platform.TokenEnv + " when set, else " +
 			platform.OperatorTokenFile + " in the profile's data_dir; registry and key changes need the operator token"}
 	case http.StatusNotFound:
-		return &Error{API: ae, msg: fmt.Sprintf("%s (HTTP 404): see what exists with `%s`", msg, list)}
+		// The server's fix is kept when it names a CLI command; its
+		// generic ones name HTTP endpoints, which the list command replaces.
+		hint := fmt.Sprintf("see what exists with `%s`", list)
+		if strings.Contains(ae.Fix, "snavio ") {
+			hint = ae.Fix + "; " + hint
+		}
+		return &Error{API: ae, msg: fmt.Sprintf("%s (HTTP 404): %s", msg, hint)}
 	case http.StatusConflict:
 		return &Error{API: ae, msg: with("") + "; the record changed since it was read (version conflict): run the command again"}
 	}

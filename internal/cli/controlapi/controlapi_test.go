@@ -21,6 +21,7 @@ func TestMap(t *testing.T) {
 		{&platform.APIError{Status: 401, Message: "unknown token"}, cmdutil.ExitError, []string{"SNAVIO_TOKEN", "operator.token"}},
 		{&platform.APIError{Status: 403, Message: "tenant may not", Fix: "use the operator profile"}, cmdutil.ExitError, []string{"use the operator profile", "SNAVIO_TOKEN"}},
 		{&platform.APIError{Status: 404, Message: "registry: not found", Fix: "GET /v1/registry"}, cmdutil.ExitError, []string{"`snavio route list`"}},
+		{&platform.APIError{Status: 404, Message: "no keys", Fix: "snavio key create --service x/<service>"}, cmdutil.ExitError, []string{"snavio key create --service x/<service>; see what exists with `snavio route list`"}},
 		{&platform.APIError{Status: 409, Message: "registry: version conflict"}, cmdutil.ExitError, []string{"version conflict", "run the command again"}},
 		{&platform.APIError{Status: 500, Message: "boom"}, cmdutil.ExitError, []string{"boom (HTTP 500)"}},
 		{errors.New("plain"), cmdutil.ExitError, []string{"plain"}},
