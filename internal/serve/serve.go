@@ -216,7 +216,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.sink.alerts = s.alerts
 	s.monitor = monitor.New(monitor.Config{})
 
-	ctl, err := control.New(control.Options{Registry: reg, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger})
+	ctl, err := control.New(control.Options{Registry: reg, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st)})
 	if err != nil {
 		return nil, err
 	}
