@@ -6,16 +6,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snavio/snavio/internal/cli/acl"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/dispatch"
 	"github.com/snavio/snavio/internal/cli/doctor"
+	"github.com/snavio/snavio/internal/cli/key"
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/tail"
+	"github.com/snavio/snavio/internal/cli/tenantconfig"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
 )
@@ -81,6 +84,9 @@ compare state); see "snavio help exit-codes".`,
 		completion.NewCmd(f),
 		profile.NewCmd(f),
 		route.NewCmd(f),
+		acl.NewCmd(f),
+		key.NewCmd(f),
+		tenantconfig.NewCmd(f, nil),
 		dispatch.NewCmd(f),
 		queue.NewCmd(f),
 		send.NewCmd(f, nil),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	tuitail "github.com/snavio/snavio/internal/tui/tail"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -74,7 +75,7 @@ func (f Filters) Expr() (string, error) {
 				return fmt.Errorf("invalid --%s: an empty value; give a value or drop the flag", flag)
 			case len(v) > maxFilterValue:
 				return fmt.Errorf("invalid --%s %.40q...: longer than %d bytes", flag, v, maxFilterValue)
-			case strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			case strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
 				return fmt.Errorf("invalid --%s %q: spaces and control characters cannot match any %s", flag, v, field)
 			}
 			if check != nil {

@@ -50,14 +50,14 @@ func (s *printSink) Record(r telemetryapi.Record) error {
 		route += "/" + e.Command
 	}
 	_, err := io.WriteString(s.out, textLine(e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), fmt.Sprintf("%s#%d", e.Tenant, e.Seq),
-		string(tuitail.KindOf(e.Name)), e.Source, route, e.Reason, e.CommandID))
+		strings.TrimPrefix(e.Name, "snavio."), e.Source, route, e.Reason, e.CommandID))
 	return err
 }
 
 // textLine is one line of -o table off a terminal: fixed-width columns
 // that stay aligned however many lines follow, and "-" for an empty field.
 func textLine(cols ...string) string {
-	widths := []int{24, 16, 10, 24, 28, 22, 0}
+	widths := []int{24, 16, 22, 24, 28, 22, 0}
 	var b strings.Builder
 	for i, c := range cols {
 		if c == "" {

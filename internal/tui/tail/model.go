@@ -499,8 +499,12 @@ func (m Model) line(e *Event, selected bool) string {
 	if who == "" {
 		who = e.Tenant
 	}
+	label := string(KindOf(e.Name))
+	if KindOf(e.Name) == KindOther {
+		label = strings.TrimPrefix(e.Name, "snavio.") // e.g. cache.refreshed
+	}
 	txt := fmt.Sprintf("%s  %-10s %-22s → %-24s %s %s",
-		e.Time.UTC().Format("15:04:05.000"), KindOf(e.Name), who, route, e.Reason, shortID(e.CommandID))
+		e.Time.UTC().Format("15:04:05.000"), label, who, route, e.Reason, shortID(e.CommandID))
 	txt = truncate(txt, m.width)
 	if selected {
 		return m.styles.selected.Render(txt)

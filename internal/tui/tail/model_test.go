@@ -205,16 +205,20 @@ func (e errString) Error() string { return string(e) }
 func TestParseFilter(t *testing.T) {
 	e := Event{Tenant: "acme", Name: "snavio.command.failed", Source: "acme/billing", Target: "mailer", Command: "send", Reason: "rate-limit-exceeded", CommandID: "0f8fad5b"}
 	for expr, want := range map[string]bool{
-		"":                          true,
-		"type:failed":               true,
-		"type:snavio.command.fail":  true,
-		"type:delivered":            false,
-		"source:ACME target:mailer": true,
-		"source:acme target:other":  false,
-		"reason:rate command:send":  true,
-		"billing":                   true,
-		"nothing-like-this":         false,
-		"tenant:acme id:0f8f":       true,
+		"":                           true,
+		"type:failed":                true,
+		"type:snavio.command.fail":   true,
+		"type:delivered":             false,
+		"source:ACME target:mailer":  true,
+		"source:acme target:other":   false,
+		"reason:rate command:send":   true,
+		"billing":                    true,
+		"nothing-like-this":          false,
+		"tenant:acme id:0f8f":        true,
+		"type:invalid,failed":        true,
+		"type:invalid,delivered":     false,
+		"source:globex,acme reason:": true,
+		"source:,":                   true,
 	} {
 		f, err := ParseFilter(expr)
 		if err != nil {
@@ -241,4 +245,51 @@ func FuzzParseFilter(f *testing.F) {
 		}
 		_ = flt.Match(&e)
 	})
+}
+
+func TestFilterWhilePausedRefiltersThePausedView(t *testing.T) {
+	var model tea.Model = New(Config{Now: func() time.Time { return t0 }, TickEvery: -1})
+	model, _ = model.Update(ev("acme", 1, "snavio.command.delivered", "acme/a", "mailer", "send", ""))
+	model, _ = model.Update(ev("acme", 2, "snavio.command.failed", "acme/a", "mailer", "send", "acl-deny"))
+	model, _ = model.Update(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	model, _ = model.Update(ev("acme", 3, "snavio.command.failed", "acme/a", "mailer", "send", "route-missing"))
+	model, _ = model.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	for _, r := range "type:failed" {
+		model, _ = model.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	model, _ = model.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	m := model.(Model)
+	if !m.Paused() || len(m.Visible()) != 1 || m.Visible()[0].Seq != 2 {
+		t.Fatalf("paused and filtered: paused=%v visible=%+v; want only #2 (#3 arrived after the pause)", m.Paused(), m.Visible())
+	}
+	model, _ = model.Update(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	if vis := model.(Model).Visible(); len(vis) != 2 || vis[1].Seq != 3 {
+		t.Fatalf("resumed: %+v; want #2 and #3", vis)
+	}
+}
+
+func TestResetForgetsSequenceNumbers(t *testing.T) {
+	var model tea.Model = New(Config{Now: func() time.Time { return t0 }, TickEvery: -1})
+	model, _ = model.Update(ev("acme", 9, "snavio.command.delivered", "acme/a", "t", "c", ""))
+	model, _ = model.Update(ResetMsg{Note: "the server's stream restarted"})
+	model, _ = model.Update(ev("acme", 1, "snavio.command.delivered", "acme/a", "t", "c", ""))
+	model, _ = model.Update(ev("acme", 2, "snavio.command.delivered", "acme/a", "t", "c", ""))
+	st := model.(Model).Stats()
+	if st.Received != 3 || st.Duplicates != 0 || st.Missing != 0 {
+		t.Fatalf("after a reset: %+v; want 3 received, none taken for duplicates", st)
+	}
+	if v := model.View(); !strings.Contains(v, "↺ the server's stream restarted") {
+		t.Fatalf("reset not shown:\n%s", v)
+	}
+}
+
+func TestTruncateKeepsEscapesWhole(t *testing.T) {
+	red := "\x1b[31m" + strings.Repeat("x", 30) + "\x1b[0m"
+	got := truncate(red, 10)
+	if w := lipgloss.Width(got); w != 10 || !strings.HasPrefix(got, "\x1b[31m") || !strings.Contains(got, "…") || !strings.HasSuffix(got, "\x1b[0m") {
+		t.Fatalf("truncate(%q, 10) = %q (width %d)", red, got, w)
+	}
+	if got := truncate("short", 10); got != "short" {
+		t.Fatalf("short string changed: %q", got)
+	}
 }
