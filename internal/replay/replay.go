@@ -231,8 +231,12 @@ type Plan struct {
 	// keep-id would hold back, until HeldUntil.
 	Held      int       `json:"held"`
 	HeldUntil time.Time `json:"held_until,omitzero"`
-	Skipped   int       `json:"skipped_unreadable"`
-	Warnings  []string  `json:"warnings"`
+	// Repeats counts records whose command id was already counted (a
+	// keep-id replay's own copy in the archive, an at-least-once
+	// duplicate in a DLQ): a run sends each id once.
+	Repeats  int      `json:"repeated_ids"`
+	Skipped  int      `json:"skipped_unreadable"`
+	Warnings []string `json:"warnings"`
 }
 
 // Engine runs replays.
@@ -287,6 +291,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 	p := Plan{Origin: src.Name(), ByRoute: map[string]int{}, Warnings: []string{}}
 	now := e.Clock.Now()
 	var ids []string
+	counted := map[string]bool{}
 	cursor := ""
 	for {
 		recs, next, err := src.Next(ctx, cursor, opts.Batch)
@@ -306,6 +311,11 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 			if !opts.Filter.match(r, &env) {
 				continue
 			}
+			if counted[env.Metadata.ID] {
+				p.Repeats++
+				continue
+			}
+			counted[env.Metadata.ID] = true
 			p.Total++
 			p.ByRoute[env.Command.Target+"/"+env.Command.Name]++
 			ids = append(ids, env.Metadata.ID)

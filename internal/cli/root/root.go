@@ -14,6 +14,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/key"
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
+	"github.com/snavio/snavio/internal/cli/replay"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/cli/snapshot"
@@ -93,6 +94,7 @@ compare state); see "snavio help exit-codes".`,
 		snapshot.NewCmd(f),
 		doctor.NewCmd(f, nil),
 		tail.NewCmd(f, nil),
+		replay.NewCmd(f, nil),
 	)
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)
