@@ -115,7 +115,6 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/keys/create", a.auth(true, a.createKey))
 	mux.HandleFunc("POST /v1/keys/rotate", a.auth(true, a.rotateKey))
 	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.auth(false, a.tenantConfig))
-	mux.HandleFunc("GET /v1/tenant-config", a.auth(false, a.ownTenantConfig))
 }
 
 // Handler returns the API's HTTP handler (its own mux, with every
@@ -587,15 +586,6 @@ func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) 
 		return &apiError{http.StatusForbidden, "a tenant reads only its own configuration", "use tenant " + p.Tenant + "'s token, or the operator's"}
 	}
 	return a.writeTenantConfig(w, r, tenant)
-}
-
-// ownTenantConfig serves the caller's own tenant configuration: a tenant
-// token names its tenant; the operator has none and must name one.
-func (a *API) ownTenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if p.Tenant == "" {
-		return bad("the operator token belongs to no tenant", "name the tenant: GET /v1/tenants/{tenant}/config (snavio tenant-config TENANT)")
-	}
-	return a.writeTenantConfig(w, r, p.Tenant)
 }
 
 func (a *API) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant string) error {

@@ -131,12 +131,23 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	path := "/v1/tenant-config"
-	if opts.Tenant != "" {
-		path = "/v1/tenants/" + url.PathEscape(opts.Tenant) + "/config"
+	tenant := opts.Tenant
+	if tenant == "" {
+		// A tenant token names its tenant; ask the server whose it is.
+		var who struct {
+			Operator bool   `json:"operator"`
+			Tenant   string `json:"tenant"`
+		}
+		if err := a.Do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &who); err != nil {
+			return fmt.Errorf("whose token is this: %w", controlapi.MapError(err, "snavio profile show"))
+		}
+		if who.Tenant == "" {
+			return cmdutil.Usagef("the operator token belongs to no tenant: name one, `snavio tenant-config TENANT` (see the sources in `snavio key list`)")
+		}
+		tenant = who.Tenant
 	}
 	var doc Doc
-	if err := a.Do(ctx, http.MethodGet, path, nil, nil, &doc.TenantConfig); err != nil {
+	if err := a.Do(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(tenant)+"/config", nil, nil, &doc.TenantConfig); err != nil {
 		return fmt.Errorf("tenant configuration: %w", controlapi.MapError(err, "snavio key list"))
 	}
 	p, err := opts.Printer()

@@ -51,6 +51,15 @@ func newEnv(t *testing.T) *env {
 	}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
+		if r.URL.Path == "/v1/whoami" { // serve's, for the token's tenant
+			p, err := (tokens{"op": {Operator: true}, "acme": {Tenant: "acme"}}).Authenticate(r)
+			if err != nil {
+				http.Error(w, `{"error":"unknown token"}`, http.StatusUnauthorized)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"operator": p.Operator, "tenant": p.Tenant})
+			return
+		}
 		api.Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(e.srv.Close)
@@ -118,7 +127,7 @@ func TestTenantConfig(t *testing.T) {
 	if err := e.run(t, NewCmdWith(e.deps("acme", output.Table), nil)); err != nil {
 		t.Fatal(err)
 	}
-	if e.requests[0] != "GET /v1/tenant-config" {
+	if len(e.requests) != 2 || e.requests[0] != "GET /v1/whoami" || e.requests[1] != "GET /v1/tenants/acme/config" {
 		t.Fatalf("request = %v", e.requests)
 	}
 	if !strings.Contains(e.out.String(), "acme/billing   hmac-v1   2026-11-21T12:00:00Z") || strings.Contains(e.out.String(), secret) || !strings.Contains(e.err.String(), "Secrets are left out") {
