@@ -1,0 +1,261 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+)
+
+type fixture struct {
+	store  *embedded.Store
+	out    *bytes.Buffer
+	errOut *bytes.Buffer
+	deps   Deps
+	// tenant, when set, makes requests a tenant's.
+	tenant string
+}
+
+func newFixture(t *testing.T, format output.Format) *fixture {
+	t.Helper()
+	st, err := embedded.Open(embedded.Options{Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	api, err := queueapi.New(queueapi.Options{Queues: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	fx := &fixture{store: st, out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := server.OperatorPrincipal()
+		if fx.tenant != "" {
+			p = server.TenantPrincipal(fx.tenant)
+		}
+		mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), p)))
+	}))
+	t.Cleanup(srv.Close)
+	client := platform.NewAPI(srv.URL, nil, nil)
+	fx.deps = Deps{
+		API: func() (*platform.API, error) { return client, nil },
+		Printer: func() (*output.Printer, error) {
+			return output.NewPrinter(fx.out, format, output.NewStyles(fx.out, false)), nil
+		},
+		ErrOut:    fx.errOut,
+		In:        strings.NewReader(""),
+		CanPrompt: func() bool { return false },
+	}
+	return fx
+}
+
+func TestCreateListReceiveDelete(t *testing.T) {
+	fx := newFixture(t, output.JSON)
+	ctx := context.Background()
+	create := NewCmdCreate(fx.deps, nil)
+	create.SetArgs([]string{"mailer-dlq"})
+	if err := create.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create = NewCmdCreate(fx.deps, nil)
+	create.SetArgs([]string{"mailer", "--dlq", "mailer-dlq", "--max-receives", "2", "--visibility-timeout", "45s"})
+	fx.out.Reset()
+	if err := create.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var cr queueapi.CreateResult
+	if err := json.Unmarshal(fx.out.Bytes(), &cr); err != nil || !cr.Created || cr.VisibilityTimeoutSeconds != 45 || cr.DeadLetterQueue != "mailer-dlq" {
+		t.Fatalf("create = %s (%v)", fx.out, err)
+	}
+	for _, b := range []string{`{"n":1}`, `{"n":2}`} {
+		if _, err := fx.store.Send(ctx, "mailer", []byte(b), map[string]string{"command.source": "acme/billing"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := NewCmdList(fx.deps, nil)
+	list.SetArgs(nil)
+	fx.out.Reset()
+	if err := list.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var qs []queueapi.Info
+	if err := json.Unmarshal(fx.out.Bytes(), &qs); err != nil || len(qs) != 2 || qs[0].Name != "mailer" || qs[0].Visible != 2 {
+		t.Fatalf("list = %s (%v)", fx.out, err)
+	}
+
+	recv := NewCmdReceive(fx.deps, nil)
+	recv.SetArgs([]string{"mailer", "--max", "10", "--delete"})
+	fx.out.Reset()
+	if err := recv.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []queueapi.Message
+	if err := json.Unmarshal(fx.out.Bytes(), &msgs); err != nil || len(msgs) != 2 || msgs[0].Attributes["command.source"] != "acme/billing" || msgs[0].ReceiptHandle == "" {
+		t.Fatalf("receive = %s (%v)", fx.out, err)
+	}
+	if !strings.Contains(fx.errOut.String(), "deleted 2 message(s) from mailer") {
+		t.Fatalf("stderr = %q", fx.errOut)
+	}
+	stats, err := fx.store.ListQueues(ctx)
+	if err != nil || stats[0].Visible+stats[0].InFlight != 0 {
+		t.Fatalf("after --delete: %+v, %v", stats, err)
+	}
+
+	// delete with a stale handle exits 1 and says which.
+	del := NewCmdDelete(fx.deps, nil)
+	del.SetArgs([]string{"mailer", msgs[0].ReceiptHandle})
+	fx.out.Reset()
+	err = del.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "stale_receipt") || cmdutil.ExitCode(err) != cmdutil.ExitError {
+		t.Fatalf("stale delete = %v", err)
+	}
+}
+
+func TestReceiveTablePrintsAttributesAndHandles(t *testing.T) {
+	fx := newFixture(t, output.Table)
+	ctx := context.Background()
+	if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.store.Send(ctx, "mailer", []byte(`{"hello":"world"}`), map[string]string{"command.source": "acme/billing", "command.name": "send"}); err != nil {
+		t.Fatal(err)
+	}
+	recv := NewCmdReceive(fx.deps, nil)
+	recv.SetArgs([]string{"mailer"})
+	if err := recv.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := fx.out.String()
+	for _, want := range []string{"RECEIPT HANDLE", "command.name=send, command.source=acme/billing", `{"hello":"world"}`, "r1."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPurgeConfirmation(t *testing.T) {
+	fx := newFixture(t, output.JSON)
+	ctx := context.Background()
+	if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: "dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	send := func() {
+		if _, err := fx.store.Send(ctx, "dlq", []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	// No terminal and no --yes: a usage error, nothing purged.
+	purge := NewCmdPurge(fx.deps, nil)
+	purge.SetArgs([]string{"dlq"})
+	if err := purge.ExecuteContext(ctx); cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "--yes") {
+		t.Fatalf("purge without --yes = %v", err)
+	}
+	// On a terminal, the wrong name refuses; the right name purges.
+	fx.deps.CanPrompt = func() bool { return true }
+	fx.deps.In = strings.NewReader("nope\n")
+	purge = NewCmdPurge(fx.deps, nil)
+	purge.SetArgs([]string{"dlq"})
+	if err := purge.ExecuteContext(ctx); !errors.Is(err, errNotConfirmed) {
+		t.Fatalf("purge with the wrong name = %v", err)
+	}
+	if !strings.Contains(fx.errOut.String(), "Purge 1 visible and 0 in-flight messages of dlq?") {
+		t.Fatalf("prompt = %q", fx.errOut)
+	}
+	fx.deps.In = strings.NewReader("dlq\n")
+	purge = NewCmdPurge(fx.deps, nil)
+	purge.SetArgs([]string{"dlq"})
+	fx.out.Reset()
+	if err := purge.ExecuteContext(ctx); err != nil || !strings.Contains(fx.out.String(), `"purged": 1`) {
+		t.Fatalf("confirmed purge = %v %s", err, fx.out)
+	}
+	send()
+	fx.deps.CanPrompt = func() bool { return false }
+	purge = NewCmdPurge(fx.deps, nil)
+	purge.SetArgs([]string{"dlq", "--yes"})
+	fx.out.Reset()
+	if err := purge.ExecuteContext(ctx); err != nil || !strings.Contains(fx.out.String(), `"purged": 1`) {
+		t.Fatalf("purge --yes = %v %s", err, fx.out)
+	}
+}
+
+func TestBadInputIsAUsageError(t *testing.T) {
+	fx := newFixture(t, output.JSON)
+	for _, tc := range []struct {
+		cmd  func(Deps) error
+		want string
+	}{
+		{func(d Deps) error { c := NewCmdCreate(d, nil); c.SetArgs([]string{"q.fifo"}); return c.Execute() }, "FIFO"},
+		{func(d Deps) error {
+			c := NewCmdCreate(d, nil)
+			c.SetArgs([]string{"q", "--max-receives", "3"})
+			return c.Execute()
+		}, "without a dead-letter"},
+		{func(d Deps) error {
+			c := NewCmdCreate(d, nil)
+			c.SetArgs([]string{"q", "--visibility-timeout", "1500ms"})
+			return c.Execute()
+		}, "whole seconds"},
+		{func(d Deps) error {
+			c := NewCmdReceive(d, nil)
+			c.SetArgs([]string{"q", "--max", "11"})
+			return c.Execute()
+		}, "--max 11"},
+		{func(d Deps) error {
+			c := NewCmdReceive(d, nil)
+			c.SetArgs([]string{"q", "--wait", "21s"})
+			return c.Execute()
+		}, "--wait 21s"},
+		{func(d Deps) error { c := NewCmdReceive(d, nil); c.SetArgs([]string{"bad name"}); return c.Execute() }, "not allowed"},
+		{func(d Deps) error { c := NewCmdDelete(d, nil); c.SetArgs([]string{"q"}); return c.Execute() }, "at least one RECEIPT_HANDLE"},
+	} {
+		err := tc.cmd(fx.deps)
+		if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want a usage error with %q", err, tc.want)
+		}
+	}
+}
+
+func TestTenantIsRefusedWithTheFix(t *testing.T) {
+	fx := newFixture(t, output.JSON)
+	fx.tenant = "acme"
+	c := NewCmdReceive(fx.deps, nil)
+	c.SetArgs([]string{"mailer"})
+	err := c.Execute()
+	var ae *platform.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("tenant receive = %v", err)
+	}
+	// Listing is allowed.
+	l := NewCmdList(fx.deps, nil)
+	l.SetArgs(nil)
+	if err := l.Execute(); err != nil {
+		t.Fatalf("tenant list = %v", err)
+	}
+}
+
+func TestWaitIsSentAsSeconds(t *testing.T) {
+	var got *ReceiveOptions
+	c := NewCmdReceive(Deps{}, func(_ context.Context, o *ReceiveOptions) error { got = o; return nil })
+	c.SetArgs([]string{"mailer", "--wait", "20s", "--visibility-timeout", "2m", "--max", "5"})
+	if err := c.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := got.request()
+	if err != nil || req != (queueapi.ReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
+		t.Fatalf("request = %+v, %v", req, err)
+	}
+}
