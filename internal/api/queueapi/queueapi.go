@@ -34,7 +34,7 @@
 // take every control-API slot of the server.
 //
 // Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input,
-// 401/403 authentication, 404 no such queue, 409 a queue exists with
+// 401/403 authentication or a reserved queue, 404 no such queue, 409 a queue exists with
 // another configuration or the store is full of queues, 429 too many
 // waiting receives, 500 storage failure.
 package queueapi
@@ -107,6 +107,11 @@ type Options struct {
 	// a long poll then wakes as soon as a message arrives instead of at
 	// its next timed check. Nil: timed checks only.
 	Changed func() <-chan struct{}
+	// Reserved names the dispatcher's own queues (the slow stage's
+	// hand-off): they are listed, flagged reserved, but create, receive,
+	// delete and purge refuse them, so that no CLI command can take or
+	// drop an escalated command. Nil: none.
+	Reserved func(name string) bool
 	// MaxWaiters bounds the receives waiting at once (default 8).
 	MaxWaiters int
 	// MaxBody bounds request bodies (default 64 KiB).
@@ -268,10 +273,12 @@ type Info struct {
 	Visible          int     `json:"visible"`
 	InFlight         int     `json:"in_flight"`
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// Reserved marks a queue of the dispatcher itself: read-only here.
+	Reserved bool `json:"reserved,omitempty"`
 }
 
-func info(s embedded.QueueStats) Info {
-	return Info{
+func (a *API) info(s embedded.QueueStats) Info {
+	return Info{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
 		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Seconds(),
@@ -314,7 +321,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 			out.Next = &next
 			break
 		}
-		out.Queues = append(out.Queues, info(s))
+		out.Queues = append(out.Queues, a.info(s))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -330,7 +337,7 @@ func (a *API) stats(ctx context.Context, name string) (Info, error) {
 	}
 	for _, s := range all {
 		if s.Name == name {
-			return info(s), nil
+			return a.info(s), nil
 		}
 	}
 	return Info{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
@@ -342,6 +349,17 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, in)
+}
+
+func (a *API) reserved(name string) bool { return a.o.Reserved != nil && a.o.Reserved(name) }
+
+// refuseReserved refuses changes to a reserved queue.
+func (a *API) refuseReserved(name string) error {
+	if a.reserved(name) {
+		return &apiError{status: http.StatusForbidden, msg: "queue " + name + " is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
+			fix: "leave it to the dispatcher; its backlog is in `snavio queue list`"}
+	}
+	return nil
 }
 
 // CheckName validates a queue name the way the store does, naming what
@@ -421,6 +439,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return bad(err.Error(), "fix the field named; see `snavio queue create --help`")
 	}
+	if err := a.refuseReserved(cfg.Name); err != nil {
+		return err
+	}
 	before, err := a.o.Queues.ListQueues(r.Context())
 	if err != nil {
 		return err
@@ -489,6 +510,9 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
 		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	if err := a.refuseReserved(name); err != nil {
+		return err
 	}
 	var req ReceiveRequest
 	if err := a.decode(r, &req); err != nil {
@@ -593,6 +617,9 @@ func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := CheckName("queue", name); err != nil {
 		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
+	if err := a.refuseReserved(name); err != nil {
+		return err
+	}
 	var req DeleteRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -639,6 +666,9 @@ func (a *API) purge(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
 		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+	}
+	if err := a.refuseReserved(name); err != nil {
+		return err
 	}
 	n, err := a.o.Queues.PurgeQueue(r.Context(), name)
 	if err != nil {

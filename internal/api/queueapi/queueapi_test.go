@@ -440,3 +440,27 @@ func TestLongPollWakesOnChange(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+func TestReservedQueuesAreReadOnly(t *testing.T) {
+	fx := newFixture(t, func(o *Options) { o.Reserved = func(n string) bool { return n == "handoff" } })
+	if _, err := fx.store.CreateQueue(context.Background(), embedded.QueueConfig{Name: "handoff"}); err != nil {
+		t.Fatal(err)
+	}
+	var in Info
+	fx.ok(t, "GET", "/v1/queues/handoff", nil, &in)
+	if !in.Reserved {
+		t.Fatalf("info = %+v", in)
+	}
+	for _, tc := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/queues", CreateRequest{Name: "handoff"}},
+		{"/v1/queues/handoff/receive", nil},
+		{"/v1/queues/handoff/messages/delete", DeleteRequest{ReceiptHandles: []string{"x"}}},
+		{"/v1/queues/handoff/purge", nil},
+	} {
+		status, b, _ := fx.call(t, "POST", tc.path, tc.body, nil)
+		wantError(t, status, b, http.StatusForbidden, "reserved")
+	}
+}
