@@ -13,6 +13,7 @@ import (
 	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
@@ -44,6 +45,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 		mux.Handle(p, s.recordPolls(ctl.Handler()))
 	}
 	mux.HandleFunc("GET /v1/whoami", s.whoami)
+	mux.Handle("GET /v1/serve/stats", server.RequireOperator(http.HandlerFunc(s.stats)))
 	// API packages register here (one line each).
 	if err := registerTelemetry(mux, s.deps); err != nil {
 		return nil, err
@@ -127,4 +129,33 @@ func registerTelemetry(mux *http.ServeMux, d Deps) error {
 	}
 	t.Register(mux)
 	return nil
+}
+
+// Stats is the answer of GET /v1/serve/stats (operators): what the local
+// dispatcher did, and the slow stage's backlog.
+type Stats struct {
+	Node node.Stats `json:"node"`
+	// HandoffVisible and HandoffInFlight are the hand-off queue's waiting
+	// and in-progress escalations.
+	HandoffVisible  int `json:"handoff_visible"`
+	HandoffInFlight int `json:"handoff_in_flight"`
+	// TelemetryLost counts events the outbox refused (store failures).
+	TelemetryLost int64 `json:"telemetry_lost"`
+}
+
+func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.store.ListQueues(r.Context())
+	if err != nil {
+		server.WriteAPIError(w, http.StatusInternalServerError, "reading the queues failed: "+err.Error(), "retry; the server log has the cause")
+		return
+	}
+	st := Stats{Node: s.node.Stats(), TelemetryLost: s.sink.lost.Load()}
+	for _, q := range qs {
+		if q.QueueConfig.Name == HandoffQueue {
+			st.HandoffVisible, st.HandoffInFlight = q.Visible, q.InFlight
+		}
+	}
+	b, _ := json.Marshal(st)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }

@@ -243,11 +243,21 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	return s, nil
 }
 
-// ensureInternalQueues creates the hand-off queue on first start.
+// ensureInternalQueues creates the hand-off queue on first start and
+// recovers its in-flight items after a crash.
 func (s *Serve) ensureInternalQueues(ctx context.Context) error {
 	// CreateQueue is idempotent for the same configuration.
 	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: HandoffQueue}); err != nil {
 		return fmt.Errorf("creating the slow-stage hand-off queue: %w", err)
+	}
+	// The store's file lock makes this process its only user: hand-offs
+	// in flight belonged to slow workers that died with the last process.
+	n, err := s.store.ReleaseInFlight(ctx, HandoffQueue)
+	if err != nil {
+		return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("recovered hand-offs of the previous run for the slow stage", "count", n)
 	}
 	return nil
 }

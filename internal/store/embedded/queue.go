@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -703,4 +704,55 @@ func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, 
 		return "", failure
 	}
 	return id, nil
+}
+
+// ReleaseInFlight makes every received, undeleted message of queue
+// visible now (SQS ChangeMessageVisibility to 0 for each) and returns how
+// many it released; their receipt handles go stale. A process that owns
+// the store alone calls it at start-up for its internal queues: the
+// receivers of those messages died with the previous process, so waiting
+// out their visibility timeouts would only delay the work.
+func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) {
+	now := nanos(s.clock.Now())
+	var released int
+	var failure error
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		released, failure = 0, nil
+		qb, err := queueBucket(tx, queue)
+		if err != nil {
+			failure = fmt.Errorf("release in-flight messages: %w", err)
+			return nil
+		}
+		vis := qb.Bucket(bVis)
+		c := vis.Cursor()
+		var ids [][]byte
+		for k, id := c.Seek(timeKey(now+1, 0)); k != nil; k, id = c.Next() {
+			ids = append(ids, bytes.Clone(id))
+		}
+		for _, id := range ids {
+			m, ok, err := loadMsg(qb, id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return corrupt("queue index", queue, fmt.Errorf("no message %s", id))
+			}
+			if err := vis.Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
+				return err
+			}
+			m.VisibleAt, m.Receipt = now, ""
+			if err := putJSON(qb.Bucket(bMsgs), []byte(m.ID), m); err != nil {
+				return err
+			}
+			if err := vis.Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
+				return err
+			}
+			released++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return released, failure
 }

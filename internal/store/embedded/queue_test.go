@@ -381,3 +381,41 @@ func FuzzParseQueueARN(f *testing.F) {
 		}
 	})
 }
+
+func TestReleaseInFlight(t *testing.T) {
+	s, clk := fakeStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Send(ctx, "h", []byte{byte('a' + i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Receive(ctx, "h", 2, time.Minute)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("receive: %d, %v", len(got), err)
+	}
+	n, err := s.ReleaseInFlight(ctx, "h")
+	if err != nil || n != 2 {
+		t.Fatalf("released %d, %v; want 2", n, err)
+	}
+	// Visible at once, not after the minute; the old receipts are stale.
+	again, err := s.Receive(ctx, "h", 10, time.Minute)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("after release: %d messages, %v; want all 3", len(again), err)
+	}
+	if err := s.DeleteMessage(ctx, "h", got[0].ReceiptHandle); !errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("old receipt: %v; want ErrStaleReceipt", err)
+	}
+	for _, m := range again {
+		if m.Body[0] == got[0].Body[0] && m.ReceiveCount != 2 {
+			t.Fatalf("receive count of a released message = %d; want 2 (releasing is not a receive)", m.ReceiveCount)
+		}
+	}
+	clk.Advance(time.Second)
+	if n, err := s.ReleaseInFlight(ctx, "nope"); n != 0 || !errors.Is(err, ErrQueueNotFound) {
+		t.Fatalf("unknown queue: %d, %v", n, err)
+	}
+}
