@@ -10,7 +10,9 @@ import (
 
 	"github.com/snavio/snavio/internal/api/archiveapi"
 	"github.com/snavio/snavio/internal/api/explainapi"
+	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/api/replayapi"
+	"github.com/snavio/snavio/internal/api/snapshotapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/node"
@@ -59,6 +61,12 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 		return nil, err
 	}
 	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Clock: s.clk, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: "local-ed25519", PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
 	return mux, nil

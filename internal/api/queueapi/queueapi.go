@@ -33,10 +33,11 @@
 // receive is refused with 429 and Retry-After, so long polls can never
 // take every control-API slot of the server.
 //
-// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input,
-// 401/403 authentication or a reserved queue, 404 no such queue, 409 a queue exists with
-// another configuration or the store is full of queues, 429 too many
-// waiting receives, 500 storage failure.
+// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input
+// (including a change to a reserved queue), 401/403 authentication, 404
+// no such queue, 409 a queue exists with another configuration or the
+// store is full of queues, 429 too many waiting receives, 500 storage
+// failure.
 package queueapi
 
 import (
@@ -356,7 +357,7 @@ func (a *API) reserved(name string) bool { return a.o.Reserved != nil && a.o.Res
 // refuseReserved refuses changes to a reserved queue.
 func (a *API) refuseReserved(name string) error {
 	if a.reserved(name) {
-		return &apiError{status: http.StatusForbidden, msg: "queue " + name + " is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
+		return &apiError{status: http.StatusBadRequest, msg: "queue " + name + " is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
 			fix: "leave it to the dispatcher; its backlog is in `snavio queue list`"}
 	}
 	return nil
@@ -675,4 +676,15 @@ func (a *API) purge(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, PurgeResult{Queue: name, Purged: n})
+}
+
+// Mount builds the API from o and registers it on mux (New, then
+// Register): the one line `internal/serve` calls.
+func Mount(mux *http.ServeMux, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	a.Register(mux)
+	return nil
 }

@@ -461,6 +461,6 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 		{"/v1/queues/handoff/purge", nil},
 	} {
 		status, b, _ := fx.call(t, "POST", tc.path, tc.body, nil)
-		wantError(t, status, b, http.StatusForbidden, "reserved")
+		wantError(t, status, b, http.StatusBadRequest, "reserved")
 	}
 }

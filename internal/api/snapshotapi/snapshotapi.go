@@ -288,3 +288,14 @@ func (a *API) publicKey(w http.ResponseWriter, _ *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, pk)
 }
+
+// Mount builds the API from o and registers it on mux (New, then
+// Register): the one line `internal/serve` calls.
+func Mount(mux *http.ServeMux, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	a.Register(mux)
+	return nil
+}
