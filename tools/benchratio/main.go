@@ -5,7 +5,10 @@
 //	go test -run '^$' -bench . -benchmem -count 5 ./... | go run ./tools/benchratio
 //
 // It exits 1 when a goal is missed and -strict is set; pairs whose
-// benchmarks did not run are listed as "not run".
+// benchmarks did not run are listed as "not run". When the floor ran in
+// the benchmark's own package as well as elsewhere (the same name in two
+// packages), the floor from the benchmark's package is used: the ratio then
+// comes from one process, which matters on a noisy machine.
 package main
 
 import (
@@ -23,6 +26,26 @@ import (
 type result struct {
 	ns     []float64
 	allocs []float64
+	// pkgs holds the same samples by package ("pkg:" line), when known.
+	pkgs map[string]*result
+}
+
+func (r *result) add(ns, allocs []float64) {
+	r.ns = append(r.ns, ns...)
+	r.allocs = append(r.allocs, allocs...)
+}
+
+// floorFor returns floor's samples from bench's package if bench ran in
+// exactly one package and floor ran there too; otherwise all of floor's.
+func floorFor(bench, floor *result) *result {
+	if len(bench.pkgs) == 1 {
+		for pkg := range bench.pkgs {
+			if f := floor.pkgs[pkg]; f != nil && len(f.ns) > 0 {
+				return f
+			}
+		}
+	}
+	return floor
 }
 
 type pair struct {
@@ -91,10 +114,15 @@ func readPairs(path string) ([]pair, error) {
 //	BenchmarkShield-2   200000   5321 ns/op   1100 B/op   3 allocs/op
 func parse(r io.Reader) (map[string]*result, error) {
 	out := map[string]*result{}
+	pkg := ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "pkg:" {
+			pkg = f[1]
+			continue
+		}
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
@@ -104,11 +132,7 @@ func parse(r io.Reader) (map[string]*result, error) {
 				name = name[:i]
 			}
 		}
-		res := out[name]
-		if res == nil {
-			res = &result{}
-			out[name] = res
-		}
+		var ns, allocs []float64
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
@@ -116,10 +140,24 @@ func parse(r io.Reader) (map[string]*result, error) {
 			}
 			switch f[i+1] {
 			case "ns/op":
-				res.ns = append(res.ns, v)
+				ns = append(ns, v)
 			case "allocs/op":
-				res.allocs = append(res.allocs, v)
+				allocs = append(allocs, v)
 			}
+		}
+		res := out[name]
+		if res == nil {
+			res = &result{pkgs: map[string]*result{}}
+			out[name] = res
+		}
+		res.add(ns, allocs)
+		if pkg != "" {
+			pr := res.pkgs[pkg]
+			if pr == nil {
+				pr = &result{}
+				res.pkgs[pkg] = pr
+			}
+			pr.add(ns, allocs)
 		}
 	}
 	return out, sc.Err()
@@ -148,6 +186,7 @@ func report(w io.Writer, pairs []pair, results map[string]*result) bool {
 			fmt.Fprintf(tw, "%s\t-\t-\t%s\t-\t-\t%s\tnot run\t%s\n", p.bench, p.floor, goalString(p), p.note)
 			continue
 		}
+		f = floorFor(b, f)
 		bn, fn := median(b.ns), median(f.ns)
 		ratio := bn / fn
 		allocs := median(b.allocs)

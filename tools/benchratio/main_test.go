@@ -42,6 +42,37 @@ func TestReportRatiosAndGoals(t *testing.T) {
 	}
 }
 
+// TestFloorFromTheSamePackage: a floor that ran in two packages is taken
+// from the benchmark's own package.
+func TestFloorFromTheSamePackage(t *testing.T) {
+	in := `pkg: example.com/a
+BenchmarkFloorShield-2   100   5000 ns/op
+BenchmarkFloorShield-2   100   5000 ns/op
+pkg: example.com/b
+BenchmarkFastDispatch-2  100   8000 ns/op   1 allocs/op
+BenchmarkFloorShield-2   100   10000 ns/op
+BenchmarkShield-2        100   7500 ns/op
+`
+	res, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(res["FloorShield"].ns); got != 3 {
+		t.Fatalf("pooled FloorShield has %d samples, want 3", got)
+	}
+	var out bytes.Buffer
+	report(&out, []pair{{bench: "FastDispatch", floor: "FloorShield", goal: 1.7, maxAllocs: 6}}, res)
+	if !strings.Contains(out.String(), "0.80x") {
+		t.Fatalf("FastDispatch not paired with its own package's floor (8000/10000):\n%s", out.String())
+	}
+	out.Reset()
+	delete(res["FloorShield"].pkgs, "example.com/b")
+	report(&out, []pair{{bench: "FastDispatch", floor: "FloorShield", goal: 1.7, maxAllocs: 6}}, res)
+	if !strings.Contains(out.String(), "1.60x") {
+		t.Fatalf("without a same-package floor the pooled median (5000) is used:\n%s", out.String())
+	}
+}
+
 func TestReadPairsFile(t *testing.T) {
 	pairs, err := readPairs("pairs.txt")
 	if err != nil {
