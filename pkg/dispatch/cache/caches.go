@@ -15,15 +15,19 @@ import (
 )
 
 // Default TTLs.
-var (
-	// DefaultRouting and DefaultHMAC follow the spec's example (60 s,
-	// 180 s); DefaultBans is shorter because bans are short-lived.
-	DefaultRouting = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
-	DefaultHMAC    = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
-	DefaultBans    = TTL{Fresh: 30 * time.Second, Stale: 90 * time.Second}
-	// DefaultQuotas: quotas change rarely and only the slow stage reads
-	// them.
-	DefaultQuotas = TTL{Fresh: 60 * time.Second, Stale: 180 * time.Second}
+// Default TTLs by cache type. Routing and HMAC follow the spec's example
+// (60 s, 180 s); bans are shorter because bans are short-lived; quotas
+// change rarely and only the slow stage reads them. Constants, not
+// package variables: pkg/dispatch holds no mutable globals.
+const (
+	DefaultRoutingFresh = 60 * time.Second
+	DefaultRoutingStale = 180 * time.Second
+	DefaultHMACFresh    = 60 * time.Second
+	DefaultHMACStale    = 180 * time.Second
+	DefaultBansFresh    = 30 * time.Second
+	DefaultBansStale    = 90 * time.Second
+	DefaultQuotasFresh  = 60 * time.Second
+	DefaultQuotasStale  = 180 * time.Second
 )
 
 // DefaultProfileTTL returns the spec's ACL TTLs of a sensitivity profile
@@ -64,16 +68,16 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Routing == (TTL{}) {
-		c.Routing = DefaultRouting
+		c.Routing = TTL{Fresh: DefaultRoutingFresh, Stale: DefaultRoutingStale}
 	}
 	if c.HMAC == (TTL{}) {
-		c.HMAC = DefaultHMAC
+		c.HMAC = TTL{Fresh: DefaultHMACFresh, Stale: DefaultHMACStale}
 	}
 	if c.Bans == (TTL{}) {
-		c.Bans = DefaultBans
+		c.Bans = TTL{Fresh: DefaultBansFresh, Stale: DefaultBansStale}
 	}
 	if c.Quotas == (TTL{}) {
-		c.Quotas = DefaultQuotas
+		c.Quotas = TTL{Fresh: DefaultQuotasFresh, Stale: DefaultQuotasStale}
 	}
 	ps := make(map[registry.Profile]TTL, 3)
 	for _, p := range registry.Profiles() {
