@@ -158,6 +158,47 @@ func TestMemory(t *testing.T) {
 	Discard{}.Emit(Invalid{})
 }
 
+// TestMetricNamesAreTheSpecs: every internal metric name of spec section
+// C, copied literally from the spec's lists ("ACL Refresh Policy", "Cache
+// Usage Telemetry", "Cold Start Behavior", "Snapshot Generation",
+// "Deduplication Metrics and Monitoring"), is one of the constants, and no
+// constant is outside that list.
+func TestMetricNamesAreTheSpecs(t *testing.T) {
+	spec := []string{
+		"Snavio.Cache.Usage.Fresh", "Snavio.Cache.Usage.Stale", "Snavio.Cache.Usage.Expired",
+		"Snavio.Cache.ACL.Usage.Stale", "Snavio.Cache.Routing.Usage.Stale", "Snavio.Cache.HMAC.Usage.Stale",
+		"Snavio.Cache.ACL.RefreshDuration", "Snavio.Cache.Routing.RefreshDuration", "Snavio.Cache.HMAC.RefreshDuration",
+		"Snavio.Cache.ACL.StaleWindowSeconds", "Snavio.Cache.Routing.StaleWindowSeconds", "Snavio.Cache.HMAC.StaleWindowSeconds",
+		"Snavio.Cache.SnapshotLoadFailure",
+		"Snavio.Snapshot.Generated", "Snavio.Snapshot.SizeBytes", "Snavio.Snapshot.WriteDuration",
+		"Snavio.Dedup.StrictModeUsage", "Snavio.Dedup.DuplicatesPrevented", "Snavio.Dedup.Escalations", "Snavio.Dedup.SlowPathLatency",
+	}
+	ours := []string{
+		MetricCacheUsageFresh, MetricCacheUsageStale, MetricCacheUsageExpired,
+		MetricCacheACLUsageStale, MetricCacheRoutingUsageStale, MetricCacheHMACUsageStale,
+		MetricCacheACLRefreshDuration, MetricCacheRoutingRefreshDuration, MetricCacheHMACRefreshDuration,
+		MetricCacheACLStaleWindowSeconds, MetricCacheRoutingStaleWindowSeconds, MetricCacheHMACStaleWindowSeconds,
+		MetricCacheSnapshotLoadFailure,
+		MetricSnapshotGenerated, MetricSnapshotSizeBytes, MetricSnapshotWriteDuration,
+		MetricDedupStrictModeUsage, MetricDedupDuplicatesPrevented, MetricDedupEscalations, MetricDedupSlowPathLatency,
+	}
+	if !slices.Equal(spec, ours) {
+		for i := range min(len(spec), len(ours)) {
+			if spec[i] != ours[i] {
+				t.Errorf("metric %d is %q; the spec says %q", i, ours[i], spec[i])
+			}
+		}
+		t.Fatalf("%d metric constants, the spec lists %d", len(ours), len(spec))
+	}
+	for _, ct := range []CacheType{CacheACL, CacheRouting, CacheHMAC} {
+		for _, m := range []string{ct.UsageStaleMetric(), ct.RefreshDurationMetric(), ct.StaleWindowSecondsMetric()} {
+			if !slices.Contains(spec, m) {
+				t.Errorf("derived metric %q is not in the spec", m)
+			}
+		}
+	}
+}
+
 func TestMetricNames(t *testing.T) {
 	if CacheACL.UsageStaleMetric() != MetricCacheACLUsageStale ||
 		CacheRouting.RefreshDurationMetric() != MetricCacheRoutingRefreshDuration ||
