@@ -2,6 +2,7 @@ package flow_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -87,18 +88,27 @@ func TestDedupeStates(t *testing.T) {
 			}
 		})
 
-		t.Run(name+"/InProgressCopyIsDuplicate", func(t *testing.T) {
+		t.Run(name+"/InProgressCopyIsRetriedNotDropped", func(t *testing.T) {
 			h := newSolo(t, mod)
 			c := cmd("b", "acme/s", "tg", "c")
 			first, err := h.f.Slow(context.Background(), c, strict)
 			if err != nil || first.Action != flow.Proceed {
 				t.Fatalf("claim: %v %v", first.Action, err)
 			}
-			if act, _ := h.dispatch(t, c, strict, always); act != flow.Drop {
-				t.Fatalf("copy while in progress: %v, want drop", act)
+			// While the first attempt is in progress a copy is neither
+			// delivered nor dropped: the first may yet fail or die.
+			if _, err := h.f.Slow(context.Background(), c, strict); !errors.Is(err, flow.ErrClaimInProgress) {
+				t.Fatalf("copy while in progress: %v, want ErrClaimInProgress", err)
+			}
+			if n := len(h.sink.of(telemetry.NameDuplicate)); n != 0 {
+				t.Fatalf("%d duplicate events for a copy of an undelivered command", n)
 			}
 			if err := h.f.Finish(context.Background(), c, strict, first, true); err != nil {
 				t.Fatal(err)
+			}
+			// Once delivered, the retried copy is a duplicate.
+			if act, _ := h.dispatch(t, c, strict, always); act != flow.Drop {
+				t.Fatalf("copy after delivery: %v, want drop", act)
 			}
 		})
 
@@ -124,10 +134,11 @@ func TestDedupeStates(t *testing.T) {
 				t.Fatalf("claim: %v %v", d.Action, err)
 			}
 			// The instance dies here: no Finish. Another instance's retry
-			// inside the in-progress TTL is a duplicate of the live claim...
+			// inside the in-progress TTL must wait (not drop: that would
+			// lose the command)...
 			other := newHarness(t, store, crashed.clk, mod)
-			if act, _ := other.dispatch(t, c, strict, always); act != flow.Drop {
-				t.Fatalf("retry inside the in-progress TTL: %v", act)
+			if _, err := other.f.Slow(context.Background(), c, strict); !errors.Is(err, flow.ErrClaimInProgress) {
+				t.Fatalf("retry inside the in-progress TTL: %v, want ErrClaimInProgress", err)
 			}
 			// ...and after it, the retry claims and delivers: nothing lost.
 			crashed.clk.Advance(30 * time.Second)

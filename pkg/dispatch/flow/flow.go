@@ -286,6 +286,9 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 					Timestamp: c.Timestamp, Reason: ReasonDedupeConflict})
 				return Decision{Action: Reject}, nil
 			}
+			if existing.State == ClaimInProgress {
+				return Decision{}, fmt.Errorf("flow: command %s: %w until %s; retry then", c.ID, ErrClaimInProgress, existing.ExpiresAt.UTC().Format(time.RFC3339))
+			}
 			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
 			if existing.State == ClaimDelivered && !f.cfg.DisableSeenSet {
 				f.seen.add(c.ID, c.PayloadHash, existing.ExpiresAt)

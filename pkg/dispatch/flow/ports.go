@@ -68,6 +68,15 @@ type DedupeRecord struct {
 // expired, not in progress, or owned by someone else.
 var ErrNotOwner = errors.New("dedupe record is not held by this owner")
 
+// ErrClaimInProgress is the slow stage's answer for a strict command whose
+// id another attempt has claimed and not yet delivered: that attempt may
+// still deliver it, or may have died (a crash between claim and
+// delivery). Either way the command is not a duplicate yet: retry it after
+// the claim's in-progress expiry, when it is either delivered (then a
+// duplicate) or free to take over. Dropping it here would lose a command
+// whose first attempt crashed.
+var ErrClaimInProgress = errors.New("command id is claimed by an attempt still in progress")
+
 // DedupeClaims store write-once records for strict-mode command ids.
 type DedupeClaims interface {
 	// Claim stores rec (which must be in progress) unless a live record for
