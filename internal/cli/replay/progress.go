@@ -46,7 +46,7 @@ func (p *progressView) eta(a engine.Audit) (time.Duration, bool) {
 	n := done(a) - p.base
 	el := p.clk.Now().Sub(p.began)
 	left := a.Planned - done(a)
-	if n <= 0 || left < 0 {
+	if n <= 0 || left <= 0 {
 		return 0, false
 	}
 	eta := el * time.Duration(left) / time.Duration(n)
