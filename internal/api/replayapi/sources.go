@@ -195,4 +195,6 @@ func (v *registryView) SigningKey(source string, now time.Time) (*signing.Key, e
 }
 
 // Strict implements replay.Routes.
-func (v *registryView) Strict(target, command string) bool { return v.strict[[2]string{target, command}] }
+func (v *registryView) Strict(target, command string) bool {
+	return v.strict[[2]string{target, command}]
+}
