@@ -87,6 +87,8 @@ type API struct {
 	mu       sync.Mutex
 	active   map[string]context.CancelFunc
 	closed   bool
+	done     chan struct{} // closed by Close
+	doneOnce sync.Once
 	hookOnce sync.Once
 }
 
@@ -133,7 +135,7 @@ func New(o Options) (*API, error) {
 			}
 		}
 	}
-	return &API{o: o, active: map[string]context.CancelFunc{}}, nil
+	return &API{o: o, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
 }
 
 // Mount builds the API from o and registers it on mux.
@@ -163,6 +165,7 @@ func (a *API) Register(mux *http.ServeMux) {
 func (a *API) Close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.doneOnce.Do(func() { close(a.done) })
 	a.closed = true
 	for _, cancel := range a.active {
 		cancel()

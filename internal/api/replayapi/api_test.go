@@ -475,3 +475,49 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("a tenant listed replays: %d", w.Code)
 	}
 }
+
+// TestServerShutdownInterruptsRuns: a graceful shutdown of the http.Server
+// the API runs in interrupts a running replay (its audit says interrupted)
+// instead of waiting for it to finish.
+func TestServerShutdownInterruptsRuns(t *testing.T) {
+	e := newEnv(t)
+	e.fillDLQ(30)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), server.OperatorPrincipal())))
+	}))
+	srv.Start()
+	defer srv.Close()
+	shut := make(chan error, 1)
+	e.pipe.after = func(n int) {
+		if n == 3 {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				shut <- srv.Config.Shutdown(ctx)
+			}()
+			// Hold the run until the shutdown has begun and cancelled it.
+			select {
+			case <-e.api.done:
+			case <-time.After(10 * time.Second):
+				t.Error("the shutdown did not close the API")
+			}
+		}
+	}
+	body, _ := json.Marshal(Request{From: "dlq:" + dlq, Reason: "r", Rate: 1})
+	resp, err := http.Post(srv.URL+"/v1/replays", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last Update
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		_ = json.Unmarshal(sc.Bytes(), &last)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown waited for the replay: %v", err)
+	}
+	if last.Event != EventFinished || last.Replay.Status != replay.StatusInterrupted || last.Replay.SentCount != 3 {
+		t.Fatalf("last update = %+v", last)
+	}
+}
