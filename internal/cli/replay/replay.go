@@ -61,7 +61,7 @@ type Options struct {
 	Dedupe, Rate, Resume    string
 	Limit                   int
 	DryRun                  bool
-	setFilters, setRunFlags []string
+	setFilters              []string
 }
 
 // NewCmd builds `snavio replay` with its list and show subcommands.
