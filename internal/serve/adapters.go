@@ -8,6 +8,7 @@ import (
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // The adapters between the dispatcher's ports and the embedded store.
@@ -25,7 +26,10 @@ const (
 const HandoffQueue = "snavio-internal-slow-handoff"
 
 // sender delivers commands to the embedded store's queues.
-type sender struct{ s *embedded.Store }
+type sender struct {
+	s   *embedded.Store
+	clk clock.Clock
+}
 
 var _ dispatch.Sender = sender{}
 
@@ -34,9 +38,17 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("route queue %s: %w", d.QueueARN, err)
 	}
-	_, err = x.s.Send(ctx, name, d.Body, map[string]string{
-		AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command,
-	})
+	attrs := map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command}
+	if c := d.Claim; c != nil {
+		// Strict route: the message and the claim's completion commit
+		// together, so a crash cannot let a retry deliver it twice.
+		if _, err := x.s.SendAndComplete(ctx, name, d.Body, attrs, c.ID, c.Owner, c.ExpiresAt, x.clk.Now()); err != nil {
+			return err
+		}
+		d.Completed = true
+		return nil
+	}
+	_, err = x.s.Send(ctx, name, d.Body, attrs)
 	return err
 }
 

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/control"
@@ -73,6 +74,12 @@ type Options struct {
 	WebhookSecret []byte
 	// Shadow runs rate limiting and fairness in shadow mode.
 	Shadow bool
+	// InProgressTTL is how long a strict command's claim may stay in
+	// progress before a retry takes it over (default 30 s), and
+	// HandoffVisibility how long a hand-off taken by a slow worker stays
+	// hidden before it is retried (default 30 s). Together they bound how
+	// late a command whose first attempt crashed is delivered.
+	InProgressTTL, HandoffVisibility time.Duration
 }
 
 // Serve is a running dispatcher.
@@ -191,15 +198,15 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
+	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{st}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{st, o.Clock}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers})
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility})
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,12 @@ type Delivery struct {
 	Body []byte
 	// Identifying attributes, for queue message attributes.
 	CommandID, Source, Target, Command string
+	// Claim, on a strict route's slow-path delivery, is the dedupe claim
+	// to complete. A sender whose store can write the message and the
+	// completion in one transaction does so and sets Completed; others
+	// ignore it and the dispatcher completes the claim after Send.
+	Claim     *flow.Completion
+	Completed bool
 }
 
 // Sender delivers commands to target queues (SQS SendMessage; a local
@@ -194,7 +200,7 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	case flow.Reject:
 		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(telemetry.FailRateLimitExceeded)}, nil
 	}
-	if err := x.send(ctx, route.QueueARN, env); err != nil {
+	if _, err := x.send(ctx, route.QueueARN, env, nil); err != nil {
 		// At least once: the slow stage retries the delivery.
 		_ = x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false)
 		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
@@ -252,11 +258,19 @@ func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
 	case flow.Reject:
 		return Result{Outcome: Failed, CommandID: c.ID, Path: telemetry.PathSlow}, nil
 	}
-	if err := x.send(ctx, route.QueueARN, env); err != nil {
+	var claim *flow.Completion
+	if cp, ok := x.d.Flow.Completion(dec); ok {
+		claim = &cp
+	}
+	completed, err := x.send(ctx, route.QueueARN, env, claim)
+	if err != nil {
 		if ferr := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false); ferr != nil {
 			x.d.Logger.Warn("releasing claim after failed delivery", "command_id", c.ID, "err", ferr)
 		}
 		return Result{}, fmt.Errorf("dispatch: deliver %s to %s: %w", c.ID, route.QueueARN, err)
+	}
+	if completed {
+		dec = dec.Completed(claim.ExpiresAt)
 	}
 	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
 		x.d.Logger.Warn("recording slow delivery failed", "command_id", c.ID, "err", err)
@@ -272,7 +286,9 @@ func (x *Dispatcher) GiveUp(e *Escalation) Result {
 	return Result{Outcome: Failed, CommandID: e.Envelope.Metadata.ID, Reason: string(telemetry.FailDeliveryFailure), Path: telemetry.PathSlow}
 }
 
-func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope) error {
+// send delivers env to queue; claim (strict slow path only) may be
+// completed by the sender in the same transaction, which it reports.
+func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope, claim *flow.Completion) (completed bool, err error) {
 	bp, _ := x.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
@@ -280,13 +296,13 @@ func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envel
 	body, err := env.AppendJSON((*bp)[:0])
 	if err != nil {
 		x.bufs.Put(bp)
-		return err
+		return false, err
 	}
-	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name}
+	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name, Claim: claim}
 	err = x.d.Sender.Send(ctx, &d)
 	*bp = body
 	x.bufs.Put(bp)
-	return err
+	return d.Completed && claim != nil, err
 }
 
 func (x *Dispatcher) delivered(env *envelope.Envelope, received time.Time, path telemetry.Path) {

@@ -421,3 +421,59 @@ func TestDeliveryFailures(t *testing.T) {
 }
 
 func newKey() (*signing.Key, error) { return signing.NewKey("hmac-v1", secret) }
+
+// completingSink completes strict claims itself, like the embedded
+// store's SendAndComplete: the dispatcher must then not complete them
+// again, and the claim must still count as delivered.
+type completingSink struct {
+	sink
+	claims []*flow.Completion
+}
+
+func (s *completingSink) Send(ctx context.Context, d *dispatch.Delivery) error {
+	s.claims = append(s.claims, d.Claim)
+	if err := s.sink.Send(ctx, d); err != nil {
+		return err
+	}
+	d.Completed = d.Claim != nil
+	return nil
+}
+
+func TestStrictClaimCompletedBySender(t *testing.T) {
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	route.DedupeMode = registry.DedupeStrict
+	tel := &telemetry.Memory{}
+	out := &completingSink{}
+	d, clk, _ := buildStack(t, route, cache.Config{Jitter: -1}, tel, out, func(f func()) { f() })
+	k, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{d: d, clk: clk, key: k, tel: tel}
+	msg := f.message(t, uuidN(9), "mailer", "send", `{}`)
+	_, esc := d.Fast(context.Background(), source, msg)
+	if esc == nil {
+		t.Fatal("a strict first sighting must escalate")
+	}
+	res, err := d.Slow(context.Background(), esc)
+	if err != nil || res.Outcome != dispatch.Delivered {
+		t.Fatalf("slow = %+v, %v", res, err)
+	}
+	if len(out.claims) != 1 || out.claims[0] == nil || out.claims[0].ID != uuidN(9) || out.claims[0].Owner == "" ||
+		!out.claims[0].ExpiresAt.Equal(clk.Now().Add(300*time.Second)) {
+		t.Fatalf("the sender got claim %+v; want the command's claim expiring after the dedupe TTL", out.claims)
+	}
+	// This sender only says it completed the claim (a real one completes
+	// it in its transaction), so the record is still in progress: proof
+	// that the dispatcher did not complete it a second time.
+	if _, err := d.Slow(context.Background(), esc); !errors.Is(err, flow.ErrClaimInProgress) {
+		t.Fatalf("copy on the slow path: %v, want ErrClaimInProgress (the dispatcher completed the claim itself)", err)
+	}
+	// The fast path's seen-set learned the delivery all the same.
+	if res, _ := d.Fast(context.Background(), source, msg); res.Outcome != dispatch.Duplicate {
+		t.Fatalf("copy on the fast path = %+v", res)
+	}
+	if len(out.got) != 1 {
+		t.Fatalf("%d deliveries", len(out.got))
+	}
+}

@@ -147,7 +147,10 @@ type Decision struct {
 	// nothing).
 	ShadowRefusal string
 	// claim is the slow path's dedupe claim, finished by Finish.
-	claim  *DedupeRecord
+	claim *DedupeRecord
+	// completedUntil is set when the sender completed the claim itself,
+	// atomically with the delivery (see Completion).
+	completedUntil time.Time
 	warm   bool
 	start  time.Time
 	strict bool
@@ -365,6 +368,34 @@ func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
 	}
 }
 
+// Completion is what a sender needs to complete a strict command's claim
+// in the same transaction as the delivery, where the store allows it (the
+// embedded store's SendAndComplete): then no crash between the delivery
+// and the completion can let a retry deliver the command twice.
+type Completion struct {
+	// ID and Owner identify the claim; ExpiresAt is the delivered
+	// record's expiry (now + the dedupe TTL).
+	ID, Owner string
+	ExpiresAt time.Time
+}
+
+// Completion returns the claim completion of a slow-path decision on a
+// strict route, and false when there is no claim to complete.
+func (f *Flow) Completion(d Decision) (Completion, bool) {
+	if d.claim == nil {
+		return Completion{}, false
+	}
+	return Completion{ID: d.claim.ID, Owner: d.claim.Owner, ExpiresAt: f.cfg.Clock.Now().Add(f.cfg.DedupeTTL)}, true
+}
+
+// Completed returns d marked as completed by the sender (until is the
+// Completion's ExpiresAt): Finish then records the delivery without
+// completing the claim again.
+func (d Decision) Completed(until time.Time) Decision {
+	d.completedUntil = until
+	return d
+}
+
 // Finish records the outcome of delivering a command the slow stage
 // admitted (or the fast stage admitted: then only usage is recorded). On a
 // strict route a delivered command's claim becomes a delivered record for
@@ -390,9 +421,12 @@ func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, del
 		}
 		return nil
 	}
-	exp := now.Add(f.cfg.DedupeTTL)
-	if err := f.store.Complete(ctx, d.claim.ID, d.claim.Owner, exp, now); err != nil {
-		return fmt.Errorf("flow: complete claim of %s: %w", c.ID, err)
+	exp := d.completedUntil
+	if exp.IsZero() {
+		exp = now.Add(f.cfg.DedupeTTL)
+		if err := f.store.Complete(ctx, d.claim.ID, d.claim.Owner, exp, now); err != nil {
+			return fmt.Errorf("flow: complete claim of %s: %w", c.ID, err)
+		}
 	}
 	if !f.cfg.DisableSeenSet {
 		f.seen.add(c.ID, d.claim.PayloadHash, exp)
