@@ -60,6 +60,10 @@ man: ## Regenerate man/ with cobra's doc generator
 .PHONY: generate
 generate: completions man ## Regenerate every generated file
 
+.PHONY: bench-serve
+bench-serve: ## Commands/s of dispatch serve over loopback vs the same server with a discarding pipeline, and its heap over 60 s
+	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s
+
 .PHONY: bench
 bench: ## Run benchmarks and print each beside its floor, with the ratio
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bench.out

@@ -37,6 +37,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -96,8 +97,11 @@ type Serve struct {
 	loader  *snapshot.Loader
 	alerts  *alerts.Router
 	monitor *monitor.Monitor
-	sink    *outboxSink
-	notify  *notifier
+	// registry is the store's registry behind the control API: writes
+	// refresh the caches before they return.
+	registry *freshRegistry
+	sink     *outboxSink
+	notify   *notifier
 	// Deps the API packages mount with.
 	deps Deps
 
@@ -223,7 +227,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.sink.alerts = s.alerts
 	s.monitor = monitor.New(monitor.Config{})
 
-	ctl, err := control.New(control.Options{Registry: reg, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st)})
+	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
+	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st)})
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +331,10 @@ func (s *Serve) Failed() <-chan error { return s.srv.Failed() }
 
 // Node returns the local dispatcher (its counters).
 func (s *Serve) Node() *node.Node { return s.node }
+
+// Registry returns the registry as the control API writes it: a write
+// returns once the dispatcher's caches have it.
+func (s *Serve) Registry() registry.Store { return s.registry }
 
 // Store returns the embedded store.
 func (s *Serve) Store() *embedded.Store { return s.store }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -186,5 +187,41 @@ func TestServeStrictDuplicateAndRestartKeepsState(t *testing.T) {
 	msgs, err := s2.store.Receive(context.Background(), DemoQueue, 10, time.Minute)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("queue after restart: %d messages, %v", len(msgs), err)
+	}
+}
+
+// TestRegistryWritesAreUsableAtOnce: a key, route and ACL registered
+// through the control API's registry are usable by the very next command,
+// not after the caches' fresh TTL.
+func TestRegistryWritesAreUsableAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := startDemo(t, dir, true)
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	secret := bytes.Repeat([]byte{9}, 32)
+	by := registry.Actor{Who: "test", At: time.Now()}
+	src := "late/comer"
+	k := registry.ServiceKey{Source: src, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: time.Now().Add(-time.Second)}}}
+	q := "arn:snavio:sqs:local:000000000000:" + DemoQueue
+	r := registry.Route{Target: "late", Command: "go", QueueARN: q, DLQARN: "arn:snavio:sqs:local:000000000000:" + DemoDLQ, Profile: registry.ProfileLow}
+	a := registry.ACL{Source: src, Target: "late", Command: "go", Allow: true, Profile: registry.ProfileLow}
+	for _, it := range []registry.Item{{Key: &k}, {Route: &r}, {ACL: &a}} {
+		if _, err := s.Registry().Put(ctx, by, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := signing.NewKey("hmac-v1", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := envelope.New("0f8fad5b-d9cb-469f-a165-000000000077", time.Now(), "late", "go", []byte(`{}`))
+	if err := key.SignEnvelope(&e, src); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.AppendJSON(nil)
+	putEvent(t, s.Info().URL, src, b)
+	waitFor(t, "the delivered event", func() bool { return strings.Contains(strings.Join(names(t, s, "late"), ","), telemetry.NameDelivered) })
+	if got := names(t, s, "late"); len(got) != 1 {
+		t.Fatalf("events = %v, want one delivery and nothing else (no unknown_source)", got)
 	}
 }

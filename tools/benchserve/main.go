@@ -1,0 +1,296 @@
+// Command benchserve measures `snavio dispatch serve` over loopback:
+// commands/s through PutEvents batches of 10 for the full pipeline (shield,
+// fast, slow, durable queues, telemetry outbox, archive), and for the same
+// HTTP server with the pipeline replaced by a sink that discards, in one
+// run; and the heap over the full run, to show memory stays flat.
+//
+//	go run ./tools/benchserve [-duration 60s] [-clients 8] [-ephemeral]
+//
+// `make bench-serve` runs it. A consumer drains the target queue the way a
+// target team would, so the queue stays within its depth limit.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+)
+
+// profileTo names the CPU profile file (-cpuprofile).
+var profileTo string
+
+const (
+	source  = "bench/producer"
+	target  = "bench"
+	command = "run"
+	queue   = "bench-commands"
+	dlq     = "bench-dlq"
+)
+
+func main() {
+	dur := flag.Duration("duration", 60*time.Second, "how long the full pipeline runs (the heap is sampled every second)")
+	sinkDur := flag.Duration("sink-duration", 20*time.Second, "how long the sink runs")
+	clients := flag.Int("clients", 2*runtime.GOMAXPROCS(0), "concurrent PutEvents clients")
+	ephemeral := flag.Bool("ephemeral", false, "keep the store in memory (default: a file, fsync on commit, as serve runs by default)")
+	payload := flag.Int("payload", 1024, "payload bytes per command")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the full-pipeline run to this file")
+	flag.Parse()
+	profileTo = *cpuprofile
+	if err := run(*dur, *sinkDur, *clients, *ephemeral, *payload); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes int) error {
+	dir, err := os.MkdirTemp("", "benchserve")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	secret := bytes.Repeat([]byte{7}, 32)
+	key, err := signing.NewKey("hmac-v1", secret)
+	if err != nil {
+		return err
+	}
+	payload, _ := json.Marshal(map[string]string{"data": string(bytes.Repeat([]byte("x"), payloadBytes-12))})
+
+	// The sink: the same HTTP server and ingress, the pipeline discards.
+	sink, err := server.Start(server.StartOptions{Listen: "127.0.0.1:0", DataDir: dir + "/sink", Pipeline: server.DiscardPipeline()})
+	if err != nil {
+		return err
+	}
+	sinkRate, _, err := load(sink.URL(), key, payload, clients, sinkDur, nil)
+	_ = sink.Shutdown(ctx)
+	if err != nil {
+		return err
+	}
+
+	// The full pipeline on a route without a rate limit.
+	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, Listen: "127.0.0.1:0"})
+	if err != nil {
+		return err
+	}
+	defer s.Shutdown(ctx)
+	if err := seed(ctx, s.Store(), s.Registry(), secret); err != nil {
+		return err
+	}
+	stopConsumer := consume(s.Store())
+	if profileTo != "" {
+		f, err := os.Create(profileTo)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	heap := &heapSampler{}
+	fullRate, results, err := load(s.Info().URL, key, payload, clients, dur, heap)
+	delivered := stopConsumer()
+	if err != nil {
+		return err
+	}
+
+	store := "file (fsync per group commit)"
+	if ephemeral {
+		store = "in memory"
+	}
+	fmt.Printf("bench-serve: PutEvents batches of 10, %d B payloads, %d clients, GOMAXPROCS %d, sink %v, full %v, store %s\n",
+		payloadBytes, clients, runtime.GOMAXPROCS(0), sinkDur, dur, store)
+	fmt.Printf("  %-28s %10.0f commands/s\n", "sink (pipeline discards)", sinkRate)
+	fmt.Printf("  %-28s %10.0f commands/s   accepted %d, refused %d, consumed %d\n", "full pipeline", fullRate, results.accepted, results.refused, delivered)
+	ratio := fullRate / sinkRate
+	verdict := "met"
+	if ratio < 0.5 {
+		verdict = "MISSED"
+	}
+	fmt.Printf("  ratio full/sink %.2fx (goal >= 0.50x: %s)\n", ratio, verdict)
+	heap.print()
+	return nil
+}
+
+// seed registers the bench route, its queues, ACL and key.
+func seed(ctx context.Context, st *embedded.Store, reg registry.Store, secret []byte) error {
+	d, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: dlq})
+	if err != nil {
+		return err
+	}
+	q, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: queue, DeadLetterQueue: dlq, MaxReceives: 5, MaxDepth: 1_000_000})
+	if err != nil {
+		return err
+	}
+	by := registry.Actor{Who: "benchserve", At: time.Now()}
+	k := registry.ServiceKey{Source: source, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: time.Now().Add(-time.Minute)}}}
+	r := registry.Route{Target: target, Command: command, QueueARN: q.ARN, DLQARN: d.ARN, Profile: registry.ProfileLow}
+	a := registry.ACL{Source: source, Target: target, Command: command, Allow: true, Profile: registry.ProfileLow}
+	for _, it := range []registry.Item{{Key: &k}, {Route: &r}, {ACL: &a}} {
+		if _, err := reg.Put(ctx, by, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// consume drains the bench queue like a target team; the returned func
+// stops it and returns how many messages it consumed.
+func consume(st *embedded.Store) func() int64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				msgs, err := st.Receive(ctx, queue, 10, time.Minute)
+				if err != nil || len(msgs) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				for _, m := range msgs {
+					_ = st.DeleteMessage(ctx, queue, m.ReceiptHandle)
+				}
+				n.Add(int64(len(msgs)))
+			}
+		}()
+	}
+	return func() int64 { cancel(); wg.Wait(); return n.Load() }
+}
+
+type results struct{ accepted, refused int64 }
+
+// load runs clients PutEvents loops of batches of 10 signed commands for
+// dur and returns the acknowledged commands per second.
+func load(url string, key *signing.Key, payload []byte, clients int, dur time.Duration, heap *heapSampler) (float64, results, error) {
+	var res results
+	var seq atomic.Int64
+	var failure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body bytes.Buffer
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body.Reset()
+				body.WriteString(`{"Entries":[`)
+				for i := range 10 {
+					id := fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", seq.Add(1))
+					e := envelope.New(id, time.Now(), target, command, payload)
+					if err := key.SignEnvelope(&e, source); err != nil {
+						failure.Store(err)
+						return
+					}
+					detail, _ := e.AppendJSON(nil)
+					entry, _ := json.Marshal(map[string]string{"Source": source, "DetailType": envelope.EventType, "Detail": string(detail), "EventBusName": "snavio-command-bus"})
+					if i > 0 {
+						body.WriteByte(',')
+					}
+					body.Write(entry)
+				}
+				body.WriteString(`]}`)
+				req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body.Bytes()))
+				req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
+				req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+				resp, err := hc.Do(req)
+				if err != nil {
+					failure.Store(err)
+					return
+				}
+				var out struct{ FailedEntryCount int64 }
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil {
+					atomic.AddInt64(&res.refused, 10)
+					continue
+				}
+				atomic.AddInt64(&res.accepted, 10-out.FailedEntryCount)
+				atomic.AddInt64(&res.refused, out.FailedEntryCount)
+			}
+		}()
+	}
+	ticker := time.NewTicker(time.Second)
+	deadline := time.After(dur)
+loop:
+	for {
+		select {
+		case <-ticker.C:
+			if heap != nil {
+				heap.sample(time.Since(start))
+			}
+		case <-deadline:
+			break loop
+		}
+	}
+	ticker.Stop()
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, ok := failure.Load().(error); ok {
+		return 0, res, err
+	}
+	return float64(res.accepted) / elapsed.Seconds(), res, nil
+}
+
+// heapSampler records the live heap after a GC each second.
+type heapSampler struct {
+	at   []time.Duration
+	heap []uint64
+}
+
+func (h *heapSampler) sample(at time.Duration) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	h.at = append(h.at, at)
+	h.heap = append(h.heap, m.HeapAlloc)
+}
+
+// print shows the heap at the start, middle and end of the run and the
+// growth from the first quarter (after warm-up) to the end.
+func (h *heapSampler) print() {
+	n := len(h.heap)
+	if n < 4 {
+		fmt.Println("  heap: run too short to judge")
+		return
+	}
+	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }
+	warm := h.heap[n/4]
+	end := h.heap[n-1]
+	var peak uint64
+	for _, v := range h.heap[n/4:] {
+		peak = max(peak, v)
+	}
+	growth := mb(end) - mb(warm)
+	fmt.Printf("  live heap after GC: %.1f MiB at %v (warm), %.1f MiB at %v (mid), %.1f MiB at %v (end), peak %.1f MiB; growth warm->end %+.1f MiB\n",
+		mb(warm), h.at[n/4].Round(time.Second), mb(h.heap[n/2]), h.at[n/2].Round(time.Second), mb(end), h.at[n-1].Round(time.Second), mb(peak), growth)
+}
