@@ -66,7 +66,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: "local-ed25519", PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
+	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
 	return mux, nil

@@ -46,6 +46,29 @@ import (
 // StoreFile is the embedded store's file in the data directory.
 const StoreFile = "snavio.db"
 
+// SnapshotKeyID names the Ed25519 key (SigningKeyFile) that signs the
+// registry snapshots of `dispatch serve`.
+const SnapshotKeyID = "local-ed25519"
+
+// ttlPolicy is the snapshots' ttl_policy: the TTLs serve's caches use (the
+// cache package's defaults).
+func ttlPolicy() snapshot.TTLPolicy {
+	ttl := func(fresh, stale time.Duration) snapshot.TTL {
+		return snapshot.TTL{FreshSeconds: fresh.Seconds(), StaleSeconds: stale.Seconds()}
+	}
+	p := snapshot.TTLPolicy{
+		Routing:  ttl(cache.DefaultRoutingFresh, cache.DefaultRoutingStale),
+		HMAC:     ttl(cache.DefaultHMACFresh, cache.DefaultHMACStale),
+		Bans:     ttl(cache.DefaultBansFresh, cache.DefaultBansStale),
+		Profiles: map[registry.Profile]snapshot.TTL{},
+	}
+	for _, pr := range []registry.Profile{registry.ProfileCritical, registry.ProfileModerate, registry.ProfileLow} {
+		t := cache.DefaultProfileTTL(pr)
+		p.Profiles[pr] = ttl(t.Fresh, t.Stale)
+	}
+	return p
+}
+
 // Options configure a Serve. DataDir is required.
 type Options struct {
 	// DataDir holds the store file, the operator token, tenant tokens and
@@ -160,19 +183,19 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.keyPath = keyPath
-	signer, err := snapshot.NewEd25519Signer("local-ed25519", priv)
+	signer, err := snapshot.NewEd25519Signer(SnapshotKeyID, priv)
 	if err != nil {
 		return nil, err
 	}
-	cacheCfg := cache.Config{}
-	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{}, snapshot.GeneratorDeps{
+	cacheCfg := cache.Config{} // the defaults, which ttlPolicy records in snapshots
+	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: ttlPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: st.Snapshots(), Signer: signer, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.loader, err = snapshot.NewLoader(snapshot.LoaderConfig{
-		Trusted: snapshot.TrustedKeys{"local-ed25519": priv.Public().(ed25519.PublicKey)},
+		Trusted: snapshot.TrustedKeys{SnapshotKeyID: priv.Public().(ed25519.PublicKey)},
 		MaxAge:  o.Jobs.SnapshotMaxAge,
 	}, snapshot.LoaderDeps{Store: st.Snapshots(), Clock: o.Clock, Metrics: metrics, Logger: o.Logger})
 	if err != nil {
