@@ -213,7 +213,15 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	// The fast stage's cold start: the latest signed snapshot, falling
 	// back to the registry.
-	if s.coldSource, err = s.loader.ColdStart(ctx, s.caches); err != nil {
+	// On a first start there is no snapshot yet: load the registry
+	// without the loader's refusal warning.
+	if vs, verr := st.Snapshots().Versions(ctx, snapshot.DefaultPaths().Of(snapshot.KindFull)); verr == nil && len(vs) == 0 {
+		s.coldSource = snapshot.FromRegistry
+		err = s.caches.LoadAll(ctx)
+	} else {
+		s.coldSource, err = s.loader.ColdStart(ctx, s.caches)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("loading the caches: %w", err)
 	}
 	rt, err := routing.New(s.caches, reg, o.Clock)
