@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,6 +120,9 @@ func ReadFile(name string, stdin io.Reader, now time.Time) ([]registry.Item, err
 	}
 	its, err := spec.Parse(display, r, now)
 	if err != nil {
+		if strings.Contains(err.Error(), "snavio route apply --help") {
+			return nil, &cmdutil.UsageError{Err: err}
+		}
 		return nil, &cmdutil.UsageError{Err: fmt.Errorf("%w; see `snavio route apply --help` for the format", err)}
 	}
 	if len(its) == 0 {
