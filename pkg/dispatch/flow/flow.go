@@ -151,9 +151,9 @@ type Decision struct {
 	// completedUntil is set when the sender completed the claim itself,
 	// atomically with the delivery (see Completion).
 	completedUntil time.Time
-	warm   bool
-	start  time.Time
-	strict bool
+	warm           bool
+	start          time.Time
+	strict         bool
 }
 
 // Flow is flow control for one dispatcher instance. Build it with New; it
