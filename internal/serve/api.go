@@ -14,6 +14,7 @@ import (
 	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/api/snapshotapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
@@ -47,6 +48,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 		mux.Handle(p, s.recordPolls(ctl.Handler()))
 	}
 	mux.HandleFunc("GET /v1/whoami", s.whoami)
+	mux.HandleFunc("GET /v1/alerts", s.recentAlerts)
 	mux.Handle("GET /v1/serve/stats", server.RequireOperator(http.HandlerFunc(s.stats)))
 	// API packages register here (one line each).
 	if err := registerTelemetry(mux, s.deps); err != nil {
@@ -164,6 +166,32 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	b, _ := json.Marshal(st)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// recentAlerts answers GET /v1/alerts: the dashboard-log channel's recent
+// alerts, newest last; a tenant sees its own.
+func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
+	p, _ := server.PrincipalFrom(r.Context())
+	tenant := r.URL.Query().Get("tenant")
+	switch {
+	case p.Operator:
+	case tenant == "":
+		tenant = p.Tenant
+	case tenant != p.Tenant:
+		server.WriteAPIError(w, http.StatusForbidden, "a tenant token reads its own alerts only", "omit ?tenant= or use the operator token")
+		return
+	}
+	recent := s.alerts.Dashboard().Recent(tenant)
+	if recent == nil {
+		recent = []alerts.Alert{}
+	}
+	b, err := json.Marshal(map[string]any{"alerts": recent, "unrouted_critical": s.alerts.Unrouted()})
+	if err != nil {
+		server.WriteAPIError(w, http.StatusInternalServerError, "encoding alerts: "+err.Error(), "retry")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
 }

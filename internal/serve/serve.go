@@ -254,7 +254,11 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		}
 		channels["webhook"] = wh
 	}
-	s.alerts = alerts.New(alerts.Options{Channels: channels, Clock: o.Clock, Logger: o.Logger})
+	route := alerts.Config{"*": {"dashboard"}}
+	if _, ok := channels["webhook"]; ok {
+		route["*"] = append(route["*"], "webhook")
+	}
+	s.alerts = alerts.New(alerts.Options{Channels: channels, Configs: staticAlerts(route), Clock: o.Clock, Logger: o.Logger})
 	s.sink.alerts = s.alerts
 	s.monitor = monitor.New(monitor.Config{})
 
@@ -313,6 +317,14 @@ func instanceID() string {
 	_, _ = rand.Read(b)
 	return "serve-" + hex.EncodeToString(b)
 }
+
+// staticAlerts routes every tenant's alerting events the same way: to the
+// dashboard log, and to the webhook when one is configured. (Critical
+// events reach the dashboard even if a route leaves it out: the alerts
+// package does not let them be disabled.)
+type staticAlerts alerts.Config
+
+func (c staticAlerts) Alerts(string) alerts.Config { return alerts.Config(c) }
 
 // principalAuth adapts the server's bearer-token principal (already
 // authenticated by the server's middleware) to the control API.

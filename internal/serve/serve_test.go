@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -223,5 +224,41 @@ func TestRegistryWritesAreUsableAtOnce(t *testing.T) {
 	waitFor(t, "the delivered event", func() bool { return strings.Contains(strings.Join(names(t, s, "late"), ","), telemetry.NameDelivered) })
 	if got := names(t, s, "late"); len(got) != 1 {
 		t.Fatalf("events = %v, want one delivery and nothing else (no unknown_source)", got)
+	}
+}
+
+// TestAlertsReachTheDashboardAndTheWebhook: an invalid command (an
+// alerting event) goes through the outbox's drain to the dashboard log
+// and to the signed webhook.
+func TestAlertsReachTheDashboardAndTheWebhook(t *testing.T) {
+	got := make(chan []byte, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Header.Get("X-Snavio-Signature") == "" {
+			t.Errorf("webhook call without a signature")
+		}
+		got <- b
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	s, err := Start(context.Background(), Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true,
+		WebhookURL: hook.URL, WebhookSecret: bytes.Repeat([]byte("s"), 32), Jobs: Schedule{Alerts: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	k := demoKeyFrom(t, dir)
+	bad := signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000099", DemoTarget, DemoCommand, `{"a":1}`)
+	putEvent(t, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
+	select {
+	case b := <-got:
+		if !strings.Contains(string(b), telemetry.NameInvalid) {
+			t.Fatalf("webhook body = %s", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook call for the invalid command")
+	}
+	if rec := s.alerts.Dashboard().Recent("demo"); len(rec) != 1 || rec[0].Event != telemetry.NameInvalid {
+		t.Fatalf("dashboard = %+v", rec)
 	}
 }
