@@ -32,7 +32,10 @@ const (
 	StepBan          = "ban"
 )
 
-var stepOrder = []string{StepBusSource, StepEnvelope, StepReplayWindow, StepKeyVersion, StepHMAC, StepBan}
+// stepOrder returns the shield's checks in the order Check runs them.
+func stepOrder() []string {
+	return []string{StepBusSource, StepEnvelope, StepReplayWindow, StepKeyVersion, StepHMAC, StepBan}
+}
 
 // Explain runs the checks of Check on detail from busSource and reports
 // each one, without side effects: it emits no telemetry (no invalid event,
@@ -42,9 +45,10 @@ var stepOrder = []string{StepBusSource, StepEnvelope, StepReplayWindow, StepKeyV
 // Check.
 func (s *Shield) Explain(busSource string, detail []byte) (Accepted, []Step, error) {
 	now := s.clock.Now()
-	steps := make([]Step, 0, len(stepOrder))
+	order := stepOrder()
+	steps := make([]Step, 0, len(order))
 	done := func(err error) (Accepted, []Step, error) {
-		for _, c := range stepOrder[len(steps):] {
+		for _, c := range order[len(steps):] {
 			steps = append(steps, Step{Check: c, Skipped: true})
 		}
 		return Accepted{}, steps, err
