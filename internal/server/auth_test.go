@@ -138,7 +138,7 @@ func TestFileTokenStoreIssueAuthenticateRevokeReopen(t *testing.T) {
 	if _, err := s2.Authenticate(ctx, tok); !errors.Is(err, ErrUnknownToken) {
 		t.Fatalf("revoked token still works: %v", err)
 	}
-	if err := s2.Revoke(info.ID); err == nil || !strings.Contains(err.Error(), "list the tokens") {
+	if err := s2.Revoke(info.ID); !errors.Is(err, ErrNoSuchToken) || !strings.Contains(err.Error(), "list the tokens") {
 		t.Fatalf("second revoke: %v", err)
 	}
 	if len(s2.List()) != 0 {

@@ -298,14 +298,18 @@ func (s *FileTokenStore) Issue(tenant string) (string, TokenInfo, error) {
 	return token, info, nil
 }
 
-// Revoke removes the token with id. It reports an error naming the fix if
-// no token has that id.
+// ErrNoSuchToken is wrapped by Revoke when no token has the id, so that
+// callers (the token API's 404) can tell it from a storage failure.
+const ErrNoSuchToken = authError("server: no such tenant token")
+
+// Revoke removes the token with id. It reports an error wrapping
+// ErrNoSuchToken, naming the fix, if no token has that id.
 func (s *FileTokenStore) Revoke(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.tokens, func(t TokenInfo) bool { return t.ID == id })
 	if i < 0 {
-		return fmt.Errorf("server: no tenant token has id %q; list the tokens to see their ids", id)
+		return fmt.Errorf("%w: no tenant token has id %q; list the tokens to see their ids", ErrNoSuchToken, id)
 	}
 	next := slices.Delete(slices.Clone(s.tokens), i, i+1)
 	if err := s.save(next); err != nil {
