@@ -15,6 +15,7 @@ import (
 	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/api/snapshotapi"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
@@ -38,6 +39,8 @@ type Deps struct {
 	SigningKey ed25519.PrivateKey
 	Polls      *tenantPolls
 	Metrics    *server.Metrics
+	// Tokens is the tenant token store the server authenticates with.
+	Tokens *server.FileTokenStore
 }
 
 // mountAPI builds the /v1/ handler: the control API (registry, keys,
@@ -71,7 +74,20 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
+	if err := mountTokens(mux, s.deps); err != nil {
+		return nil, err
+	}
 	return mux, nil
+}
+
+// mountTokens mounts POST/GET /v1/tokens and DELETE /v1/tokens/{id}.
+func mountTokens(mux *http.ServeMux, d Deps) error {
+	t, err := tokenapi.New(tokenapi.Options{Tokens: d.Tokens, Logger: d.Logger})
+	if err != nil {
+		return err
+	}
+	t.Register(mux)
+	return nil
 }
 
 // recordPolls notes when a producer fetched its tenant config, so the

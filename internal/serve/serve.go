@@ -267,15 +267,21 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// One tenant token store for the server's authentication and the
+	// token API, so that a revoked token stops working at once.
+	tokens, err := server.OpenFileTokenStore(filepath.Join(o.DataDir, server.TenantTokensFile), o.Clock)
+	if err != nil {
+		return nil, err
+	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
-		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics}
+		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens}
 	api, err := s.mountAPI(ctl)
 	if err != nil {
 		return nil, err
 	}
 
 	s.srv, err = server.Start(server.StartOptions{
-		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api,
+		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
 	})
 	if err != nil {
