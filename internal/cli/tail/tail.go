@@ -15,7 +15,8 @@ import (
 	"net/http"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/api/telemetryapi"
@@ -39,8 +40,9 @@ type Options struct {
 	Now     func() time.Time
 	// Context is the run's context (cancelled by SIGINT/SIGTERM).
 	Context func() (context.Context, context.CancelFunc)
-	// RunUI runs the terminal UI until it quits (replaced in tests).
-	RunUI func(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) error
+	// RunUI runs the terminal UI until it quits (replaced in tests);
+	// color false turns colour off.
+	RunUI func(ctx context.Context, m tea.Model, in io.Reader, out io.Writer, color bool) error
 	// Backoff and Sleep pace reconnection (replaced in tests).
 	Backoff func(attempt int) time.Duration
 	Sleep   func(ctx context.Context, d time.Duration) error
@@ -173,8 +175,12 @@ func (o *Options) useUI(format output.Format) bool {
 	return o.Follow && format == output.Table && o.IO.CanPrompt()
 }
 
-func runProgram(ctx context.Context, m tea.Model, in io.Reader, out io.Writer) error {
-	_, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen()).Run()
+func runProgram(ctx context.Context, m tea.Model, in io.Reader, out io.Writer, color bool) error {
+	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out)}
+	if !color {
+		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
+	}
+	_, err := tea.NewProgram(m, opts...).Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil // interrupted by a signal: a clean exit
 	}
@@ -199,7 +205,7 @@ func (o *Options) runUI(ctx context.Context, f *Follower) error {
 		}
 		ferr <- err
 	}()
-	uerr := o.RunUI(uiCtx, m, o.IO.In, o.IO.Out)
+	uerr := o.RunUI(uiCtx, m, o.IO.In, o.IO.Out, o.IO.ColorEnabled())
 	cancel()
 	if err := <-ferr; err != nil {
 		return err

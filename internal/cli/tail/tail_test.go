@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
@@ -21,6 +19,7 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/store/embedded"
 	tuitail "github.com/snavio/snavio/internal/tui/tail"
+	"github.com/snavio/snavio/internal/tui/tail/tailtest"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -118,7 +117,7 @@ func fixture(t *testing.T, stdoutTTY, stdinTTY bool, format output.Format, args 
 	o.API = func() (*platform.API, error) { return platform.NewAPI(srv.srv.URL, nil, srv.srv.Client()), nil }
 	o.Printer = func() (*output.Printer, error) { return output.NewPrinter(out, format, output.Styles{}), nil }
 	o.Context = func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
-	o.RunUI = func(context.Context, tea.Model, io.Reader, io.Writer) error {
+	o.RunUI = func(context.Context, tea.Model, io.Reader, io.Writer, bool) error {
 		t.Fatal("the UI started")
 		return nil
 	}
@@ -186,18 +185,19 @@ func TestNoTerminalNeverStartsTheUI(t *testing.T) {
 }
 
 func TestTerminalUIFedByTheFollower(t *testing.T) {
-	lipgloss.SetColorProfile(termenv.Ascii)
 	o, _, _, srv := fixture(t, true, true, output.Table, "--type", "failed")
-	o.RunUI = func(ctx context.Context, m tea.Model, _ io.Reader, _ io.Writer) error {
+	o.RunUI = func(ctx context.Context, m tea.Model, _ io.Reader, _ io.Writer, color bool) error {
+		if color {
+			t.Error("colour on after --no-color")
+		}
+		m, screens := tailtest.Observe(m)
 		tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 20))
-		teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("invalid 1")) },
-			teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(5*time.Millisecond))
+		screens.WaitFor(t, "invalid 1")
 		// A new event arrives while the UI runs.
 		srv.append("acme", 1)
-		teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("failed 3")) },
-			teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(5*time.Millisecond))
-		tm.Send(tea.KeyMsg{Type: tea.KeyCtrlC})
-		fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(tuitail.Model)
+		screens.WaitFor(t, "failed 3")
+		tm.Send(tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl})
+		fm := tailtest.Unwrap(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))).(tuitail.Model)
 		st := fm.Stats()
 		if st.Received != 5 || st.Missing != 0 || st.Duplicates != 0 {
 			t.Errorf("UI stats %+v; want 5 received (4 acme, 1 globex), none missing or repeated", st)
@@ -207,6 +207,7 @@ func TestTerminalUIFedByTheFollower(t *testing.T) {
 		}
 		return nil
 	}
+	o.IO.DisableColor() // as --no-color or NO_COLOR do
 	if err := Run(o); err != nil {
 		t.Fatal(err)
 	}

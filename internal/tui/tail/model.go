@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/textinput"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -196,7 +196,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		m.clampCursor()
 		return m, nil
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
 	return m, nil
@@ -294,13 +294,13 @@ func (m *Model) clampCursor() {
 	}
 }
 
-func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if m.filtering {
-		switch k.Type {
-		case tea.KeyEnter, tea.KeyEsc:
+		switch k.String() {
+		case "enter", "esc":
 			m.filtering = false
 			m.input.Blur()
-			if k.Type == tea.KeyEsc {
+			if k.String() == "esc" {
 				return m, nil
 			}
 			f, err := ParseFilter(m.input.Value())
@@ -339,7 +339,7 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 			m.filterErr = ""
 			m.clampCursor()
 		}
-	case " ", "p":
+	case "space", "p":
 		m.togglePause()
 	case "enter":
 		m.detail = !m.detail
@@ -396,8 +396,15 @@ func (m Model) Stats() Stats {
 	return Stats{Received: total, Evicted: m.evicted, Duplicates: m.dups, Missing: m.missing, Counts: m.counts}
 }
 
-// View renders the screen.
-func (m Model) View() string {
+// View renders the screen, on the terminal's alternate screen.
+func (m Model) View() tea.View {
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	return v
+}
+
+// Render returns the screen's text.
+func (m Model) Render() string {
 	if m.help {
 		return m.helpView()
 	}

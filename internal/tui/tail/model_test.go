@@ -1,7 +1,6 @@
 package tail
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
@@ -10,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/snavio/snavio/internal/tui/tail/tailtest"
 )
 
 // updating reports -update, the flag teatest defines for golden files.
@@ -22,11 +23,15 @@ func updating() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-func TestMain(m *testing.M) {
-	// Goldens must not depend on the terminal the tests run in.
-	lipgloss.SetColorProfile(termenv.Ascii)
-	os.Exit(m.Run())
+// key is a key press of a printable key.
+func key(s string) tea.KeyPressMsg {
+	r := []rune(s)[0]
+	return tea.KeyPressMsg{Code: r, Text: s}
 }
+
+// plain is the model's screen without colour: goldens must not depend on
+// the terminal the tests run in.
+func plain(m Model) string { return ansi.Strip(m.Render()) }
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
@@ -56,22 +61,27 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-func newTest(t *testing.T, w, h int) (*teatest.TestModel, chan tea.Msg) {
+// uiTest is a model running under teatest, observed.
+type uiTest struct {
+	*teatest.TestModel
+	screens *tailtest.Screens
+}
+
+func newTest(t *testing.T, w, h int) (uiTest, chan tea.Msg) {
 	ch := make(chan tea.Msg, 64)
-	m := New(Config{Events: ch, Now: func() time.Time { return t0 }, TickEvery: -1})
-	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h)), ch
+	m, screens := tailtest.Observe(New(Config{Events: ch, Now: func() time.Time { return t0 }, TickEvery: -1}))
+	return uiTest{teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h)), screens}, ch
 }
 
-func waitFor(t *testing.T, tm *teatest.TestModel, s string) {
+func waitFor(t *testing.T, tm uiTest, s string) {
 	t.Helper()
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(s)) },
-		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(5*time.Millisecond))
+	tm.screens.WaitFor(t, s)
 }
 
-func final(t *testing.T, tm *teatest.TestModel) Model {
+func final(t *testing.T, tm uiTest) Model {
 	t.Helper()
-	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")})
-	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(Model)
+	tm.Send(key("q"))
+	return tailtest.Unwrap(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))).(Model)
 }
 
 func TestLiveListCountsAndFilter(t *testing.T) {
@@ -86,7 +96,7 @@ func TestLiveListCountsAndFilter(t *testing.T) {
 	// Typed, combined filter: failed events of acme only.
 	tm.Type("/")
 	tm.Type("type:failed source:acme")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
 	waitFor(t, tm, "filter: type:failed source:acme")
 	m := final(t, tm)
 	vis := m.Visible()
@@ -97,7 +107,7 @@ func TestLiveListCountsAndFilter(t *testing.T) {
 	if st.Received != 4 || st.Counts[KindFailed] != 2 || st.Counts[KindDelivered] != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
-	golden(t, "filtered", m.View())
+	golden(t, "filtered", plain(m))
 }
 
 func TestPauseKeepsEvents(t *testing.T) {
@@ -105,12 +115,12 @@ func TestPauseKeepsEvents(t *testing.T) {
 	ch <- ConnMsg{State: Connected}
 	ch <- ev("acme", 1, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
 	waitFor(t, tm, "delivered 1")
-	tm.Send(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	waitFor(t, tm, "paused, 0 new")
 	ch <- ev("acme", 2, "snavio.command.delivered", "acme/billing", "mailer", "send", "")
 	ch <- ev("acme", 3, "snavio.command.duplicate", "acme/billing", "mailer", "send", "")
 	waitFor(t, tm, "paused, 2 new")
-	tm.Send(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	m := final(t, tm)
 	if m.Paused() || len(m.Visible()) != 3 {
 		t.Fatalf("after resume: paused=%v visible=%d, want 3 events and none lost", m.Paused(), len(m.Visible()))
@@ -122,10 +132,10 @@ func TestDetailPaneShowsFullEvent(t *testing.T) {
 	ch <- ConnMsg{State: Connected}
 	ch <- ev("acme", 1, "snavio.command.failed", "acme/billing", "mailer", "send", "route-missing")
 	waitFor(t, tm, "failed 1")
-	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
 	waitFor(t, tm, `"reason": "route-missing"`)
 	m := final(t, tm)
-	golden(t, "detail", m.View())
+	golden(t, "detail", plain(m))
 }
 
 func TestResizeAndHelp(t *testing.T) {
@@ -140,7 +150,7 @@ func TestResizeAndHelp(t *testing.T) {
 	waitFor(t, tm, "snavio tail — keys")
 	tm.Type("?")
 	m := final(t, tm)
-	view := m.View()
+	view := plain(m)
 	lines := strings.Split(strings.TrimRight(view, "\n"), "\n")
 	if len(lines) > 8 {
 		t.Errorf("view has %d lines in an 8-line terminal", len(lines))
@@ -164,8 +174,8 @@ func TestSequenceGapsAndDuplicates(t *testing.T) {
 	if st.Duplicates != 2 || st.Missing != 2 || st.Received != 6 {
 		t.Fatalf("stats = %+v; want 2 duplicates (2, 4), 2 missing (4, 5), 6 received", st)
 	}
-	if !strings.Contains(model.View(), "2 missing (gap in acme: 2 missing after #3)") {
-		t.Errorf("gap not shown:\n%s", model.View())
+	if !strings.Contains(model.(Model).Render(), "2 missing (gap in acme: 2 missing after #3)") {
+		t.Errorf("gap not shown:\n%s", model.(Model).Render())
 	}
 }
 
@@ -185,15 +195,15 @@ func TestStalenessAndConnection(t *testing.T) {
 	model, _ = model.Update(ConnMsg{State: Connected})
 	model, _ = model.Update(HeartbeatMsg{At: t0})
 	model, _ = model.Update(TickMsg(t0.Add(10 * time.Second)))
-	if v := model.View(); !strings.Contains(v, "● connected") {
+	if v := model.(Model).Render(); !strings.Contains(v, "● connected") {
 		t.Fatalf("fresh stream not shown connected:\n%s", v)
 	}
 	model, _ = model.Update(TickMsg(t0.Add(16 * time.Second)))
-	if v := model.View(); !strings.Contains(v, "stale: no heartbeat for 16s") {
+	if v := model.(Model).Render(); !strings.Contains(v, "stale: no heartbeat for 16s") {
 		t.Fatalf("stale stream not flagged:\n%s", v)
 	}
 	model, _ = model.Update(ConnMsg{State: Reconnecting, Err: errString("connection refused")})
-	if v := model.View(); !strings.Contains(v, "● reconnecting (connection refused)") {
+	if v := model.(Model).Render(); !strings.Contains(v, "● reconnecting (connection refused)") {
 		t.Fatalf("reconnecting not shown:\n%s", v)
 	}
 }
@@ -251,18 +261,18 @@ func TestFilterWhilePausedRefiltersThePausedView(t *testing.T) {
 	var model tea.Model = New(Config{Now: func() time.Time { return t0 }, TickEvery: -1})
 	model, _ = model.Update(ev("acme", 1, "snavio.command.delivered", "acme/a", "mailer", "send", ""))
 	model, _ = model.Update(ev("acme", 2, "snavio.command.failed", "acme/a", "mailer", "send", "acl-deny"))
-	model, _ = model.Update(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	model, _ = model.Update(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	model, _ = model.Update(ev("acme", 3, "snavio.command.failed", "acme/a", "mailer", "send", "route-missing"))
-	model, _ = model.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	model, _ = model.Update(key("/"))
 	for _, r := range "type:failed" {
-		model, _ = model.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		model, _ = model.Update(key(string(r)))
 	}
-	model, _ = model.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	model, _ = model.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
 	m := model.(Model)
 	if !m.Paused() || len(m.Visible()) != 1 || m.Visible()[0].Seq != 2 {
 		t.Fatalf("paused and filtered: paused=%v visible=%+v; want only #2 (#3 arrived after the pause)", m.Paused(), m.Visible())
 	}
-	model, _ = model.Update(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune(" ")})
+	model, _ = model.Update(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
 	if vis := model.(Model).Visible(); len(vis) != 2 || vis[1].Seq != 3 {
 		t.Fatalf("resumed: %+v; want #2 and #3", vis)
 	}
@@ -278,7 +288,7 @@ func TestResetForgetsSequenceNumbers(t *testing.T) {
 	if st.Received != 3 || st.Duplicates != 0 || st.Missing != 0 {
 		t.Fatalf("after a reset: %+v; want 3 received, none taken for duplicates", st)
 	}
-	if v := model.View(); !strings.Contains(v, "↺ the server's stream restarted") {
+	if v := model.(Model).Render(); !strings.Contains(v, "↺ the server's stream restarted") {
 		t.Fatalf("reset not shown:\n%s", v)
 	}
 }

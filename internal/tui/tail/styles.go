@@ -1,9 +1,10 @@
 package tail
 
-import "github.com/charmbracelet/lipgloss"
+import "charm.land/lipgloss/v2"
 
-// styles are the colours of the UI. The renderer's colour profile decides
-// whether they print colour at all (none with NO_COLOR or without a TTY).
+// styles are the colours of the UI. The program's colour profile decides
+// whether they print colour at all: Bubble Tea downsamples to what the
+// terminal supports, and to none with NO_COLOR.
 type styles struct {
 	title, ok, warn, bad, muted, selected lipgloss.Style
 	kinds                                 map[Kind]lipgloss.Style
