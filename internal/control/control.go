@@ -4,9 +4,11 @@
 // configuration producers poll.
 //
 // Access: every request is authenticated (an Authenticator, e.g. the
-// server's bearer tokens). Any principal may read the registry; writes are
-// for operators. A tenant reads only its own tenant configuration (its key
-// material); the operator reads any. Errors are JSON {"error","fix"} with
+// server's bearer tokens). Writes are for operators. A tenant reads the
+// routes (shared by every tenant) and its own tenant's ACLs, keys (never a
+// secret), bans, quotas and their history, and its own tenant configuration
+// (its key material); naming another tenant's records is refused with 403.
+// The operator reads everything. Errors are JSON {"error","fix"} with
 // 400 (bad input), 401, 403, 404, 409 (version conflict), 422 (a route
 // that fails test routing: see Options.Queues) or 500.
 //
@@ -199,7 +201,7 @@ type Items struct {
 	Items []registry.Item `json:"items"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ Principal) error {
+func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var kinds []registry.Kind
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kind := registry.Kind(k)
@@ -212,13 +214,21 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	if err != nil {
 		return err
 	}
+	if !p.Operator {
+		if tenant, _, _ := strings.Cut(f.source, "/"); f.source != "" && tenant != p.Tenant {
+			return otherTenant(p, tenant)
+		}
+		if f.tenant != "" && f.tenant != p.Tenant {
+			return otherTenant(p, f.tenant)
+		}
+	}
 	d, err := a.o.Registry.Load(r.Context(), a.o.Clock.Now(), kinds...)
 	if err != nil {
 		return err
 	}
 	out := Items{Items: []registry.Item{}}
 	for _, it := range items(&d) {
-		if f.match(it) {
+		if f.match(it) && canRead(p, itemTenant(it)) {
 			out.Items = append(out.Items, it)
 		}
 	}
@@ -229,6 +239,57 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// A tenant reads the shared records (routes) and its own tenant's: the
+// ACLs, keys, bans and quotas of sources <tenant>/... . Other tenants'
+// records are left out of lists, and asking for one by id or by filter is
+// refused (before any lookup, so the answer does not tell whether it
+// exists).
+
+// canRead reports whether p may read a record owned by tenant ("" for a
+// shared record).
+func canRead(p Principal, tenant string) bool {
+	return p.Operator || tenant == "" || tenant == p.Tenant
+}
+
+func otherTenant(p Principal, tenant string) error {
+	return &apiError{http.StatusForbidden, fmt.Sprintf("%s may not read the records of tenant %q: a tenant token reads routes and its own tenant's ACLs, keys, bans and quotas", p.Name, tenant),
+		"name your own tenant's sources, or use the operator token"}
+}
+
+// itemTenant returns the tenant owning it: the part of its source before
+// '/', or "" for a route.
+func itemTenant(it registry.Item) string {
+	var source string
+	switch {
+	case it.ACL != nil:
+		source = it.ACL.Source
+	case it.Key != nil:
+		source = it.Key.Source
+	case it.Ban != nil:
+		source = it.Ban.Source
+	case it.Quota != nil:
+		source = it.Quota.Source
+	default:
+		return ""
+	}
+	tenant, _, _ := strings.Cut(source, "/")
+	return tenant
+}
+
+// idTenant returns the tenant owning the record id names: every kind but
+// route has the source as its first key part.
+func idTenant(id registry.ID) string {
+	if id.Kind() == registry.KindRoute {
+		return ""
+	}
+	parts := strings.Split(string(id), " ")
+	if len(parts) < 2 {
+		return ""
+	}
+	tenant, _, _ := strings.Cut(parts[1], "/")
+	return tenant
 }
 
 func items(d *registry.Data) []registry.Item {
@@ -272,14 +333,20 @@ func idParam(r *http.Request) (registry.ID, error) {
 	return id, nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, _ Principal) error {
+func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
 	}
+	if t := idTenant(id); !canRead(p, t) {
+		return otherTenant(p, t)
+	}
 	it, err := a.o.Registry.Get(r.Context(), id, a.o.Clock.Now())
 	if err != nil {
 		return err
+	}
+	if t := itemTenant(it); !canRead(p, t) { // an id spelled oddly
+		return otherTenant(p, t)
 	}
 	writeJSON(w, http.StatusOK, redactKey(it))
 	return nil
@@ -349,10 +416,13 @@ type History struct {
 	Changes []registry.Change `json:"changes"`
 }
 
-func (a *API) history(w http.ResponseWriter, r *http.Request, _ Principal) error {
+func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
+	}
+	if t := idTenant(id); !canRead(p, t) {
+		return otherTenant(p, t)
 	}
 	limit := 50
 	if l := r.URL.Query().Get("limit"); l != "" {
@@ -365,6 +435,11 @@ func (a *API) history(w http.ResponseWriter, r *http.Request, _ Principal) error
 		return err
 	}
 	for i := range cs {
+		for _, it := range []*registry.Item{cs[i].Before, cs[i].After} {
+			if it != nil && !canRead(p, itemTenant(*it)) { // an id spelled oddly
+				return otherTenant(p, itemTenant(*it))
+			}
+		}
 		cs[i] = redactChange(cs[i])
 	}
 	writeJSON(w, http.StatusOK, History{Changes: cs})
