@@ -17,7 +17,10 @@ func TestTenantReadsOnlyItsOwnRecords(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	by := registry.Actor{Who: "test", At: t0}
-	acl := func(src string) registry.Item { a := dispatchtest.RegistryACL(src, "mailer", "send"); return registry.Item{ACL: &a} }
+	acl := func(src string) registry.Item {
+		a := dispatchtest.RegistryACL(src, "mailer", "send")
+		return registry.Item{ACL: &a}
+	}
 	ban := func(src string) registry.Item {
 		return registry.Item{Ban: &registry.Ban{Source: src, Kind: registry.BanColdOnly, Reason: "test"}}
 	}
