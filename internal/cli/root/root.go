@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/snapshot"
 	"github.com/snavio/snavio/internal/cli/tail"
 	"github.com/snavio/snavio/internal/cli/tenantconfig"
+	"github.com/snavio/snavio/internal/cli/token"
 	"github.com/snavio/snavio/internal/cli/version"
 	"github.com/snavio/snavio/internal/output"
 )
@@ -88,6 +89,7 @@ compare state); see "snavio help exit-codes".`,
 		acl.NewCmd(f),
 		key.NewCmd(f),
 		tenantconfig.NewCmd(f, nil),
+		token.NewCmd(f),
 		dispatch.NewCmd(f),
 		queue.NewCmd(f),
 		send.NewCmd(f, nil),
