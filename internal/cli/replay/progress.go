@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/charmbracelet/bubbles/progress"
+	"charm.land/bubbles/v2/progress"
 
 	engine "github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -29,7 +29,7 @@ type progressView struct {
 const plainEvery = time.Second
 
 func newProgress(w io.Writer, tty bool, clk clock.Clock) *progressView {
-	return &progressView{w: w, tty: tty, clk: clk, bar: progress.New(progress.WithDefaultGradient(), progress.WithWidth(30), progress.WithoutPercentage())}
+	return &progressView{w: w, tty: tty, clk: clk, bar: progress.New(progress.WithDefaultBlend(), progress.WithWidth(30), progress.WithoutPercentage())}
 }
 
 func done(a engine.Audit) int { return a.SentCount + a.Failed + a.Held }
