@@ -262,3 +262,14 @@ func TestAlertsReachTheDashboardAndTheWebhook(t *testing.T) {
 		t.Fatalf("dashboard = %+v", rec)
 	}
 }
+
+// TestMalformedDetailIsInvalidForItsTenant: a detail the envelope parser
+// refuses is acknowledged by the bus (like EventBridge) and reported to
+// the sending tenant as snavio.command.invalid.
+func TestMalformedDetailIsInvalidForItsTenant(t *testing.T) {
+	dir := t.TempDir()
+	s := startDemo(t, dir, true)
+	defer s.Shutdown(context.Background())
+	putEvent(t, s.Info().URL, DemoSource, []byte(`{"command":{"id":"x"}}`))
+	waitFor(t, "the invalid event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameInvalid) })
+}
