@@ -11,8 +11,9 @@
 //     to a Pipeline, which the dispatcher implements;
 //   - backpressure: bounded in-flight requests and entries, answered with 503
 //     and Retry-After when saturated, never queued;
-//   - /healthz, /readyz and /metrics (Metrics: a Prometheus registry, the
-//     dispatcher's telemetry.Metrics and the HTTP golden metrics);
+//   - /healthz, /readyz and /metrics (Metrics: the Prometheus text format
+//     written by hand, the dispatcher's telemetry.Metrics, the HTTP golden
+//     metrics and the Go runtime and process metrics);
 //   - control-API authentication (Authenticator): an operator token kept
 //     0600 in the data directory, tenant tokens scoped to one tenant, and
 //     helpers that require operator or same-tenant access.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // post sends body to h as a PutEvents request, with the given headers
@@ -230,10 +229,10 @@ func TestBackpressureRequests(t *testing.T) {
 	if w := post(in, body, nil); w.Code != 200 {
 		t.Fatalf("after release: %d %s", w.Code, w.Body)
 	}
-	if got := testutil.ToFloat64(m.rejected.WithLabelValues("putevents", "saturated_requests")); got != 1 {
+	if got := m.rejected.with("putevents", "saturated_requests").value(); got != 1 {
 		t.Fatalf("rejected_total{saturated_requests} = %v", got)
 	}
-	if got := testutil.ToFloat64(m.entriesVec.WithLabelValues("accepted")); got != 3 {
+	if got := m.entriesVec.with("accepted").value(); got != 3 {
 		t.Fatalf("entries accepted = %v", got)
 	}
 }
@@ -281,31 +280,6 @@ func TestLimitsValidation(t *testing.T) {
 	if _, err := NewIngress(IngressOptions{}); err == nil || !strings.Contains(err.Error(), "Pipeline is nil") {
 		t.Errorf("nil pipeline: %v", err)
 	}
-}
-
-// gatheredValue returns the value of the single series of a gauge or
-// counter family in m's registry.
-func gatheredValue(t *testing.T, m *Metrics, family string) float64 {
-	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != family {
-			continue
-		}
-		ms := mf.GetMetric()
-		if len(ms) != 1 {
-			t.Fatalf("%s has %d series", family, len(ms))
-		}
-		if g := ms[0].GetGauge(); g != nil {
-			return g.GetValue()
-		}
-		return ms[0].GetCounter().GetValue()
-	}
-	t.Fatalf("no family %s", family)
-	return 0
 }
 
 func TestDiscardPipelineAcceptsWithDistinctIDs(t *testing.T) {

@@ -10,10 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -112,88 +108,85 @@ func bucketsFor(promName string) []float64 {
 	case strings.HasSuffix(promName, "_seconds"):
 		return []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 	case strings.HasSuffix(promName, "_bytes"):
-		return prometheus.ExponentialBuckets(256, 4, 10) // 256 B .. 64 MiB
+		b := make([]float64, 10) // 256 B .. 64 MiB, times 4
+		for i, v := 0, 256.0; i < len(b); i, v = i+1, v*4 {
+			b[i] = v
+		}
+		return b
 	default:
-		return prometheus.DefBuckets
+		return []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	}
 }
 
-// Metrics is the server's Prometheus registry. It implements
-// telemetry.Metrics for the dispatcher (spec names mapped by
-// PrometheusName, registered on first use) and records the HTTP golden
-// metrics: request latency, in-flight requests, rejections by reason,
-// ingress saturation and entry outcomes. All methods are safe for
+// Metrics is the server's metric registry, served by Handler in the
+// Prometheus text exposition format. It implements telemetry.Metrics for
+// the dispatcher (spec names mapped by PrometheusName, registered on first
+// use), records the HTTP golden metrics (request latency, in-flight
+// requests, rejections by reason, ingress saturation and entry outcomes)
+// and reports the Go runtime and process metrics. All methods are safe for
 // concurrent use, never block on I/O, and are no-ops on a nil *Metrics.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg *registry
 
 	mu         sync.RWMutex
-	counters   map[string]prometheus.Counter
-	histograms map[string]prometheus.Histogram
+	counters   map[string]*series
+	histograms map[string]histogramSeries
 
-	dropped    *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	inFlight   *prometheus.GaugeVec
-	rejected   *prometheus.CounterVec
-	entriesVec *prometheus.CounterVec
+	dropped    *family
+	duration   *family
+	inFlight   *family
+	rejected   *family
+	entriesVec *family
 	saturation atomic.Pointer[func() float64]
+}
+
+// histogramSeries is a spec histogram: its one series and its family.
+type histogramSeries struct {
+	f *family
+	s *series
 }
 
 var _ telemetry.Metrics = (*Metrics)(nil)
 
 // NewMetrics returns a Metrics with its own registry, holding the Go
-// runtime and process collectors and the HTTP golden metrics.
+// runtime and process metrics and the HTTP golden metrics.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		reg:        prometheus.NewRegistry(),
-		counters:   make(map[string]prometheus.Counter),
-		histograms: make(map[string]prometheus.Histogram),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "snavio_metrics_dropped_total",
-			Help: "Dispatcher metric updates dropped, by reason (invalid_name, negative_count, too_many_names, conflict).",
-		}, []string{"reason"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "snavio_http_request_duration_seconds",
-			Help:    "HTTP request latency by handler and status code.",
-			Buckets: bucketsFor("_seconds"),
-		}, []string{"handler", "code"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "snavio_http_requests_in_flight",
-			Help: "HTTP requests being served, by handler.",
-		}, []string{"handler"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "snavio_http_rejected_total",
-			Help: "HTTP requests refused as a whole, by handler and reason.",
-		}, []string{"handler", "reason"}),
-		entriesVec: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "snavio_ingress_entries_total",
-			Help: "PutEvents entries answered, by result (accepted or failed).",
-		}, []string{"result"}),
+		reg:        newRegistry(),
+		counters:   make(map[string]*series),
+		histograms: make(map[string]histogramSeries),
+		dropped: newFamily("snavio_metrics_dropped_total",
+			"Dispatcher metric updates dropped, by reason (invalid_name, negative_count, too_many_names, conflict).",
+			typeCounter, nil, "reason"),
+		duration: newFamily("snavio_http_request_duration_seconds",
+			"HTTP request latency by handler and status code.",
+			typeHistogram, bucketsFor("_seconds"), "handler", "code"),
+		inFlight: newFamily("snavio_http_requests_in_flight",
+			"HTTP requests being served, by handler.",
+			typeGauge, nil, "handler"),
+		rejected: newFamily("snavio_http_rejected_total",
+			"HTTP requests refused as a whole, by handler and reason.",
+			typeCounter, nil, "handler", "reason"),
+		entriesVec: newFamily("snavio_ingress_entries_total",
+			"PutEvents entries answered, by result (accepted or failed).",
+			typeCounter, nil, "result"),
 	}
-	saturation := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "snavio_ingress_saturation",
-		Help: "Fraction of the ingress in-flight request limit in use, 0 to 1.",
-	}, func() float64 {
+	saturation := newFamily("snavio_ingress_saturation",
+		"Fraction of the ingress in-flight request limit in use, 0 to 1.", typeGauge, nil)
+	saturation.fn = func(*scrape) (float64, bool) {
 		if f := m.saturation.Load(); f != nil {
-			return (*f)()
+			return (*f)(), true
 		}
-		return 0
-	})
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, saturation,
-	)
+		return 0, true
+	}
+	m.reg.read = readScrape
+	m.reg.mustRegister(runtimeFamilies()...)
+	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, saturation)
 	return m
 }
 
-// Registry returns the registry, for callers that add collectors of their own.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
-// Handler serves the registry in the Prometheus exposition format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
+// Handler serves the metrics in the Prometheus text exposition format.
+func (m *Metrics) Handler() http.Handler { return m.reg.handler() }
 
 // Count adds n to the counter mapped from the spec name. A negative n is
 // dropped (counters only go up) and counted in snavio_metrics_dropped_total.
@@ -202,11 +195,11 @@ func (m *Metrics) Count(name string, n int64) {
 		return
 	}
 	if n < 0 {
-		m.dropped.WithLabelValues("negative_count").Inc()
+		m.dropped.with("negative_count").add(1)
 		return
 	}
 	if c := m.counter(name); c != nil {
-		c.Add(float64(n))
+		c.add(float64(n))
 	}
 }
 
@@ -215,73 +208,72 @@ func (m *Metrics) Observe(name string, v float64) {
 	if m == nil {
 		return
 	}
-	if h := m.histogram(name); h != nil {
-		h.Observe(v)
+	if h := m.histogram(name); h.s != nil {
+		h.s.observe(h.f, v)
 	}
 }
 
-func (m *Metrics) counter(name string) prometheus.Counter {
+func (m *Metrics) counter(name string) *series {
 	m.mu.RLock()
 	c, ok := m.counters[name]
 	m.mu.RUnlock()
 	if ok {
 		return c
 	}
-	c, _ = m.register(name, KindCounter).(prometheus.Counter)
-	return c
+	return m.register(name, KindCounter).s
 }
 
-func (m *Metrics) histogram(name string) prometheus.Histogram {
+func (m *Metrics) histogram(name string) histogramSeries {
 	m.mu.RLock()
 	h, ok := m.histograms[name]
 	m.mu.RUnlock()
 	if ok {
 		return h
 	}
-	h, _ = m.register(name, KindHistogram).(prometheus.Histogram)
-	return h
+	return m.register(name, KindHistogram)
 }
 
-// register creates and registers the collector for a spec name, or returns
-// nil (and counts the drop) when it cannot.
-func (m *Metrics) register(name string, kind MetricKind) prometheus.Collector {
+// register creates and registers the family of a spec name, or returns
+// nothing (and counts the drop) when it cannot.
+func (m *Metrics) register(name string, kind MetricKind) histogramSeries {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if kind == KindCounter {
 		if c, ok := m.counters[name]; ok {
-			return c
+			return histogramSeries{s: c}
 		}
 	} else if h, ok := m.histograms[name]; ok {
 		return h
 	}
 	if len(m.counters)+len(m.histograms) >= maxMetricNames {
-		m.dropped.WithLabelValues("too_many_names").Inc()
-		return nil
+		m.dropped.with("too_many_names").add(1)
+		return histogramSeries{}
 	}
 	prom, err := PrometheusName(name, kind)
 	if err != nil {
-		m.dropped.WithLabelValues("invalid_name").Inc()
-		return nil
+		m.dropped.with("invalid_name").add(1)
+		return histogramSeries{}
 	}
 	help := "Spec metric " + name + "."
-	var col prometheus.Collector
+	var f *family
 	if kind == KindCounter {
-		col = prometheus.NewCounter(prometheus.CounterOpts{Name: prom, Help: help})
+		f = newFamily(prom, help, typeCounter, nil)
 	} else {
-		col = prometheus.NewHistogram(prometheus.HistogramOpts{Name: prom, Help: help, Buckets: bucketsFor(prom)})
+		f = newFamily(prom, help, typeHistogram, bucketsFor(prom))
 	}
-	if err := m.reg.Register(col); err != nil {
+	if err := m.reg.register(f); err != nil {
 		// Another spec name mapped to the same Prometheus name (say
 		// Snavio.A.B and Snavio.AB) or it collides with a built-in.
-		m.dropped.WithLabelValues("conflict").Inc()
-		return nil
+		m.dropped.with("conflict").add(1)
+		return histogramSeries{}
 	}
+	h := histogramSeries{f: f, s: f.with()}
 	if kind == KindCounter {
-		m.counters[name] = col.(prometheus.Counter)
+		m.counters[name] = h.s
 	} else {
-		m.histograms[name] = col.(prometheus.Histogram)
+		m.histograms[name] = h
 	}
-	return col
+	return h
 }
 
 // reject counts a whole-request refusal.
@@ -289,7 +281,7 @@ func (m *Metrics) reject(handler, reason string) {
 	if m == nil {
 		return
 	}
-	m.rejected.WithLabelValues(handler, reason).Inc()
+	m.rejected.with(handler, reason).add(1)
 }
 
 // entries counts PutEvents entry outcomes.
@@ -297,8 +289,8 @@ func (m *Metrics) entries(accepted, failed int) {
 	if m == nil {
 		return
 	}
-	m.entriesVec.WithLabelValues("accepted").Add(float64(accepted))
-	m.entriesVec.WithLabelValues("failed").Add(float64(failed))
+	m.entriesVec.with("accepted").add(float64(accepted))
+	m.entriesVec.with("failed").add(float64(failed))
 }
 
 // setSaturation installs the function the saturation gauge reads.
@@ -315,14 +307,14 @@ func (m *Metrics) instrument(handler string, now func() time.Time, h http.Handle
 	if m == nil {
 		return h
 	}
-	gauge := m.inFlight.WithLabelValues(handler)
+	gauge := m.inFlight.with(handler)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := now()
-		gauge.Inc()
+		gauge.add(1)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
-			gauge.Dec()
-			m.duration.WithLabelValues(handler, strconv.Itoa(sw.status)).Observe(now().Sub(start).Seconds())
+			gauge.add(-1)
+			m.duration.with(handler, strconv.Itoa(sw.status)).observe(m.duration, now().Sub(start).Seconds())
 		}()
 		h.ServeHTTP(sw, r)
 	})
