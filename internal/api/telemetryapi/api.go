@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,7 @@ type Store interface {
 	ReadTelemetry(ctx context.Context, tenant string, after uint64, limit int) ([]embedded.TelemetryRecord, error)
 	ReadAllTelemetry(ctx context.Context, after uint64, limit int) ([]embedded.TelemetryRecord, error)
 	TelemetryStreams(ctx context.Context) ([]embedded.TelemetryStream, error)
+	AckTelemetry(ctx context.Context, tenant string, seq uint64) error
 }
 
 // Options configure the API.
@@ -122,6 +124,51 @@ func New(o Options) (*API, error) {
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/telemetry", a.read)
 	mux.HandleFunc("GET /v1/telemetry/streams", a.streams)
+	mux.HandleFunc("POST /v1/telemetry/ack", a.ack)
+}
+
+// Ack is the body of POST /v1/telemetry/ack: the tenant's consumer has
+// everything up to Seq. Acknowledged records count as consumed: when they
+// age out of retention no snavio.telemetry.dropped is raised for them.
+type Ack struct {
+	Tenant string `json:"tenant"`
+	Seq    uint64 `json:"seq"`
+}
+
+// ack moves a tenant's consumer cursor (never backwards). A tenant acks
+// its own stream; the operator any.
+func (a *API) ack(w http.ResponseWriter, r *http.Request) {
+	p, ok := principal(w, r)
+	if !ok {
+		return
+	}
+	var in Ack
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		server.WriteAPIError(w, http.StatusBadRequest, "the body is not an acknowledgement: "+err.Error(), `send {"tenant":"T","seq":N}`)
+		return
+	}
+	if in.Tenant == "" && p.Tenant != "" {
+		in.Tenant = p.Tenant
+	}
+	if !ValidTenant(in.Tenant) || in.Seq == 0 {
+		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("tenant %.60q, seq %d: want a tenant id and a sequence number from 1", in.Tenant, in.Seq),
+			`send {"tenant":"T","seq":N} with N a seq you have read`)
+		return
+	}
+	if _, ok := scope(w, p, in.Tenant); !ok {
+		return
+	}
+	if err := a.o.Store.AckTelemetry(r.Context(), in.Tenant, in.Seq); err != nil {
+		if strings.Contains(err.Error(), "acknowledge a sequence number you have read") || strings.Contains(err.Error(), "has no telemetry stream") {
+			server.WriteAPIError(w, http.StatusConflict, err.Error(), "acknowledge only sequence numbers a read returned")
+			return
+		}
+		a.storeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Waiting reports how many requests are waiting now (for metrics).

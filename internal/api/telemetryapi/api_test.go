@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -473,4 +474,47 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("%q: invalid query accepted: %+v", raw, q)
 		}
 	})
+}
+
+func (e *env) ack(token, body string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/telemetry/ack", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAckMovesTheConsumerCursor(t *testing.T) {
+	e := newEnv(t, nil)
+	e.appendEv("acme/a", "globex/x", "acme/b")
+	if code, body := e.ack("acme-token", `{"seq":1}`); code != http.StatusNoContent {
+		t.Fatalf("own ack: %d %s", code, body)
+	}
+	var st Streams
+	a := e.get("acme-token", "/v1/telemetry/streams")
+	if err := json.Unmarshal([]byte(a.raw), &st); err != nil || st.Streams[0].Cursor != 1 || st.Streams[0].Unconsumed != 1 || st.Streams[0].LastAckAt == nil {
+		t.Fatalf("after the ack: %s", a.raw)
+	}
+	for _, c := range []struct {
+		token, body string
+		code        int
+	}{
+		{"acme-token", `{"tenant":"globex","seq":1}`, http.StatusForbidden},
+		{"acme-token", `{"seq":3}`, http.StatusConflict}, // past the stream's end
+		{"acme-token", `{"seq":0}`, http.StatusBadRequest},
+		{"acme-token", `{"seq":1,"extra":true}`, http.StatusBadRequest},
+		{"acme-token", `not json`, http.StatusBadRequest},
+		{operatorToken, `{"seq":1}`, http.StatusBadRequest}, // the operator names the tenant
+		{operatorToken, `{"tenant":"globex","seq":1}`, http.StatusNoContent},
+		{"nobody", `{"seq":1}`, http.StatusUnauthorized},
+	} {
+		if code, body := e.ack(c.token, c.body); code != c.code {
+			t.Errorf("ack %s as %s: %d %s, want %d", c.body, c.token, code, body, c.code)
+		}
+	}
 }
