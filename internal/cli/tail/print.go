@@ -23,9 +23,50 @@ type printSink struct {
 
 	header bool // the table header was written
 	lost   bool // the connection is lost
+	// acks, with --ack, acknowledges what was read (filtered out or not).
+	acks *acker
+}
+
+// acker acknowledges the highest seq read at most once a second, when the
+// stream goes quiet (a heartbeat) and at the end: one durable write per
+// batch, not per event.
+type acker struct {
+	now        func() time.Time
+	ack        func(seq uint64) error
+	read, sent uint64
+	last       time.Time
+}
+
+func (a *acker) saw(seq uint64) error {
+	a.read = max(a.read, seq)
+	if a.now().Sub(a.last) < time.Second {
+		return nil
+	}
+	return a.flush()
+}
+
+func (a *acker) flush() error {
+	if a.read <= a.sent {
+		return nil
+	}
+	if err := a.ack(a.read); err != nil {
+		return fmt.Errorf("acknowledging telemetry up to %d: %w", a.read, err)
+	}
+	a.sent, a.last = a.read, a.now()
+	return nil
 }
 
 func (s *printSink) Record(r telemetryapi.Record) error {
+	if err := s.print(r); err != nil {
+		return err
+	}
+	if s.acks != nil {
+		return s.acks.saw(r.Seq)
+	}
+	return nil
+}
+
+func (s *printSink) print(r telemetryapi.Record) error {
 	e := DecodeEvent(r)
 	if !s.filter.Match(&e) {
 		return nil
@@ -72,7 +113,13 @@ func textLine(cols ...string) string {
 	return strings.TrimRight(b.String(), " ") + "\n"
 }
 
-func (s *printSink) Heartbeat(time.Time) {}
+func (s *printSink) Heartbeat(time.Time) {
+	if s.acks != nil {
+		if err := s.acks.flush(); err != nil {
+			fmt.Fprintln(s.errOut, "warning:", err)
+		}
+	}
+}
 
 func (s *printSink) Connection(connected bool, err error, retryIn time.Duration) {
 	switch {

@@ -52,6 +52,9 @@ type Options struct {
 	Since      string
 	Follow     bool
 	Scrollback int
+	// Ack acknowledges what was read as consumed (the tenant's consumer
+	// cursor), so it raises no snavio.telemetry.dropped when it ages out.
+	Ack bool
 
 	// Set by validation.
 	expr  string
@@ -117,6 +120,7 @@ retention before tail read them are reported as a gap on stderr.`,
 	fl.StringSliceVar(&opts.Filters.Reasons, "reason", nil, "show events whose reason contains this")
 	fl.StringVar(&opts.Since, "since", "", "start at events appended this long ago (10m, 2h) or since an RFC 3339 time")
 	fl.BoolVar(&opts.Follow, "follow", true, "keep reading new events; --follow=false prints what is retained and exits")
+	fl.BoolVar(&opts.Ack, "ack", false, "acknowledge what was read as consumed by the --tenant's consumer (plain output only)")
 	fl.IntVar(&opts.Scrollback, "scrollback", 1000, "events the terminal view keeps (100 to 100000)")
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(typeNames(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -133,6 +137,9 @@ func (o *Options) validate() error {
 	since, err := ParseSince(o.Since, o.Now())
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
+	}
+	if o.Ack && o.Tenant == "" {
+		return cmdutil.Usagef("--ack needs --tenant: name the tenant whose consumer has read the events")
 	}
 	if o.Scrollback < 100 || o.Scrollback > 100_000 {
 		return cmdutil.Usagef("invalid --scrollback %d: give 100 to 100000 events", o.Scrollback)
@@ -156,11 +163,20 @@ func Run(o *Options) error {
 	f := &Follower{Fetch: APIFetch(api), Tenant: o.Tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
 	filter, _ := tuitail.ParseFilter(o.expr) // validated
 	var runErr error
-	if o.useUI(p.Format()) {
+	if o.useUI(p.Format()) && !o.Ack {
 		runErr = o.runUI(ctx, f)
 	} else {
-		f.Sink = &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Endpoint()}
+		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Endpoint()}
+		if o.Ack {
+			ps.acks = &acker{now: o.Now, ack: func(seq uint64) error {
+				return api.Do(context.WithoutCancel(ctx), http.MethodPost, "/v1/telemetry/ack", nil, telemetryapi.Ack{Tenant: o.Tenant, Seq: seq}, nil)
+			}}
+		}
+		f.Sink = ps
 		runErr = f.Run(ctx)
+		if ps.acks != nil {
+			runErr = errors.Join(runErr, ps.acks.flush())
+		}
 	}
 	if platform.StatusOf(runErr) == http.StatusNotFound {
 		return fmt.Errorf("the server at %s has no telemetry API (HTTP 404): run a `snavio dispatch serve` of this snavio's version (`snavio version`)", api.Endpoint())

@@ -3,6 +3,7 @@ package tail
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"io"
 	"strings"
@@ -280,4 +281,35 @@ func FuzzFilterFlags(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAckerBatchesAcknowledgements(t *testing.T) {
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	var sent []uint64
+	a := &acker{now: func() time.Time { return now }, ack: func(seq uint64) error { sent = append(sent, seq); return nil }}
+	for seq := uint64(1); seq <= 5; seq++ {
+		if err := a.saw(seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first record acks at once (nothing acked yet); the rest wait
+	// for a second to pass or a flush.
+	if fmt.Sprint(sent) != "[1]" {
+		t.Fatalf("acks after 5 records within a second = %v", sent)
+	}
+	now = now.Add(time.Second)
+	_ = a.saw(6)
+	if err := a.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sent) != "[1 6]" {
+		t.Fatalf("acks = %v, want [1 6]: one per second, the highest seq read, no repeat on flush", sent)
+	}
+}
+
+func TestAckNeedsATenant(t *testing.T) {
+	o := &Options{Ack: true, Now: time.Now, Scrollback: 1000}
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--ack needs --tenant") {
+		t.Fatalf("validate = %v", err)
+	}
 }
