@@ -3,8 +3,8 @@ package tail
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
