@@ -210,10 +210,15 @@ func TestExplainEachCheck(t *testing.T) {
 				return &fixture{d: d, clk: clk, key: k, tel: tel, out: out, reg: reg}
 			},
 			setup: func(t *testing.T, f *fixture) {
-				// The first command's prefetch takes the window's only unit;
-				// its own slow take is then refused and the window denied.
-				if o, _ := actual(t, f, f.message(t, uuidN(10), "mailer", "send", `{}`)); o != dispatch.Failed {
+				// The first command's prefetch takes the window's only unit,
+				// which its own slow take then spends; the second finds the
+				// window spent and denies it, so the explained third is
+				// refused by the fast stage's denylist.
+				if o, _ := actual(t, f, f.message(t, uuidN(10), "mailer", "send", `{}`)); o != dispatch.Delivered {
 					t.Fatalf("first command: %s", o)
+				}
+				if o, _ := actual(t, f, f.message(t, uuidN(12), "mailer", "send", `{}`)); o != dispatch.Failed {
+					t.Fatalf("second command: %s", o)
 				}
 			},
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(11), "mailer", "send", `{}`) },

@@ -83,6 +83,11 @@ type bucket struct {
 	expiry    atomic.Int64 // unix ns; tokens are usable while now < expiry
 	denyUntil atomic.Int64 // unix ns; the window's budget is known exhausted until then
 	refilling atomic.Bool
+	// mu is held by a prefetch from its store take to its refill, and by
+	// the slow path's fallback to the bucket, so that the slow path sees
+	// units a prefetch has taken from the window (never the fast path,
+	// which stays lock-free).
+	mu sync.Mutex
 }
 
 // take consumes one token if one is usable at now.
@@ -213,6 +218,8 @@ func (l *limiter) prefetch(k RouteKey, rl RateLimit, b *bucket) {
 			return
 		}
 		start, end := window(now, rl.Interval)
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		g, err := l.store.Take(ctx, counterKey(k, start), rl.burst(), rl.Max, end.Add(rl.Interval), now)
 		if err != nil {
 			l.cfg.Logger.Warn("token prefetch failed", "target", k.Target, "command", k.Command, "err", err)
@@ -245,7 +252,12 @@ func (l *limiter) deny(b *bucket, end time.Time, rl RateLimit) Throttle {
 }
 
 // slowTake is the authoritative check: one conditional counter take before
-// dispatch. It never prefetches.
+// dispatch. It never prefetches. When the window's counter is spent, it
+// falls back to a unit this instance prefetched from the same window (the
+// counter counted it already): the escalated command's own fast-path miss
+// starts a prefetch, which could otherwise take the last units of the
+// window and leave the command refused while they sit unused in the
+// bucket (with Max 1, every command).
 func (l *limiter) slowTake(ctx context.Context, k RouteKey, rl RateLimit, now time.Time) (bool, Throttle, error) {
 	start, end := window(now, rl.Interval)
 	g, err := l.store.Take(ctx, counterKey(k, start), 1, rl.Max, end.Add(rl.Interval), now)
@@ -255,7 +267,14 @@ func (l *limiter) slowTake(ctx context.Context, k RouteKey, rl RateLimit, now ti
 	if g == 1 {
 		return true, Throttle{}, nil
 	}
-	t := l.deny(l.buckets.get(k), end, rl)
+	b := l.buckets.get(k)
+	b.mu.Lock() // waits for a prefetch between its take and its refill
+	ok := b.take(now.UnixNano())
+	b.mu.Unlock()
+	if ok {
+		return true, Throttle{}, nil
+	}
+	t := l.deny(b, end, rl)
 	t.RetryAfter = t.Until.Sub(now)
 	return false, t, nil
 }
