@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestGeneratedFilesAreFresh fails when completions/ or man/ differ from
@@ -82,5 +85,35 @@ func TestWriteReplacesDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "completions")); !os.IsNotExist(err) {
 		t.Errorf("Write(man) touched completions/")
+	}
+}
+
+// TestEveryCommandHasExamplesAndOutputFormats holds the CLI to its
+// conventions: every runnable command documents examples, and the global
+// -o flag reaches it (inherited from the root).
+func TestEveryCommandHasExamplesAndOutputFormats(t *testing.T) {
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if !c.Runnable() || c.Hidden || c.Name() == "help" || c.Name() == "__complete" || c.Name() == "__completeNoDesc" {
+			return
+		}
+		n++
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%q has no examples in its help", c.CommandPath())
+		}
+		if c.Short == "" {
+			t.Errorf("%q has no short description", c.CommandPath())
+		}
+		if c.InheritedFlags().Lookup("output") == nil && c.Flags().Lookup("output") == nil && c != c.Root() {
+			t.Errorf("%q does not take -o/--output", c.CommandPath())
+		}
+	}
+	walk(Root())
+	if n < 30 {
+		t.Fatalf("walked %d runnable commands; the tree looks incomplete", n)
 	}
 }
