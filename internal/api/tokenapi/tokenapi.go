@@ -298,7 +298,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := a.o.Tokens.Revoke(id); err != nil {
 		if errors.Is(err, server.ErrNoSuchToken) {
-			server.WriteAPIError(w, http.StatusNotFound, "no tenant token has id "+id, "list the tokens with `snavio token list`; a revoked token is gone")
+			server.WriteAPIError(w, http.StatusNotFound, "no tenant token has id "+id, "it may be revoked already (a revoked token is gone); issue a new one with `snavio token create`")
 			return
 		}
 		a.o.Logger.Error("token API: revoking a token failed", "id", id, "err", err)

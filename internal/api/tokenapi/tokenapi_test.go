@@ -170,7 +170,7 @@ func TestIssueListRevoke(t *testing.T) {
 	if _, err := fx.store.Authenticate(t.Context(), iss.Secret); !errors.Is(err, server.ErrUnknownToken) {
 		t.Fatalf("a revoked token still authenticates: %v", err)
 	}
-	wantError(t, fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, ""), http.StatusNotFound, "snavio token list")
+	wantError(t, fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, ""), http.StatusNotFound, "revoked already", "snavio token create")
 	if l := decode[List](t, fx.do(t, "", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != other.ID {
 		t.Fatalf("list after revoke %+v", l)
 	}
