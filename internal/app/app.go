@@ -32,7 +32,7 @@ func Main() int {
 func Run(ctx context.Context, args []string, ios *iostreams.IOStreams, env iostreams.Env) int {
 	g := &cmdutil.Globals{}
 	f := cmdutil.New(ios, env, g)
-	cmd := root.NewCmd(f, g)
+	cmd := root.NewCmdFor(f, g, args) // only the command args name, not the whole tree
 	cmd.SetArgs(args)
 	cmd.SetIn(ios.In)
 	cmd.SetOut(ios.Out)

@@ -2,6 +2,7 @@
 package root
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,9 +26,124 @@ import (
 	"github.com/snavio/snavio/internal/output"
 )
 
-// NewCmd builds the root command. It binds the global flags into g, which
-// the factory's providers read once flags are parsed.
+// command is a top-level command: the names argv may call it by, and how
+// to build it with its subtree.
+type command struct {
+	names []string // name, then aliases
+	build func(*cmdutil.Factory) *cobra.Command
+	// tree: the command reads the whole tree (completion scripts walk
+	// cmd.Root()), so naming it builds every command.
+	tree bool
+}
+
+// commands are snavio's top-level commands, in the order help lists them.
+// TestCommandTableMatchesTheTree checks names against what build returns.
+func commands() []command {
+	return []command{
+		{names: []string{"version"}, build: func(f *cmdutil.Factory) *cobra.Command { return version.NewCmd(f, nil) }},
+		{names: []string{"completion"}, build: completion.NewCmd, tree: true},
+		{names: []string{"profile"}, build: profile.NewCmd},
+		{names: []string{"route"}, build: route.NewCmd},
+		{names: []string{"acl"}, build: acl.NewCmd},
+		{names: []string{"key"}, build: key.NewCmd},
+		{names: []string{"tenant-config"}, build: func(f *cmdutil.Factory) *cobra.Command { return tenantconfig.NewCmd(f, nil) }},
+		{names: []string{"token"}, build: token.NewCmd},
+		{names: []string{"dispatch"}, build: dispatch.NewCmd},
+		{names: []string{"queue"}, build: queue.NewCmd},
+		{names: []string{"send"}, build: func(f *cmdutil.Factory) *cobra.Command { return send.NewCmd(f, nil) }},
+		{names: []string{"snapshot"}, build: snapshot.NewCmd},
+		{names: []string{"doctor"}, build: func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmd(f, nil) }},
+		{names: []string{"tail"}, build: func(f *cmdutil.Factory) *cobra.Command { return tail.NewCmd(f, nil) }},
+		{names: []string{"replay"}, build: func(f *cmdutil.Factory) *cobra.Command { return replay.NewCmd(f, nil) }},
+	}
+}
+
+// NewCmd builds the root command with the whole command tree, for help,
+// completion scripts and man pages. It binds the global flags into g,
+// which the factory's providers read once flags are parsed.
 func NewCmd(f *cmdutil.Factory, g *cmdutil.Globals) *cobra.Command {
+	cmd := newRoot(f, g)
+	addAll(cmd, f)
+	return cmd
+}
+
+// NewCmdFor builds the root command for one invocation with arguments
+// args (without the program name). When args name a top-level command,
+// only that command and its subtree are built: `snavio version` does not
+// construct the flags of every other command, which was most of its own
+// start-up (docs/startup.md). Anything else (no command, help, a help
+// topic, completion and cobra's __complete, an unknown command or flag,
+// "--") builds the whole tree, so help, suggestions and completion see
+// every command. The result executes args exactly as NewCmd's would:
+// TestNewCmdForRunsLikeTheFullTree compares them.
+func NewCmdFor(f *cmdutil.Factory, g *cmdutil.Globals, args []string) *cobra.Command {
+	cmd := newRoot(f, g)
+	name, ok := commandName(cmd, args)
+	if ok {
+		for _, c := range commands() {
+			if !c.tree && slices.Contains(c.names, name) {
+				cmd.AddCommand(c.build(f))
+				return cmd
+			}
+		}
+	}
+	addAll(cmd, f)
+	return cmd
+}
+
+// addAll adds every top-level command and help topic.
+func addAll(cmd *cobra.Command, f *cmdutil.Factory) {
+	for _, c := range commands() {
+		cmd.AddCommand(c.build(f))
+	}
+	for _, t := range helpTopics() {
+		cmd.AddCommand(t)
+	}
+}
+
+// commandName returns the first argument that is not a global flag or a
+// global flag's value: the top-level command args name. ok is false when
+// that cannot be told without the full tree: an unknown flag (say -h),
+// "--", or no command at all.
+func commandName(root *cobra.Command, args []string) (string, bool) {
+	pf := root.PersistentFlags()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--" || a == "-":
+			return "", false
+		case strings.HasPrefix(a, "--"):
+			name, _, inline := strings.Cut(a[2:], "=")
+			fl := pf.Lookup(name)
+			if fl == nil {
+				return "", false
+			}
+			if !inline && fl.NoOptDefVal == "" {
+				i++ // the flag's value is the next argument
+			}
+		case strings.HasPrefix(a, "-"):
+			// Shorthands, possibly combined (-vo json, -ojson).
+			for j := 1; j < len(a); j++ {
+				fl := pf.ShorthandLookup(a[j : j+1])
+				if fl == nil {
+					return "", false
+				}
+				if fl.NoOptDefVal == "" {
+					if j == len(a)-1 {
+						i++ // the value is the next argument
+					}
+					break // the rest of a is the value
+				}
+			}
+		default:
+			return a, true
+		}
+	}
+	return "", false
+}
+
+// newRoot builds the root command with the global flags and no children.
+func newRoot(f *cmdutil.Factory, g *cmdutil.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snavio <command> <subcommand> [flags]",
 		Short: "Send, route and watch signed commands on the Snavio platform",
@@ -81,25 +197,5 @@ compare state); see "snavio help exit-codes".`,
 		return &cmdutil.UsageError{Err: err}
 	})
 
-	cmd.AddCommand(
-		version.NewCmd(f, nil),
-		completion.NewCmd(f),
-		profile.NewCmd(f),
-		route.NewCmd(f),
-		acl.NewCmd(f),
-		key.NewCmd(f),
-		tenantconfig.NewCmd(f, nil),
-		token.NewCmd(f),
-		dispatch.NewCmd(f),
-		queue.NewCmd(f),
-		send.NewCmd(f, nil),
-		snapshot.NewCmd(f),
-		doctor.NewCmd(f, nil),
-		tail.NewCmd(f, nil),
-		replay.NewCmd(f, nil),
-	)
-	for _, t := range helpTopics() {
-		cmd.AddCommand(t)
-	}
 	return cmd
 }
