@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +32,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents},
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
 			home := filepath.Join(env.WorkDir, "home")
@@ -74,5 +78,43 @@ func serveReady(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("serve-ready: %s did not appear within 60s; is the server running? (its stderr is in the background command's output)", path)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// putEvents implements the script command
+//
+//	putevents FILE
+//
+// for what `snavio send` refuses to build (a forged command.source, a
+// malformed envelope): it POSTs FILE, a raw AWS JSON 1.1 PutEvents body, to
+// $SNAVIO_ENDPOINT_URL as the EventBridge SDK would (unsigned: the local
+// ingress does not check SigV4) and prints "HTTP <status>" and the response
+// body to stdout. It fails on a transport error; with !, it expects a
+// non-2xx status.
+func putEvents(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: putevents FILE")
+	}
+	endpoint := ts.Getenv("SNAVIO_ENDPOINT_URL")
+	if endpoint == "" {
+		ts.Fatalf("putevents: SNAVIO_ENDPOINT_URL is empty; run serve-ready first")
+	}
+	body, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(endpoint, "/")+"/", bytes.NewReader(body))
+	ts.Check(err)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("X-Amz-Target", "AWSEvents.PutEvents")
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Do(req)
+	if err != nil {
+		ts.Fatalf("putevents: %v", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "HTTP %d\n%s\n", res.StatusCode, bytes.TrimSpace(b))
+	if ok := res.StatusCode/100 == 2; ok == neg {
+		ts.Fatalf("putevents: HTTP %d (want %s)", res.StatusCode, map[bool]string{false: "2xx", true: "an error status"}[neg])
 	}
 }
