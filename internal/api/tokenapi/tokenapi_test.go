@@ -181,8 +181,8 @@ func TestRefusals(t *testing.T) {
 	tok := decode[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`))
 	tests := []struct {
 		name, who, method, path, body string
-		status                         int
-		contains                       []string
+		status                        int
+		contains                      []string
 	}{
 		{"tenant issues", "acme", "POST", "/v1/tokens", `{"tenant":"acme"}`, 403, []string{"tenant:acme may not issue tokens", "operator.token"}},
 		{"tenant revokes", "acme", "DELETE", "/v1/tokens/" + tok.ID, "", 403, []string{"may not revoke tokens"}},

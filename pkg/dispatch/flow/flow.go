@@ -337,7 +337,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			}
 		}
 	}
-	granted, t, err := f.limiter.slowTake(ctx, k, r.RateLimit, now)
+	granted, t, err := f.limiter.slowTake(ctx, k, r.RateLimit, now, !localBan && !globalBan)
 	if err != nil {
 		f.release(ctx, d.claim)
 		return Decision{}, fmt.Errorf("flow: rate limit of %s/%s: %w", c.Target, c.Name, err)

@@ -257,8 +257,9 @@ func (l *limiter) deny(b *bucket, end time.Time, rl RateLimit) Throttle {
 // counter counted it already): the escalated command's own fast-path miss
 // starts a prefetch, which could otherwise take the last units of the
 // window and leave the command refused while they sit unused in the
-// bucket (with Max 1, every command).
-func (l *limiter) slowTake(ctx context.Context, k RouteKey, rl RateLimit, now time.Time) (bool, Throttle, error) {
+// bucket (with Max 1, every command). A source under a warm-path ban does
+// not get the fallback: prefetched units are warm budget, kept from it.
+func (l *limiter) slowTake(ctx context.Context, k RouteKey, rl RateLimit, now time.Time, useLocal bool) (bool, Throttle, error) {
 	start, end := window(now, rl.Interval)
 	g, err := l.store.Take(ctx, counterKey(k, start), 1, rl.Max, end.Add(rl.Interval), now)
 	if err != nil {
@@ -268,11 +269,13 @@ func (l *limiter) slowTake(ctx context.Context, k RouteKey, rl RateLimit, now ti
 		return true, Throttle{}, nil
 	}
 	b := l.buckets.get(k)
-	b.mu.Lock() // waits for a prefetch between its take and its refill
-	ok := b.take(now.UnixNano())
-	b.mu.Unlock()
-	if ok {
-		return true, Throttle{}, nil
+	if useLocal {
+		b.mu.Lock() // waits for a prefetch between its take and its refill
+		ok := b.take(now.UnixNano())
+		b.mu.Unlock()
+		if ok {
+			return true, Throttle{}, nil
+		}
 	}
 	t := l.deny(b, end, rl)
 	t.RetryAfter = t.Until.Sub(now)
