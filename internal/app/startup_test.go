@@ -145,7 +145,7 @@ func TestStartupCost(t *testing.T) {
 		}
 		minH, minF, minL, minS := minOf(th), minOf(tf), minOf(tl), minOf(ts)
 		overLinked := float64(minS) / float64(minL)
-		t.Logf("startup, round %d of at most %d, over %d interleaved runs (min / median):", round, rounds, runs)
+		t.Logf("startup over %d interleaved runs, round %d of at most %d (min / median):", runs, round, rounds)
 		t.Logf("  hello world          %8v / %8v", minH, medianOf(th))
 		t.Logf("  dependency floor     %8v / %8v  = %.2fx hello world (%d imports, %.1f MB)", minF, medianOf(tf), float64(minF)/float64(minH), len(imports), mb(fileSize(t, floor)))
 		t.Logf("  linked floor         %8v / %8v  = %.2fx the dependency floor (%.1f MB: the cost of linking snavio's code, reported)", minL, medianOf(tl), float64(minL)/float64(minF), mb(fileSize(t, linked)))
