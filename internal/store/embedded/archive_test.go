@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -167,6 +168,47 @@ func FuzzParsePageToken(f *testing.F) {
 		}
 		if len(k) != 16 || encodePageToken(k) != tok {
 			t.Fatalf("parsePageToken(%q) = %x", tok, k)
+		}
+	})
+}
+
+// commandOfV1 is commandOf as it was, with encoding/json: the reference
+// FuzzCommandOfMatchesV1 holds the streaming version to.
+func commandOfV1(detail []byte) (target, name string) {
+	var d struct {
+		Command struct {
+			Target json.RawMessage `json:"target"`
+			Name   json.RawMessage `json:"name"`
+		} `json:"command"`
+	}
+	if json.Unmarshal(detail, &d) != nil {
+		return "", ""
+	}
+	str := func(raw json.RawMessage, max int) string {
+		var s string
+		if json.Unmarshal(raw, &s) != nil || len(s) > max {
+			return ""
+		}
+		return s
+	}
+	return str(d.Command.Target, maxKeyLen), str(d.Command.Name, maxKeyLen)
+}
+
+// FuzzCommandOfMatchesV1: the streaming commandOf reads what the
+// encoding/json version read, on any detail.
+func FuzzCommandOfMatchesV1(f *testing.F) {
+	f.Add(detail("mailer", "send"))
+	f.Add([]byte(`{"command":{"target":"a","target":"b"}}`))
+	f.Add([]byte(`{"command":{"target":"\ud800","name":"x\u00e9"}}`))
+	f.Add([]byte(`{"command":{"target":1,"name":"x"},"b":[1,{"c":null}]}`))
+	f.Add([]byte(`{"command":null}`))
+	f.Add([]byte(`{"command":"x"}`))
+	f.Add([]byte(`{"command":{"name":"a"}} x`))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		tg, n := commandOf(d)
+		wt, wn := commandOfV1(d)
+		if tg != wt || n != wn {
+			t.Fatalf("commandOf(%q) = %q %q; encoding/json read %q %q", d, tg, n, wt, wn)
 		}
 	})
 }

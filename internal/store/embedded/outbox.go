@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -75,13 +76,13 @@ type TelemetryStream struct {
 }
 
 type streamMeta struct {
-	Last   uint64 `json:"last"`
-	Cursor uint64 `json:"cursor"`
-	AckAt  int64  `json:"ack_at,omitempty"`
+	Last, Cursor uint64
+	// AckAt is the last acknowledgement's time in ns (0: never).
+	AckAt int64
 }
 
 // Outbox layout: bucket "tenants" holds one bucket per tenant with key
-// "meta" (streamMeta) and bucket "ev" (u64 seq -> TelemetryRecord);
+// "meta" (encodeMeta) and bucket "ev" (u64 seq -> encodeTelemetry);
 // bucket "all" maps u64 global -> u64 seq + tenant.
 var (
 	bTenants = []byte("tenants")
@@ -112,8 +113,8 @@ func outboxBuckets(tx *bolt.Tx) (tenants, all *bolt.Bucket, err error) {
 }
 
 func loadMeta(tb *bolt.Bucket, tenant string) (streamMeta, error) {
-	var m streamMeta
-	if err := json.Unmarshal(tb.Get(kMeta), &m); err != nil {
+	m, err := decodeMeta(tb.Get(kMeta))
+	if err != nil {
 		return m, corrupt("telemetry stream", tenant, err)
 	}
 	return m, nil
@@ -127,7 +128,13 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		return nil, fmt.Errorf("append telemetry: %d entries: give 1 to %d per call", len(entries), MaxAppendBatch)
 	}
 	now := s.clock.Now().UTC()
-	recs := make([]TelemetryRecord, len(entries))
+	// Encoded before the write is queued: the committer only numbers them
+	// (it patches Global in place).
+	type rec struct {
+		tenant []byte
+		record []byte
+	}
+	recs := make([]rec, len(entries))
 	for i, e := range entries {
 		if err := checkTenant(e.Tenant); err != nil {
 			return nil, fmt.Errorf("append telemetry entry %d: %w", i, err)
@@ -139,7 +146,7 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		if len(body) > MaxEventBytes {
 			return nil, fmt.Errorf("append telemetry entry %d (%s): %d bytes, over the limit of %d", i, e.Event.EventName(), len(body), MaxEventBytes)
 		}
-		recs[i] = TelemetryRecord{Tenant: e.Tenant, AppendedAt: now, Name: e.Event.EventName(), Event: body}
+		recs[i] = rec{[]byte(e.Tenant), encodeTelemetry(&TelemetryRecord{AppendedAt: now, Name: e.Event.EventName(), Event: body})}
 	}
 	seqs := make([]uint64, len(entries))
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -147,36 +154,45 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		if err != nil {
 			return err
 		}
+		// A batch usually holds one tenant's events: its stream position is
+		// read once and written once.
+		var tb *bolt.Bucket
+		var tenant []byte
+		var m streamMeta
 		for i, r := range recs {
-			tb := tenants.Bucket([]byte(r.Tenant))
-			var m streamMeta
-			if tb == nil {
-				if tb, err = tenants.CreateBucket([]byte(r.Tenant)); err != nil {
+			if tb == nil || !bytes.Equal(r.tenant, tenant) {
+				if tb != nil {
+					if err := tb.Put(kMeta, encodeMeta(m)); err != nil {
+						return err
+					}
+				}
+				tenant, m = r.tenant, streamMeta{}
+				if tb = tenants.Bucket(tenant); tb == nil {
+					if tb, err = tenants.CreateBucket(tenant); err != nil {
+						return err
+					}
+					if _, err := tb.CreateBucket(bEv); err != nil {
+						return err
+					}
+				} else if m, err = loadMeta(tb, string(tenant)); err != nil {
 					return err
 				}
-				if _, err := tb.CreateBucket(bEv); err != nil {
-					return err
-				}
-			} else if m, err = loadMeta(tb, r.Tenant); err != nil {
-				return err
 			}
 			m.Last++
-			r.Seq = m.Last
-			if r.Global, err = all.NextSequence(); err != nil {
+			global, err := all.NextSequence()
+			if err != nil {
 				return err
 			}
-			if err := putJSON(tb.Bucket(bEv), u64(r.Seq), r); err != nil {
+			binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
+			if err := tb.Bucket(bEv).Put(u64(m.Last), r.record); err != nil {
 				return err
 			}
-			if err := all.Put(u64(r.Global), append(u64(r.Seq), r.Tenant...)); err != nil {
+			if err := all.Put(u64(global), append(u64(m.Last), tenant...)); err != nil {
 				return err
 			}
-			if err := putJSON(tb, kMeta, m); err != nil {
-				return err
-			}
-			seqs[i] = r.Seq
+			seqs[i] = m.Last
 		}
-		return nil
+		return tb.Put(kMeta, encodeMeta(m))
 	})
 	if err != nil {
 		return nil, err
@@ -192,8 +208,8 @@ func checkPage(what string, limit int) error {
 }
 
 func decodeRecord(v []byte, tenant string, seq uint64) (TelemetryRecord, error) {
-	var r TelemetryRecord
-	if err := json.Unmarshal(v, &r); err != nil {
+	r, err := decodeTelemetry(v)
+	if err != nil {
 		return r, corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
 	}
 	r.Tenant, r.Seq = tenant, seq
@@ -301,7 +317,7 @@ func (s *Store) AckTelemetry(ctx context.Context, tenant string, seq uint64) err
 		}
 		m.Cursor = max(m.Cursor, seq)
 		m.AckAt = nanos(now)
-		return putJSON(tb, kMeta, m)
+		return tb.Put(kMeta, encodeMeta(m))
 	})
 	if err != nil {
 		return err

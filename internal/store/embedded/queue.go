@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -171,17 +170,16 @@ type Received struct {
 	FirstReceivedAt time.Time
 }
 
+// storedMsg is a message's header and id as the committer reads them; the
+// rest of its record (attributes, body) is decoded only when returned.
 type storedMsg struct {
-	Message
-	Seq          uint64 `json:"seq"`
-	VisibleAt    int64  `json:"visible_at"`
-	ReceiveCount int    `json:"receives"`
-	FirstRecv    int64  `json:"first_recv,omitempty"`
-	Receipt      string `json:"receipt,omitempty"`
+	msgHeader
+	ID string
 }
 
-// Per-queue bucket layout: key "cfg" holds the Queue, "n" the message
-// count; sub-bucket "msgs" maps id to storedMsg, "vis" maps
+// Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue), "n"
+// the message count; sub-bucket "msgs" maps id to the message's record
+// (encodeMsg), "vis" maps
 // timeKey(visible_at, seq) to id (the receive order), "age" maps
 // timeKey(sent_at, seq) to id (the oldest message).
 var (
@@ -266,7 +264,7 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 			}
 		}
 		q = Queue{QueueConfig: cfg, ARN: QueueARN(cfg.Name), CreatedAt: now}
-		if err := putJSON(qb, kCfg, q); err != nil {
+		if err := qb.Put(kCfg, encodeQueue(&q)); err != nil {
 			return err
 		}
 		return qb.Put(kN, u64(0))
@@ -278,11 +276,10 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 }
 
 func loadQueue(qb *bolt.Bucket, name string) (Queue, error) {
-	var q Queue
-	if err := json.Unmarshal(qb.Get(kCfg), &q); err != nil {
+	q, err := decodeQueue(qb.Get(kCfg))
+	if err != nil {
 		return Queue{}, corrupt("queue config", name, err)
 	}
-	q.ARN = QueueARN(q.Name)
 	return q, nil
 }
 
@@ -381,11 +378,11 @@ func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[s
 	if err != nil {
 		return "", err
 	}
-	msg := Message{ID: id, Body: body, Attributes: attrs, SentAt: s.clock.Now().UTC()}
+	rec := newMsgRecord(id, body, attrs, s.clock.Now())
 	var failure error
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		failure, err = sendTx(tx, queue, msg)
+		failure, err = sendTx(tx, queue, rec)
 		return err
 	})
 	if err != nil {
@@ -397,9 +394,17 @@ func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[s
 	return id, nil
 }
 
-// sendTx stores msg in queue inside tx. failure is a refusal (no such
-// queue, full); err a storage failure.
-func sendTx(tx *bolt.Tx, queue string, msg Message) (failure, err error) {
+// newMsgRecord encodes a new message, visible from sentAt. It is encoded
+// before the write is queued, so the committer only assigns its sequence
+// number.
+func newMsgRecord(id string, body []byte, attrs map[string]string, sentAt time.Time) []byte {
+	sent := nanos(sentAt)
+	return encodeMsg(&msgHeader{VisibleAt: sent, SentAt: sent}, &Message{ID: id, Body: body, Attributes: attrs})
+}
+
+// sendTx stores the new message rec in queue inside tx. failure is a
+// refusal (no such queue, full); err a storage failure.
+func sendTx(tx *bolt.Tx, queue string, rec []byte) (failure, err error) {
 	qb, err := queueBucket(tx, queue)
 	if err != nil {
 		return err, nil
@@ -412,23 +417,29 @@ func sendTx(tx *bolt.Tx, queue string, msg Message) (failure, err error) {
 	if n >= uint64(q.MaxDepth) {
 		return fmt.Errorf("send to %s: %w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", queue, ErrQueueFull, n), nil
 	}
-	return nil, insertTx(qb, storedMsg{Message: msg, VisibleAt: nanos(msg.SentAt)})
+	return nil, insertTx(qb, rec)
 }
 
-// insertTx adds m as a new message of the queue bucket qb.
-func insertTx(qb *bolt.Bucket, m storedMsg) error {
+// insertTx adds the message record rec (an encodeMsg result the caller
+// hands over: the transaction keeps it until it commits) to the queue
+// bucket qb, giving it the queue's next sequence number.
+func insertTx(qb *bolt.Bucket, rec []byte) error {
 	seq, err := qb.NextSequence()
 	if err != nil {
 		return err
 	}
-	m.Seq = seq
-	if err := putJSON(qb.Bucket(bMsgs), []byte(m.ID), m); err != nil {
+	binary.BigEndian.PutUint64(rec[msgOffSeq:], seq)
+	h, id, err := decodeMsgHeader(rec)
+	if err != nil {
 		return err
 	}
-	if err := qb.Bucket(bVis).Put(timeKey(m.VisibleAt, seq), []byte(m.ID)); err != nil {
+	if err := qb.Bucket(bMsgs).Put([]byte(id), rec); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bAge).Put(timeKey(nanos(m.SentAt), seq), []byte(m.ID)); err != nil {
+	if err := qb.Bucket(bVis).Put(timeKey(h.VisibleAt, seq), []byte(id)); err != nil {
+		return err
+	}
+	if err := qb.Bucket(bAge).Put(timeKey(h.SentAt, seq), []byte(id)); err != nil {
 		return err
 	}
 	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))+1))
@@ -442,22 +453,35 @@ func removeTx(qb *bolt.Bucket, m storedMsg) error {
 	if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bAge).Delete(timeKey(nanos(m.SentAt), m.Seq)); err != nil {
+	if err := qb.Bucket(bAge).Delete(timeKey(m.SentAt, m.Seq)); err != nil {
 		return err
 	}
 	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))-1))
 }
 
-func loadMsg(qb *bolt.Bucket, id []byte) (storedMsg, bool, error) {
-	v := qb.Bucket(bMsgs).Get(id)
-	if v == nil {
-		return storedMsg{}, false, nil
+// loadMsg reads the header and id of message id; rec is its record,
+// valid only inside the transaction.
+func loadMsg(qb *bolt.Bucket, id []byte) (m storedMsg, rec []byte, ok bool, err error) {
+	rec = qb.Bucket(bMsgs).Get(id)
+	if rec == nil {
+		return storedMsg{}, nil, false, nil
 	}
-	var m storedMsg
-	if err := json.Unmarshal(v, &m); err != nil {
-		return storedMsg{}, false, corrupt("message", string(id), err)
+	h, rid, err := decodeMsgHeader(rec)
+	if err == nil && rid != string(id) {
+		err = fmt.Errorf("record of message %q", rid)
 	}
-	return m, true, nil
+	if err != nil {
+		return storedMsg{}, nil, false, corrupt("message", string(id), err)
+	}
+	return storedMsg{msgHeader: h, ID: rid}, rec, true, nil
+}
+
+// rewriteMsg stores m's header over a copy of its record rec and returns
+// the copy.
+func rewriteMsg(qb *bolt.Bucket, m *storedMsg, rec []byte) ([]byte, error) {
+	nrec := bytes.Clone(rec)
+	putHeader(nrec, &m.msgHeader)
+	return nrec, qb.Bucket(bMsgs).Put([]byte(m.ID), nrec)
 }
 
 // Receive returns up to max (1 to 10) visible messages of queue in the
@@ -474,10 +498,12 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		return nil, fmt.Errorf("receive from %s: visibility timeout %v outside 0..%v", queue, visibility, MaxVisibilityTimeout)
 	}
 	now := s.clock.Now().UTC()
-	var out []Received
+	// recs are the received messages' new records; they are decoded
+	// after the commit, outside the committer.
+	var recs [][]byte
 	var failure error
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		out, failure = nil, nil
+		recs, failure = recs[:0], nil
 		qb, err := queueBucket(tx, queue)
 		if err != nil {
 			failure = fmt.Errorf("receive: %w", err)
@@ -491,7 +517,11 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		if vt == 0 {
 			vt = q.VisibilityTimeout
 		}
-		var due []storedMsg
+		type dueMsg struct {
+			m   storedMsg
+			rec []byte
+		}
+		var due []dueMsg
 		c := qb.Bucket(bVis).Cursor()
 		scanned, receivable := 0, 0
 		for k, id := c.First(); k != nil && receivable < max && scanned < scanLimit; k, id = c.Next() {
@@ -499,21 +529,22 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 				break
 			}
 			scanned++
-			m, ok, err := loadMsg(qb, id)
+			m, rec, ok, err := loadMsg(qb, id)
 			if err != nil {
 				return err
 			}
 			if !ok {
 				return corrupt("queue index", queue, fmt.Errorf("no message %s", id))
 			}
-			due = append(due, m)
-			if q.DeadLetterQueue == "" || m.ReceiveCount < q.MaxReceives {
+			due = append(due, dueMsg{m, rec})
+			if q.DeadLetterQueue == "" || int(m.ReceiveCount) < q.MaxReceives {
 				receivable++
 			}
 		}
-		for _, m := range due {
-			if q.DeadLetterQueue != "" && m.ReceiveCount >= q.MaxReceives {
-				if err := redriveTx(tx, qb, q, m); err != nil {
+		for _, d := range due {
+			m := d.m
+			if q.DeadLetterQueue != "" && int(m.ReceiveCount) >= q.MaxReceives {
+				if err := redriveTx(tx, qb, q, m, d.rec); err != nil {
 					return err
 				}
 				continue
@@ -526,106 +557,174 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 				m.FirstRecv = nanos(now)
 			}
 			m.VisibleAt = nanos(now.Add(vt))
-			if m.Receipt, err = newReceipt(m.ID); err != nil {
-				return err
+			if _, err := rand.Read(m.Nonce[:]); err != nil {
+				return fmt.Errorf("receipt handle: %w", err)
 			}
-			if err := putJSON(qb.Bucket(bMsgs), []byte(m.ID), m); err != nil {
+			m.HasReceipt = true
+			nrec, err := rewriteMsg(qb, &m, d.rec)
+			if err != nil {
 				return err
 			}
 			if err := qb.Bucket(bVis).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
 				return err
 			}
-			out = append(out, Received{Message: m.Message, ReceiptHandle: m.Receipt, ReceiveCount: m.ReceiveCount, FirstReceivedAt: time.Unix(0, m.FirstRecv).UTC()})
+			recs = append(recs, nrec)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, failure
+	if failure != nil {
+		return nil, failure
+	}
+	out := make([]Received, 0, len(recs))
+	for _, rec := range recs {
+		h, m, err := decodeMsg(rec)
+		if err != nil {
+			return nil, corrupt("message", queue, err)
+		}
+		out = append(out, Received{Message: m, ReceiptHandle: receiptOf(m.ID, h.Nonce), ReceiveCount: int(h.ReceiveCount), FirstReceivedAt: time.Unix(0, h.FirstRecv).UTC()})
+	}
+	return out, nil
 }
 
-// redriveTx moves m from the queue q (bucket qb) to q's dead-letter queue,
-// keeping its id, body, attributes and sent time. The dead-letter queue's
-// depth limit does not apply: a redrive never loses a message.
-func redriveTx(tx *bolt.Tx, qb *bolt.Bucket, q Queue, m storedMsg) error {
+// redriveTx moves m (record rec) from the queue q (bucket qb) to q's
+// dead-letter queue, keeping its id, body, attributes and sent time. The
+// dead-letter queue's depth limit does not apply: a redrive never loses a
+// message.
+func redriveTx(tx *bolt.Tx, qb *bolt.Bucket, q Queue, m storedMsg, rec []byte) error {
 	dqb := tx.Bucket(bQueues).Bucket([]byte(q.DeadLetterQueue))
 	if dqb == nil {
 		return corrupt("queue config", q.Name, fmt.Errorf("dead-letter queue %s missing", q.DeadLetterQueue))
 	}
-	if err := removeTx(qb, m); err != nil {
-		return err
+	_, msg, err := decodeMsg(rec)
+	if err != nil {
+		return corrupt("message", m.ID, err)
 	}
-	attrs := make(map[string]string, len(m.Attributes)+3)
-	for k, v := range m.Attributes {
+	attrs := make(map[string]string, len(msg.Attributes)+3)
+	for k, v := range msg.Attributes {
 		attrs[k] = v
 	}
 	attrs[AttrDLQReason] = DLQReasonMaxReceives
 	attrs[AttrDLQSourceQueue] = q.ARN
-	attrs[AttrDLQReceiveCount] = strconv.Itoa(m.ReceiveCount)
-	dm := storedMsg{Message: Message{ID: m.ID, Body: m.Body, Attributes: attrs, SentAt: m.SentAt}, VisibleAt: m.VisibleAt}
-	if dm.VisibleAt < nanos(m.SentAt) {
-		dm.VisibleAt = nanos(m.SentAt)
+	attrs[AttrDLQReceiveCount] = strconv.Itoa(int(m.ReceiveCount))
+	msg.Attributes = attrs
+	dh := msgHeader{VisibleAt: max(m.VisibleAt, m.SentAt), SentAt: m.SentAt}
+	// Encoded before removeTx: msg's body aliases rec, which the removal
+	// may invalidate.
+	drec := encodeMsg(&dh, &msg)
+	if err := removeTx(qb, m); err != nil {
+		return err
 	}
-	return insertTx(dqb, dm)
+	return insertTx(dqb, drec)
 }
 
 // receiptPrefix starts every receipt handle; the version lets the format
 // change.
 const receiptPrefix = "r1."
 
-func newReceipt(id string) (string, error) {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("receipt handle: %w", err)
-	}
-	return receiptPrefix + id + "." + hex.EncodeToString(b[:]), nil
+// receiptOf returns the receipt handle of message id's receive with
+// nonce.
+func receiptOf(id string, nonce [nonceLen]byte) string {
+	return receiptPrefix + id + "." + hex.EncodeToString(nonce[:])
 }
 
-// parseReceipt returns the message id inside a receipt handle.
-func parseReceipt(h string) (string, error) {
+// parseReceipt returns the message id and the nonce inside a receipt
+// handle.
+func parseReceipt(h string) (string, [nonceLen]byte, error) {
+	var nonce [nonceLen]byte
 	rest, ok := strings.CutPrefix(h, receiptPrefix)
 	i := strings.LastIndexByte(rest, '.')
-	if !ok || i <= 0 || len(rest)-i-1 != 24 {
-		return "", fmt.Errorf("receipt handle %.60q: malformed: pass the ReceiptHandle a Receive returned, unchanged", h)
+	if !ok || i <= 0 || len(rest)-i-1 != 2*nonceLen {
+		return "", nonce, fmt.Errorf("receipt handle %.60q: malformed: pass the ReceiptHandle a Receive returned, unchanged", h)
 	}
-	if _, err := hex.DecodeString(rest[i+1:]); err != nil {
-		return "", fmt.Errorf("receipt handle %.60q: malformed nonce: pass the ReceiptHandle a Receive returned, unchanged", h)
+	if _, err := hex.Decode(nonce[:], []byte(rest[i+1:])); err != nil {
+		return "", nonce, fmt.Errorf("receipt handle %.60q: malformed nonce: pass the ReceiptHandle a Receive returned, unchanged", h)
 	}
-	return rest[:i], nil
+	return rest[:i], nonce, nil
 }
+
+// MaxDeleteBatch is the most receipt handles one DeleteMessageBatch
+// takes (SQS's DeleteMessageBatch limit).
+const MaxDeleteBatch = 10
 
 // DeleteMessage deletes the message whose latest receipt handle is receipt. A
 // handle from an earlier receive (the visibility timeout expired and the
 // message was received again) or of a message already deleted is
 // ErrStaleReceipt: the message is not deleted.
 func (s *Store) DeleteMessage(ctx context.Context, queue, receipt string) error {
-	id, err := parseReceipt(receipt)
+	errs, err := s.DeleteMessageBatch(ctx, queue, []string{receipt})
 	if err != nil {
-		return fmt.Errorf("delete from %s: %w", queue, err)
+		return err
+	}
+	return errs[0]
+}
+
+// DeleteMessageBatch deletes, in one durable write, the messages whose
+// latest receipt handles are receipts (1 to 10), like SQS's
+// DeleteMessageBatch: errs[i] is receipts[i]'s outcome (nil: deleted; a
+// malformed or stale handle, as DeleteMessage reports it), and err a
+// failure of the whole call (no such queue, storage), in which case
+// nothing was deleted.
+func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts []string) (errs []error, err error) {
+	if len(receipts) == 0 || len(receipts) > MaxDeleteBatch {
+		return nil, fmt.Errorf("delete from %s: %d receipt handles: give 1 to %d per call", queue, len(receipts), MaxDeleteBatch)
+	}
+	type target struct {
+		id    string
+		nonce [nonceLen]byte
+	}
+	targets := make([]target, len(receipts))
+	errs = make([]error, len(receipts))
+	for i, r := range receipts {
+		id, nonce, err := parseReceipt(r)
+		if err != nil {
+			errs[i] = fmt.Errorf("delete from %s: %w", queue, err)
+			continue
+		}
+		targets[i] = target{id, nonce}
 	}
 	var failure error
+	stale := make([]bool, len(receipts))
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		failure = nil
+		clear(stale)
 		qb, err := queueBucket(tx, queue)
 		if err != nil {
 			failure = fmt.Errorf("delete: %w", err)
 			return nil
 		}
-		m, ok, err := loadMsg(qb, []byte(id))
-		if err != nil {
-			return err
+		for i, t := range targets {
+			if errs[i] != nil {
+				continue
+			}
+			m, _, ok, err := loadMsg(qb, []byte(t.id))
+			if err != nil {
+				return err
+			}
+			if !ok || !m.HasReceipt || m.Nonce != t.nonce {
+				stale[i] = true
+				continue
+			}
+			if err := removeTx(qb, m); err != nil {
+				return err
+			}
 		}
-		if !ok || m.Receipt != receipt {
-			failure = fmt.Errorf("delete message %s from %s: %w: it was received again after its visibility timeout, or deleted; delete with the latest receive's handle", id, queue, ErrStaleReceipt)
-			return nil
-		}
-		return removeTx(qb, m)
+		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return failure
+	if failure != nil {
+		return nil, failure
+	}
+	for i, st := range stale {
+		if st {
+			errs[i] = fmt.Errorf("delete message %s from %s: %w: it was received again after its visibility timeout, or deleted; delete with the latest receive's handle", targets[i].id, queue, ErrStaleReceipt)
+		}
+	}
+	return errs, nil
 }
 
 // PurgeQueue deletes every message of queue, visible or in flight, and returns
@@ -679,7 +778,7 @@ func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, 
 	if err != nil {
 		return "", err
 	}
-	msg := Message{ID: id, Body: body, Attributes: attrs, SentAt: s.clock.Now().UTC()}
+	rec := newMsgRecord(id, body, attrs, s.clock.Now())
 	var failure error
 	var notOwner bool
 	err = s.update(ctx, func(tx *bolt.Tx) error {
@@ -689,7 +788,7 @@ func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, 
 			return err
 		}
 		var err error
-		if failure, err = sendTx(tx, queue, msg); err != nil || failure != nil {
+		if failure, err = sendTx(tx, queue, rec); err != nil || failure != nil {
 			return err
 		}
 		_, err = completeTx(tx, claimID, owner, expiresAt, now)
@@ -730,7 +829,7 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 			ids = append(ids, bytes.Clone(id))
 		}
 		for _, id := range ids {
-			m, ok, err := loadMsg(qb, id)
+			m, rec, ok, err := loadMsg(qb, id)
 			if err != nil {
 				return err
 			}
@@ -740,8 +839,8 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 			if err := vis.Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
 				return err
 			}
-			m.VisibleAt, m.Receipt = now, ""
-			if err := putJSON(qb.Bucket(bMsgs), []byte(m.ID), m); err != nil {
+			m.VisibleAt, m.HasReceipt, m.Nonce = now, false, [nonceLen]byte{}
+			if _, err := rewriteMsg(qb, &m, rec); err != nil {
 				return err
 			}
 			if err := vis.Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {

@@ -338,30 +338,31 @@ func TestSendAndComplete(t *testing.T) {
 }
 
 func TestParseReceipt(t *testing.T) {
-	h, _ := newReceipt("abc")
-	if id, err := parseReceipt(h); id != "abc" || err != nil {
-		t.Fatalf("parseReceipt(%q) = %q, %v", h, id, err)
+	nonce := [nonceLen]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	h := receiptOf("abc", nonce)
+	if id, n, err := parseReceipt(h); id != "abc" || n != nonce || err != nil {
+		t.Fatalf("parseReceipt(%q) = %q, %x, %v", h, id, n, err)
 	}
 	for _, bad := range []string{"", "r1.", "r1.abc", "r1..00112233445566778899aabb", "r2.abc.00112233445566778899aabb", "r1.abc.zz112233445566778899aabb"} {
-		if _, err := parseReceipt(bad); err == nil {
+		if _, _, err := parseReceipt(bad); err == nil {
 			t.Errorf("parseReceipt(%q) accepted", bad)
 		}
 	}
 }
 
 // FuzzParseReceipt: never panics; an accepted handle names a non-empty id
-// and is the handle format around it.
+// and re-encodes to itself (up to the nonce's hex case).
 func FuzzParseReceipt(f *testing.F) {
 	f.Add("r1.0b1e-4c.00112233445566778899aabb")
 	f.Add("r1..")
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, h string) {
-		id, err := parseReceipt(h)
+		id, nonce, err := parseReceipt(h)
 		if err != nil {
 			return
 		}
-		if id == "" || !strings.HasPrefix(h, receiptPrefix+id+".") {
-			t.Fatalf("parseReceipt(%q) = %q", h, id)
+		if id == "" || !strings.EqualFold(receiptOf(id, nonce), h) {
+			t.Fatalf("parseReceipt(%q) = %q, %x", h, id, nonce)
 		}
 	})
 }

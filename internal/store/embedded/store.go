@@ -22,11 +22,13 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -70,6 +72,20 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// commits and writes count group commits and the writes they took.
+	commits, committed atomic.Uint64
+}
+
+// CommitStats says how well writes are grouped: Writes (calls of the
+// write methods) committed in Commits transactions since Open.
+type CommitStats struct {
+	Commits, Writes uint64
+}
+
+// CommitStats returns the counts so far.
+func (s *Store) CommitStats() CommitStats {
+	return CommitStats{Commits: s.commits.Load(), Writes: s.committed.Load()}
 }
 
 type writeReq struct {
@@ -89,6 +105,21 @@ var (
 	bOutbox   = []byte("outbox")
 	bArchive  = []byte("archive")
 )
+
+// bFormat holds kFormat: the file's store format.
+var (
+	bFormat = []byte("format")
+	kFormat = []byte("version")
+)
+
+// StoreFormat is the layout of the records this package writes. Format 1
+// (JSON records) was replaced by format 2 (binary queue, archive and
+// telemetry records) before any release; a file of another format is
+// refused with a message saying what to do, never misread.
+const StoreFormat = 2
+
+// ErrFormat wraps Open's refusal of a file of another store format.
+var ErrFormat = errors.New("unsupported store format")
 
 var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots}
 
@@ -123,6 +154,9 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: open %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := checkFormat(tx, path); err != nil {
+			return err
+		}
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -131,6 +165,9 @@ func Open(opts Options) (*Store, error) {
 		return nil
 	}); err != nil {
 		db.Close()
+		if errors.Is(err, ErrFormat) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("embedded store: initialise %s: %w", path, err)
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{})}
@@ -140,6 +177,36 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.committer()
 	return s, nil
+}
+
+// checkFormat stamps a new file with StoreFormat and refuses a file of
+// another format.
+func checkFormat(tx *bolt.Tx, path string) error {
+	fb := tx.Bucket(bFormat)
+	if fb == nil {
+		empty := true
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if !empty {
+			return formatError(path, 1)
+		}
+		fb, err := tx.CreateBucket(bFormat)
+		if err != nil {
+			return err
+		}
+		return fb.Put(kFormat, u64(StoreFormat))
+	}
+	v := fb.Get(kFormat)
+	if len(v) != 8 {
+		return fmt.Errorf("embedded store: %s: %w: the format stamp is unreadable (%d bytes); restore the file from a backup, or move it away to start with an empty store", path, ErrFormat, len(v))
+	}
+	if f := binary.BigEndian.Uint64(v); f != StoreFormat {
+		return formatError(path, f)
+	}
+	return nil
+}
+
+func formatError(path string, f uint64) error {
+	return fmt.Errorf("embedded store: %s: %w %d (this snavio reads format %d only; the file was written by another snavio version): run the snavio version that wrote it, or move the file away to start with an empty store", path, ErrFormat, f, StoreFormat)
 }
 
 // Path returns the store's file, or "" for an ephemeral store.
@@ -235,6 +302,8 @@ func (s *Store) drainOnClose() {
 }
 
 func (s *Store) commit(group []*writeReq) {
+	s.commits.Add(1)
+	s.committed.Add(uint64(len(group)))
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, r := range group {
 			if err := r.fn(tx); err != nil {

@@ -1,0 +1,241 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestMessageRecordRoundTrip(t *testing.T) {
+	h := msgHeader{Seq: 7, VisibleAt: 11, SentAt: nanos(t0), FirstRecv: 13, ReceiveCount: 2, HasReceipt: true, Nonce: [nonceLen]byte{9, 8, 7}}
+	m := Message{ID: "0b1e", Body: []byte("body\x00bytes"), Attributes: map[string]string{"a": "1", "": "", "long": strings.Repeat("v", 300)}}
+	rec := encodeMsg(&h, &m)
+	gh, gm, err := decodeMsg(rec)
+	m.SentAt = t0
+	if err != nil || gh != h || !reflect.DeepEqual(gm, m) {
+		t.Fatalf("decodeMsg = %+v %+v %v, want %+v %+v", gh, gm, err, h, m)
+	}
+	if hh, id, err := decodeMsgHeader(rec); hh != h || id != "0b1e" || err != nil {
+		t.Fatalf("decodeMsgHeader = %+v %q %v", hh, id, err)
+	}
+	h.Seq, h.HasReceipt = 99, false
+	putHeader(rec, &h)
+	if gh, _, _ := decodeMsg(rec); gh != h {
+		t.Fatalf("after putHeader: %+v, want %+v", gh, h)
+	}
+	if _, m2, err := decodeMsg(encodeMsg(&h, &Message{ID: "x", Body: []byte("b")})); err != nil || m2.Attributes != nil {
+		t.Fatalf("no attributes: %+v %v", m2, err)
+	}
+}
+
+func TestOtherRecordsRoundTrip(t *testing.T) {
+	q := Queue{QueueConfig: QueueConfig{Name: "q", DeadLetterQueue: "d", MaxReceives: 5, VisibilityTimeout: 30 * time.Second, MaxDepth: 10}, ARN: QueueARN("q"), CreatedAt: t0}
+	if got, err := decodeQueue(encodeQueue(&q)); got != q || err != nil {
+		t.Fatalf("queue: %+v %v", got, err)
+	}
+	e := ArchivedEvent{EventID: "e1", Source: "acme/x", DetailType: "snavio.command", Detail: []byte(`{"a":1}`), ReceivedAt: t0, Target: "t", Command: "c"}
+	if got, err := decodeArchived(encodeArchived(&e)); !reflect.DeepEqual(got, e) || err != nil {
+		t.Fatalf("archived: %+v %v", got, err)
+	}
+	if id, err := archivedID(encodeArchived(&e)); id != "e1" || err != nil {
+		t.Fatalf("archivedID: %q %v", id, err)
+	}
+	r := TelemetryRecord{Global: 3, AppendedAt: t0, Name: "snavio.command.delivered", Event: []byte(`{"x":1}`)}
+	if got, err := decodeTelemetry(encodeTelemetry(&r)); !reflect.DeepEqual(got, r) || err != nil {
+		t.Fatalf("telemetry: %+v %v", got, err)
+	}
+	m := streamMeta{Last: 5, Cursor: 3, AckAt: 42}
+	if got, err := decodeMeta(encodeMeta(m)); got != m || err != nil {
+		t.Fatalf("meta: %+v %v", got, err)
+	}
+}
+
+func TestDecodersRefuseDamage(t *testing.T) {
+	h := msgHeader{SentAt: 1}
+	msg := encodeMsg(&h, &Message{ID: "id", Body: []byte("b"), Attributes: map[string]string{"k": "v"}})
+	q := Queue{QueueConfig: QueueConfig{Name: "q"}, CreatedAt: t0}
+	arch := encodeArchived(&ArchivedEvent{EventID: "e", ReceivedAt: t0})
+	tel := encodeTelemetry(&TelemetryRecord{Name: "n"})
+	decoders := map[string]struct {
+		rec    []byte
+		decode func([]byte) error
+	}{
+		"message":   {msg, func(b []byte) error { _, _, err := decodeMsg(b); return err }},
+		"queue":     {encodeQueue(&q), func(b []byte) error { _, err := decodeQueue(b); return err }},
+		"archive":   {arch, func(b []byte) error { _, err := decodeArchived(b); return err }},
+		"telemetry": {tel, func(b []byte) error { _, err := decodeTelemetry(b); return err }},
+		"meta":      {encodeMeta(streamMeta{}), func(b []byte) error { _, err := decodeMeta(b); return err }},
+	}
+	for name, d := range decoders {
+		if err := d.decode(d.rec); err != nil {
+			t.Fatalf("%s: intact record refused: %v", name, err)
+		}
+		v2 := bytes.Clone(d.rec)
+		v2[0] = 2
+		if err := d.decode(v2); err == nil || !strings.Contains(err.Error(), "version 2") {
+			t.Errorf("%s: version 2 record: %v", name, err)
+		}
+		// Every truncation before the last field's start is refused.
+		if err := d.decode(d.rec[:len(d.rec)/2]); err == nil && name != "archive" && name != "telemetry" && name != "message" {
+			t.Errorf("%s: half a record accepted", name)
+		}
+		if err := d.decode(nil); err == nil {
+			t.Errorf("%s: empty record accepted", name)
+		}
+	}
+	if _, _, err := decodeMsg(msg[:msgHeaderLen+2]); err == nil {
+		t.Error("message cut inside its id accepted")
+	}
+}
+
+// FuzzDecodeRecords: no decoder panics on any input; whatever the message
+// decoder accepts re-encodes to a record that decodes to the same.
+func FuzzDecodeRecords(f *testing.F) {
+	h := msgHeader{Seq: 1, SentAt: 2, HasReceipt: true}
+	f.Add(encodeMsg(&h, &Message{ID: "id", Body: []byte("b"), Attributes: map[string]string{"k": "v"}}))
+	f.Add(encodeQueue(&Queue{QueueConfig: QueueConfig{Name: "q", DeadLetterQueue: "d"}}))
+	f.Add(encodeArchived(&ArchivedEvent{EventID: "e", Source: "s", Detail: []byte("{}")}))
+	f.Add(encodeTelemetry(&TelemetryRecord{Name: "n", Event: []byte("{}")}))
+	f.Add(encodeMeta(streamMeta{Last: 1}))
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = decodeMsgHeader(b)
+		_, _ = decodeQueue(b)
+		_, _ = decodeArchived(b)
+		_, _ = archivedID(b)
+		_, _ = decodeTelemetry(b)
+		_, _ = decodeMeta(b)
+		h, m, err := decodeMsg(b)
+		if err != nil {
+			return
+		}
+		h2, m2, err := decodeMsg(encodeMsg(&h, &m))
+		if err != nil || h2 != h || m2.ID != m.ID || !bytes.Equal(m2.Body, m.Body) || len(m2.Attributes) != len(m.Attributes) {
+			t.Fatalf("re-encoded %+v %+v: %+v %+v %v", h, m, h2, m2, err)
+		}
+	})
+}
+
+func TestOpenRefusesAnotherFormat(t *testing.T) {
+	dir := t.TempDir()
+	// A format 1 file: the buckets, no stamp.
+	old := filepath.Join(dir, "old.db")
+	db, err := bolt.Open(old, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bQueues); return err }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(Options{Path: old}); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 1") || !strings.Contains(err.Error(), "move the file away") {
+		t.Fatalf("format 1 file: %v", err)
+	}
+	// A newer format.
+	s, err := Open(Options{Path: filepath.Join(dir, "new.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.update(context.Background(), func(tx *bolt.Tx) error { return tx.Bucket(bFormat).Put(kFormat, u64(StoreFormat+1)) }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(Options{Path: filepath.Join(dir, "new.db")}); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "format 3") {
+		t.Fatalf("format 3 file: %v", err)
+	}
+	// A file of this format reopens.
+	path := filepath.Join(dir, "ok.db")
+	for range 2 {
+		s, err := Open(Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
+func TestDeleteMessageBatch(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q"})
+	for _, b := range []string{"a", "b", "c"} {
+		if _, err := s.Send(ctx, "q", []byte(b), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Receive(ctx, "q", 10, time.Second)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("receive: %d %v", len(got), err)
+	}
+	// c's handle goes stale: received again after its visibility timeout.
+	clk.Advance(2 * time.Second)
+	again, err := s.Receive(ctx, "q", 10, time.Minute)
+	if err != nil || len(again) != 3 {
+		t.Fatalf("receive again: %d %v", len(again), err)
+	}
+	errs, err := s.DeleteMessageBatch(ctx, "q", []string{again[0].ReceiptHandle, "garbage", got[2].ReceiptHandle, again[1].ReceiptHandle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[3] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "malformed") || !errors.Is(errs[2], ErrStaleReceipt) {
+		t.Fatalf("errs %v", errs)
+	}
+	qs, _ := s.ListQueues(ctx)
+	if qs[0].Visible+qs[0].InFlight != 1 {
+		t.Fatalf("left %+v, want 1 message", qs[0])
+	}
+	// The same handle twice: the second is stale.
+	errs, _ = s.DeleteMessageBatch(ctx, "q", []string{again[2].ReceiptHandle, again[2].ReceiptHandle})
+	if errs[0] != nil || !errors.Is(errs[1], ErrStaleReceipt) {
+		t.Fatalf("duplicate handle: %v", errs)
+	}
+	for _, tc := range []struct {
+		queue    string
+		receipts []string
+		want     string
+	}{
+		{"q", nil, "give 1 to 10"},
+		{"q", make([]string, 11), "give 1 to 10"},
+		{"nope", []string{again[0].ReceiptHandle}, "create it first"},
+	} {
+		if _, err := s.DeleteMessageBatch(ctx, tc.queue, tc.receipts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("DeleteMessageBatch(%s, %d handles) = %v, want %q", tc.queue, len(tc.receipts), err, tc.want)
+		}
+	}
+}
+
+func TestArchiveAppendBatch(t *testing.T) {
+	ctx := context.Background()
+	s, _ := fakeStore(t)
+	evs := []ArchivedEvent{
+		{EventID: "e1", Source: "acme/a", ReceivedAt: t0, Detail: detail("mailer", "send")},
+		{EventID: "e2", Source: "acme/a", ReceivedAt: t0},
+		{EventID: "e1", Source: "acme/dup", ReceivedAt: t0},
+	}
+	if err := s.ArchiveAppendBatch(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.ArchiveQuery(ctx, ArchiveQuery{From: t0.Add(-time.Second)})
+	if err != nil || len(got) != 2 || got[0].EventID != "e1" || got[0].Source != "acme/a" || got[0].Target != "mailer" || got[1].EventID != "e2" {
+		t.Fatalf("archived %+v %v", got, err)
+	}
+	// One bad event refuses the whole batch.
+	if err := s.ArchiveAppendBatch(ctx, []ArchivedEvent{{EventID: "e3", ReceivedAt: t0}, {EventID: "e4"}}); err == nil || !strings.Contains(err.Error(), "set ReceivedAt") {
+		t.Fatalf("bad batch: %v", err)
+	}
+	if _, ok, _ := s.ArchiveGet(ctx, "e3"); ok {
+		t.Fatal("a refused batch stored an event")
+	}
+	for _, n := range []int{0, MaxArchiveBatch + 1} {
+		if err := s.ArchiveAppendBatch(ctx, make([]ArchivedEvent, n)); err == nil || !strings.Contains(err.Error(), "give 1 to 1000") {
+			t.Errorf("%d events: %v", n, err)
+		}
+	}
+}
