@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -62,7 +63,9 @@ type Archived struct {
 
 // Archive stores accepted events durably.
 type Archive interface {
-	Append(ctx context.Context, e Archived) error
+	// Append stores events (one PutEvents request's, 1 to 10) durably, all
+	// of them or none, and returns once they are durable.
+	Append(ctx context.Context, events []Archived) error
 }
 
 // Options configure a Node.
@@ -147,36 +150,68 @@ func (n *Node) count(f func(*Stats)) {
 	n.mu.Unlock()
 }
 
-// Ingest implements server.Pipeline.
+// Ingest implements server.Pipeline. The request's events are archived in
+// one durable write; then its commands run through the shield and the fast
+// stage concurrently, so that their durable writes (deliveries, telemetry,
+// hand-offs) meet in the store's group commits instead of queueing one
+// behind the other. Each entry is acknowledged only once archived and
+// then delivered, refused with telemetry, or handed off.
 func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.EntryResult {
 	out := make([]server.EntryResult, len(entries))
-	for i := range entries {
-		out[i] = n.ingest(ctx, &entries[i])
+	if len(entries) == 0 {
+		return out
 	}
+	now := n.o.Clock.Now()
+	events := make([]Archived, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		events[i] = Archived{EventID: n.o.NewID(), Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
+	}
+	if err := n.o.Archive.Append(ctx, events); err != nil {
+		n.o.Logger.Error("archiving a request's events failed; refusing them so the producer retries", "entries", len(entries), "err", err)
+		n.count(func(s *Stats) { s.Refused += int64(len(entries)) })
+		for i := range out {
+			out[i] = server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for i := range entries {
+		if entries[i].DetailType != envelope.EventType {
+			// Like EventBridge: accepted onto the bus, but no rule sends it
+			// to the dispatcher.
+			n.count(func(s *Stats) { s.Accepted++ })
+			out[i] = server.Accepted(events[i].EventID)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = n.fast(ctx, &entries[i], events[i].EventID)
+		}()
+	}
+	wg.Wait()
 	return out
 }
 
-func (n *Node) ingest(ctx context.Context, e *server.Entry) server.EntryResult {
-	id := n.o.NewID()
-	if err := n.o.Archive.Append(ctx, Archived{EventID: id, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: n.o.Clock.Now()}); err != nil {
-		n.o.Logger.Error("archiving an event failed; refusing it so the producer retries", "source", e.Source, "err", err)
-		n.count(func(s *Stats) { s.Refused++ })
-		return server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
-	}
-	if e.DetailType != envelope.EventType {
-		// Like EventBridge: accepted onto the bus, but no rule sends it to
-		// the dispatcher.
-		n.count(func(s *Stats) { s.Accepted++ })
-		return server.Accepted(id)
-	}
-	res, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
-	if res.Outcome == dispatch.Escalated {
+// fast runs the shield and the fast stage on one command entry. A panic
+// (a bug) refuses the entry, as net/http would have refused the request.
+func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
+			n.count(func(s *Stats) { s.Refused++ })
+			res = server.Refused(server.EntryErrInternal, "the dispatcher failed on this event; retry it")
+		}
+	}()
+	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
+	if r.Outcome == dispatch.Escalated {
 		wire, err := esc.Marshal()
 		if err == nil {
 			err = n.o.Handoff.Put(ctx, wire)
 		}
 		if err != nil {
-			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", res.CommandID, "err", err)
+			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
 			n.count(func(s *Stats) { s.Refused++ })
 			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id")
 		}

@@ -94,13 +94,13 @@ type archive struct {
 	fail error
 }
 
-func (a *archive) Append(_ context.Context, e Archived) error {
+func (a *archive) Append(_ context.Context, events []Archived) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.fail != nil {
 		return a.fail
 	}
-	a.got = append(a.got, e)
+	a.got = append(a.got, events...)
 	return nil
 }
 

@@ -84,8 +84,10 @@ type archive struct{ s *embedded.Store }
 
 var _ node.Archive = archive{}
 
-func (a archive) Append(ctx context.Context, e node.Archived) error {
-	return a.s.ArchiveAppend(ctx, embedded.ArchivedEvent{
-		EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt,
-	})
+func (a archive) Append(ctx context.Context, events []node.Archived) error {
+	evs := make([]embedded.ArchivedEvent, len(events))
+	for i, e := range events {
+		evs[i] = embedded.ArchivedEvent{EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt}
+	}
+	return a.s.ArchiveAppendBatch(ctx, evs)
 }
