@@ -87,7 +87,8 @@ type Options struct {
 	// Idle is how long a worker waits when the hand-off queue is empty
 	// (default 50 ms).
 	Idle time.Duration
-	// NewID makes event ids (default random UUIDs).
+	// NewID makes event ids (default: UUIDs version 7 from Clock, so the
+	// archive's id index is appended to rather than written at random).
 	NewID func() string
 }
 
@@ -130,12 +131,25 @@ func New(o Options) (*Node, error) {
 		o.Idle = 50 * time.Millisecond
 	}
 	if o.NewID == nil {
-		o.NewID = uuid.NewString
+		clk := o.Clock
+		o.NewID = func() string { return timeOrderedID(clk.Now()) }
 	}
 	return &Node{o: o}, nil
 }
 
 var _ server.Pipeline = (*Node)(nil)
+
+// timeOrderedID returns a UUID version 7 (RFC 9562): now's Unix
+// milliseconds, then random bits.
+func timeOrderedID(now time.Time) string {
+	u := uuid.New() // version 4: random, with the variant bits set
+	ms := uint64(now.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = u[6]&0x0f | 0x70
+	return u.String()
+}
 
 // Stats returns a copy of the counters.
 func (n *Node) Stats() Stats {

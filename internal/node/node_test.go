@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/cache"
@@ -273,4 +275,25 @@ func TestRunSlowStopsOnCancel(t *testing.T) {
 	go func() { e.node.RunSlow(ctx); close(done) }()
 	cancel()
 	<-done
+}
+
+func TestEventIDsAreTimeOrderedUUIDs(t *testing.T) {
+	clk := clock.NewFake(t0)
+	var ids []string
+	for range 3 {
+		ids = append(ids, timeOrderedID(clk.Now()))
+		clk.Advance(time.Millisecond)
+	}
+	for i, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("%s: %v, version %d, variant %v", id, err, u.Version(), u.Variant())
+		}
+		if sec, nsec := u.Time().UnixTime(); time.Unix(sec, nsec).UnixMilli() != t0.Add(time.Duration(i)*time.Millisecond).UnixMilli() {
+			t.Fatalf("%s carries %v", id, time.Unix(sec, nsec))
+		}
+		if i > 0 && id <= ids[i-1] {
+			t.Fatalf("ids out of order: %v", ids)
+		}
+	}
 }

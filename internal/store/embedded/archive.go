@@ -206,6 +206,8 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 		if err != nil {
 			return err
 		}
+		appendOnly(ev)
+		appendOnly(ids) // ids from node.Node are time-ordered
 		for _, r := range recs {
 			if ids.Get(r.id) != nil {
 				continue

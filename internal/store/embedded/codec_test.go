@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -237,5 +238,28 @@ func TestArchiveAppendBatch(t *testing.T) {
 		if err := s.ArchiveAppendBatch(ctx, make([]ArchivedEvent, n)); err == nil || !strings.Contains(err.Error(), "give 1 to 1000") {
 			t.Errorf("%d events: %v", n, err)
 		}
+	}
+}
+
+func TestMessageIDsAreTimeOrderedUUIDs(t *testing.T) {
+	var prev string
+	for i := range 3 {
+		now := t0.Add(time.Duration(i) * time.Millisecond)
+		id, err := newID(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// xxxxxxxx-xxxx-7xxx-[89ab]xxx-xxxxxxxxxxxx, the first 48 bits the
+		// Unix milliseconds.
+		if len(id) != 36 || id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Fatalf("id %s is not a UUID version 7", id)
+		}
+		if ms := fmt.Sprintf("%012x", now.UnixMilli()); id[:8]+id[9:13] != ms {
+			t.Fatalf("id %s does not start with %s", id, ms)
+		}
+		if id <= prev {
+			t.Fatalf("%s after %s", id, prev)
+		}
+		prev = id
 	}
 }

@@ -154,6 +154,7 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		if err != nil {
 			return err
 		}
+		appendOnly(all)
 		// A batch usually holds one tenant's events: its stream position is
 		// read once and written once.
 		var tb *bolt.Bucket
@@ -184,7 +185,7 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 				return err
 			}
 			binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
-			if err := tb.Bucket(bEv).Put(u64(m.Last), r.record); err != nil {
+			if err := appendOnly(tb.Bucket(bEv)).Put(u64(m.Last), r.record); err != nil {
 				return err
 			}
 			if err := all.Put(u64(global), append(u64(m.Last), tenant...)); err != nil {

@@ -358,12 +358,17 @@ func checkMessage(queue string, body []byte, attrs map[string]string) error {
 	return nil
 }
 
-func newID() (string, error) {
+// newID returns a UUID version 7 (RFC 9562): now's Unix milliseconds, then
+// random bits. Time-ordered ids are appended to the message bucket instead
+// of being inserted at random pages.
+func newID(now time.Time) (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("message id: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40
+	binary.BigEndian.PutUint16(b[4:], uint16(now.UnixMilli()))
+	binary.BigEndian.PutUint32(b[0:], uint32(now.UnixMilli()>>16))
+	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }
@@ -374,7 +379,7 @@ func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[s
 	if err := checkMessage(queue, body, attrs); err != nil {
 		return "", err
 	}
-	id, err := newID()
+	id, err := newID(s.clock.Now())
 	if err != nil {
 		return "", err
 	}
@@ -433,13 +438,13 @@ func insertTx(qb *bolt.Bucket, rec []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := qb.Bucket(bMsgs).Put([]byte(id), rec); err != nil {
+	if err := appendOnly(qb.Bucket(bMsgs)).Put([]byte(id), rec); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bVis).Put(timeKey(h.VisibleAt, seq), []byte(id)); err != nil {
+	if err := appendOnly(qb.Bucket(bVis)).Put(timeKey(h.VisibleAt, seq), []byte(id)); err != nil {
 		return err
 	}
-	if err := qb.Bucket(bAge).Put(timeKey(h.SentAt, seq), []byte(id)); err != nil {
+	if err := appendOnly(qb.Bucket(bAge)).Put(timeKey(h.SentAt, seq), []byte(id)); err != nil {
 		return err
 	}
 	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))+1))
@@ -565,7 +570,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 			if err != nil {
 				return err
 			}
-			if err := qb.Bucket(bVis).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
+			if err := appendOnly(qb.Bucket(bVis)).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
 				return err
 			}
 			recs = append(recs, nrec)
@@ -774,7 +779,7 @@ func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, 
 	if err := checkMessage(queue, body, attrs); err != nil {
 		return "", err
 	}
-	id, err := newID()
+	id, err := newID(s.clock.Now())
 	if err != nil {
 		return "", err
 	}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,27 @@ var ErrClosed = errors.New("embedded store: closed")
 
 // maxGroup bounds how many queued writes one group commit takes.
 const maxGroup = 256
+
+// groupYields is how many times the committer, finding no more writes
+// queued, lets the other runnable goroutines run before it commits: the
+// writers woken by the previous commit (the commands of the same requests)
+// queue their next writes meanwhile, and join this group instead of paying
+// for a commit each. When nothing else is runnable a yield returns at
+// once, so a lone writer is not delayed. (Two yields cut commits per
+// command by 3x under load; more gained nothing: docs/store/embedded.md.)
+const groupYields = 2
+
+// appendFill is the page fill of the buckets whose keys grow with time
+// (archive, telemetry, queue indexes and time-ordered message ids): they
+// are appended to, so their pages are filled before splitting instead of
+// being left half empty (bbolt's default of 0.5 suits random inserts).
+const appendFill = 1.0
+
+// appendOnly sets b's fill for appends and returns it.
+func appendOnly(b *bolt.Bucket) *bolt.Bucket {
+	b.FillPercent = appendFill
+	return b
+}
 
 // Store is the embedded store. Build it with Open; it is safe for
 // concurrent use. Close it to release the file.
@@ -131,7 +153,11 @@ func Open(opts Options) (*Store, error) {
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = 2 * time.Second
 	}
-	bo := &bolt.Options{Timeout: opts.OpenTimeout, FreelistType: bolt.FreelistMapType}
+	// NoFreelistSync: the free-page list is not written at every commit
+	// (it grew with the file and was rewritten whole each time); Open
+	// rebuilds it by scanning the file instead. Crash safety does not
+	// depend on it: the list is derived from the pages in use.
+	bo := &bolt.Options{Timeout: opts.OpenTimeout, FreelistType: bolt.FreelistMapType, NoFreelistSync: true}
 	path := opts.Path
 	if opts.Ephemeral {
 		path = "snavio-ephemeral"
@@ -276,13 +302,18 @@ func (s *Store) committer() {
 			s.drainOnClose()
 			return
 		}
+		yields := groupYields
 	fill:
 		for len(group) < maxGroup {
 			select {
 			case r := <-s.writes:
 				group = append(group, r)
 			default:
-				break fill
+				if yields == 0 {
+					break fill
+				}
+				yields--
+				runtime.Gosched()
 			}
 		}
 		s.commit(group)
