@@ -6,10 +6,10 @@
 // embedded store implements.
 //
 // Durability: an entry is acknowledged (gets an event id) only once it is
-// archived and then delivered, refused with telemetry, or durably handed
-// to the slow stage. So every acknowledged command ends in its queue, its
-// DLQ, or a failed/invalid event, whatever crashes after the
-// acknowledgement.
+// archived and delivered, refused with telemetry, or durably handed to the
+// slow stage (the archive write and the fast stage run concurrently). So
+// every acknowledged command ends in its queue, its DLQ, or a
+// failed/invalid event, whatever crashes after the acknowledgement.
 package node
 
 import (
@@ -164,12 +164,19 @@ func (n *Node) count(f func(*Stats)) {
 	n.mu.Unlock()
 }
 
-// Ingest implements server.Pipeline. The request's events are archived in
-// one durable write; then its commands run through the shield and the fast
-// stage concurrently, so that their durable writes (deliveries, telemetry,
-// hand-offs) meet in the store's group commits instead of queueing one
-// behind the other. Each entry is acknowledged only once archived and
-// then delivered, refused with telemetry, or handed off.
+// Ingest implements server.Pipeline. The request's commands run through
+// the shield and the fast stage concurrently, while its events are
+// archived in one durable write: their durable writes (archive, deliveries,
+// telemetry, hand-offs) meet in the store's group commits instead of
+// queueing one behind the other, so a request costs about two commit
+// round trips, not three per entry.
+//
+// An entry is acknowledged only once it is archived and delivered,
+// refused with telemetry, or durably handed off. If the archive write
+// fails, every entry of the request is refused so the producer retries,
+// even one the fast stage delivered: at least once, like a crash between
+// a delivery and its acknowledgement (a strict route drops the retry as a
+// duplicate).
 func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.EntryResult {
 	out := make([]server.EntryResult, len(entries))
 	if len(entries) == 0 {
@@ -177,45 +184,54 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	}
 	now := n.o.Clock.Now()
 	events := make([]Archived, len(entries))
+	escalated := make([]bool, len(entries))
+	var wg sync.WaitGroup
 	for i := range entries {
 		e := &entries[i]
 		events[i] = Archived{EventID: n.o.NewID(), Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
-	}
-	if err := n.o.Archive.Append(ctx, events); err != nil {
-		n.o.Logger.Error("archiving a request's events failed; refusing them so the producer retries", "entries", len(entries), "err", err)
-		n.count(func(s *Stats) { s.Refused += int64(len(entries)) })
-		for i := range out {
-			out[i] = server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
-		}
-		return out
-	}
-	var wg sync.WaitGroup
-	for i := range entries {
-		if entries[i].DetailType != envelope.EventType {
+		if e.DetailType != envelope.EventType {
 			// Like EventBridge: accepted onto the bus, but no rule sends it
 			// to the dispatcher.
-			n.count(func(s *Stats) { s.Accepted++ })
 			out[i] = server.Accepted(events[i].EventID)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = n.fast(ctx, &entries[i], events[i].EventID)
+			out[i], escalated[i] = n.fast(ctx, e, events[i].EventID)
 		}()
 	}
+	archErr := n.o.Archive.Append(ctx, events)
 	wg.Wait()
+	if archErr != nil {
+		n.o.Logger.Error("archiving a request's events failed; refusing them so the producer retries", "entries", len(entries), "err", archErr)
+		for i := range out {
+			out[i] = server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
+		}
+	}
+	n.count(func(s *Stats) {
+		for i, r := range out {
+			if r.EventID == "" {
+				s.Refused++
+				continue
+			}
+			s.Accepted++
+			if escalated[i] {
+				s.Escalated++
+			}
+		}
+	})
 	return out
 }
 
-// fast runs the shield and the fast stage on one command entry. A panic
-// (a bug) refuses the entry, as net/http would have refused the request.
-func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult) {
+// fast runs the shield and the fast stage on one command entry, and says
+// whether it handed the command to the slow stage. A panic (a bug)
+// refuses the entry, as net/http would have refused the request.
+func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
-			n.count(func(s *Stats) { s.Refused++ })
-			res = server.Refused(server.EntryErrInternal, "the dispatcher failed on this event; retry it")
+			res, escalated = server.Refused(server.EntryErrInternal, "the dispatcher failed on this event; retry it"), false
 		}
 	}()
 	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
@@ -226,13 +242,11 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		}
 		if err != nil {
 			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
-			n.count(func(s *Stats) { s.Refused++ })
-			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id")
+			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false
 		}
-		n.count(func(s *Stats) { s.Escalated++ })
+		return server.Accepted(id), true
 	}
-	n.count(func(s *Stats) { s.Accepted++ })
-	return server.Accepted(id)
+	return server.Accepted(id), false
 }
 
 // RunSlow runs the slow workers until ctx is done, then waits for the

@@ -239,10 +239,22 @@ func TestHandoffFailureRefusesSoTheProducerRetries(t *testing.T) {
 	if res[0].ErrorCode != server.EntryErrInternal || res[0].EventID != "" {
 		t.Fatalf("result %+v", res[0])
 	}
+	// The archive write runs beside the fast stage: when it fails, the
+	// entries are refused (not acknowledged) even if delivered, and the
+	// producer's retry is delivered again (at least once).
 	e.arch.fail = errors.New("disk full")
-	res = e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 4, "mailer", "send")})
-	if res[0].ErrorCode != server.EntryErrInternal || e.out.n != 0 {
-		t.Fatalf("archive failure: %+v, deliveries %d", res[0], e.out.n)
+	res = e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 4, "mailer", "send"), {Source: source, DetailType: "other", Detail: []byte(`{}`)}})
+	for i, r := range res {
+		if r.ErrorCode != server.EntryErrInternal || r.EventID != "" {
+			t.Fatalf("archive failure: entry %d %+v", i, r)
+		}
+	}
+	if st := e.node.Stats(); st.Refused != 3 || st.Accepted != 0 {
+		t.Fatalf("stats %+v, want 3 refused", st)
+	}
+	e.arch.fail = nil
+	if res = e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 4, "mailer", "send")}); res[0].EventID == "" || e.out.n != 2 {
+		t.Fatalf("retry: %+v, deliveries %d", res[0], e.out.n)
 	}
 }
 
