@@ -34,8 +34,9 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-// profileTo names the CPU profile file (-cpuprofile).
-var profileTo string
+// profileTo and memProfileTo name the profile files (-cpuprofile,
+// -memprofile).
+var profileTo, memProfileTo string
 
 const (
 	source  = "bench/producer"
@@ -52,9 +53,10 @@ func main() {
 	ephemeral := flag.Bool("ephemeral", false, "keep the store in memory (default: a file, fsync on commit, as serve runs by default)")
 	payload := flag.Int("payload", 1024, "payload bytes per command")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the full-pipeline run to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the full-pipeline run to this file")
 	deletes := flag.String("delete", "batch", "how the consumer deletes what it received: batch (one DeleteMessageBatch per receive) or single (one DeleteMessage each)")
 	flag.Parse()
-	profileTo = *cpuprofile
+	profileTo, memProfileTo = *cpuprofile, *memprofile
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
@@ -110,6 +112,15 @@ func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes i
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if memProfileTo != "" {
+		runtime.MemProfileRate = 64 << 10
+		runtime.GC()
+		defer func() {
+			if err := writeHeapProfile(memProfileTo); err != nil {
+				log.Print(err)
+			}
+		}()
 	}
 	heap := &heapSampler{}
 	fullCPU := cpuTime()
@@ -216,6 +227,15 @@ func consume(st *embedded.Store, batch bool) func() int64 {
 		}()
 	}
 	return func() int64 { cancel(); wg.Wait(); return n.Load() }
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 type results struct{ accepted, refused int64 }
