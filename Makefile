@@ -12,7 +12,8 @@ BUILDPKG  := github.com/snavio/snavio/internal/build
 # The same -X flags as .goreleaser.yaml.
 LDFLAGS   := -s -w -X $(BUILDPKG).Version=$(VERSION) -X $(BUILDPKG).Commit=$(COMMIT) -X $(BUILDPKG).Date=$(DATE)
 
-STATICCHECK_VERSION := 2026.2.2
+# staticcheck 2026.2.2: the module proxy serves it only under its module version.
+STATICCHECK_VERSION := v0.8.2
 GORELEASER_VERSION  := v2.13.3
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1s
