@@ -85,7 +85,9 @@ type Options struct {
 	// emits snavio.command.failed delivery-failure (default 5).
 	MaxReceives int
 	// Idle is how long a worker waits when the hand-off queue is empty
-	// (default 50 ms).
+	// (default 50 ms), unless this node hands a command off meanwhile: that
+	// wakes a worker at once. (The poll finds hand-offs left by a previous
+	// process or whose visibility timeout expired.)
 	Idle time.Duration
 	// NewID makes event ids (default: UUIDs version 7 from Clock, so the
 	// archive's id index is appended to rather than written at random).
@@ -97,6 +99,9 @@ type Node struct {
 	o     Options
 	stats Stats
 	mu    sync.Mutex
+	// handedOff wakes an idle slow worker when a hand-off was put, so an
+	// escalated command waits for a worker, not for the Idle poll.
+	handedOff chan struct{}
 }
 
 // Stats count what the node did.
@@ -134,7 +139,7 @@ func New(o Options) (*Node, error) {
 		clk := o.Clock
 		o.NewID = func() string { return timeOrderedID(clk.Now()) }
 	}
-	return &Node{o: o}, nil
+	return &Node{o: o, handedOff: make(chan struct{}, 1)}, nil
 }
 
 var _ server.Pipeline = (*Node)(nil)
@@ -244,6 +249,10 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
 			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false
 		}
+		select {
+		case n.handedOff <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 		return server.Accepted(id), true
 	}
 	return server.Accepted(id), false
@@ -263,10 +272,13 @@ func (n *Node) RunSlow(ctx context.Context) {
 					n.o.Logger.Warn("slow worker: taking hand-offs failed", "err", err)
 				}
 				if handled == 0 || err != nil {
+					idle := time.NewTimer(n.o.Idle)
 					select {
 					case <-ctx.Done():
-					case <-time.After(n.o.Idle):
+					case <-idle.C:
+					case <-n.handedOff:
 					}
+					idle.Stop()
 				}
 			}
 		}()

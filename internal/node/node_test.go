@@ -309,3 +309,47 @@ func TestEventIDsAreTimeOrderedUUIDs(t *testing.T) {
 		}
 	}
 }
+
+// takes signals every Take of the handoff it wraps.
+type takes struct {
+	*handoff
+	took chan int
+}
+
+func (t takes) Take(ctx context.Context, n int, vis time.Duration) ([]Item, error) {
+	items, err := t.handoff.Take(ctx, n, vis)
+	t.took <- len(items)
+	return items, err
+}
+
+func TestAHandOffWakesAnIdleSlowWorker(t *testing.T) {
+	e := newEnv(t)
+	route := dispatchtest.RegistryRoute("mailer", "notify")
+	acl := dispatchtest.RegistryACL(source, "mailer", "notify")
+	for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+		e.reg.Put(context.Background(), registry.Actor{Who: "t", At: t0}, it)
+	}
+	tk := takes{handoff: e.ho, took: make(chan int, 16)}
+	e.node.o.Handoff = tk
+	e.node.o.Idle = time.Hour // only the wake-up can bring the worker back
+	e.node.o.SlowWorkers = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.node.RunSlow(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if n := <-tk.took; n != 0 {
+		t.Fatalf("first take: %d items, want none", n)
+	}
+	// The worker is idle now (for an hour); escalate a command.
+	if res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 9, "mailer", "notify")}); res[0].EventID == "" {
+		t.Fatalf("result %+v", res[0])
+	}
+	select {
+	case n := <-tk.took:
+		if n != 1 {
+			t.Fatalf("woken take: %d items, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hand-off did not wake the idle worker")
+	}
+}
