@@ -25,10 +25,14 @@ const (
 // HandoffQueue is the internal queue between the fast and slow stages.
 const HandoffQueue = "snavio-internal-slow-handoff"
 
-// sender delivers commands to the embedded store's queues.
+// sender delivers commands to the embedded store's queues. A message, its
+// delivered event and (on a strict route) its claim's completion commit in
+// one transaction: a crash cannot leave a delivered message without its
+// event, nor let a retry deliver a strict-mode command twice.
 type sender struct {
-	s   *embedded.Store
-	clk clock.Clock
+	s      *embedded.Store
+	clk    clock.Clock
+	notify func() // wakes telemetry readers; may be nil
 }
 
 var _ dispatch.Sender = sender{}
@@ -38,18 +42,25 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("route queue %s: %w", d.QueueARN, err)
 	}
-	attrs := map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command}
-	if c := d.Claim; c != nil {
-		// Strict route: the message and the claim's completion commit
-		// together, so a crash cannot let a retry deliver it twice.
-		if _, err := x.s.SendAndComplete(ctx, name, d.Body, attrs, c.ID, c.Owner, c.ExpiresAt, x.clk.Now()); err != nil {
-			return err
-		}
-		d.Completed = true
-		return nil
+	del := embedded.Delivery{
+		Queue: name, Body: d.Body,
+		Attributes: map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command},
 	}
-	_, err = x.s.Send(ctx, name, d.Body, attrs)
-	return err
+	if d.Event.CommandID != "" {
+		del.Event = &embedded.OutboxEntry{Tenant: TenantOf(d.Event), Event: d.Event}
+	}
+	if c := d.Claim; c != nil {
+		del.Claim = &embedded.ClaimCompletion{ID: c.ID, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
+	}
+	if _, err := x.s.Deliver(ctx, del); err != nil {
+		return err
+	}
+	d.Completed = d.Claim != nil
+	d.EventWritten = del.Event != nil
+	if d.EventWritten && x.notify != nil {
+		x.notify()
+	}
+	return nil
 }
 
 // handoff is node.Handoff over an internal embedded queue: durable, with

@@ -48,6 +48,13 @@ type Delivery struct {
 	// ignore it and the dispatcher completes the claim after Send.
 	Claim     *flow.Completion
 	Completed bool
+	// Event is the delivery's snavio.command.delivered event. A sender
+	// whose store also holds the telemetry outbox writes it in the
+	// message's own transaction (the transactional outbox: the message and
+	// its event are durable together or not at all) and sets EventWritten;
+	// otherwise the dispatcher emits it through Deps.Telemetry after Send.
+	Event        telemetry.Delivered
+	EventWritten bool
 }
 
 // Sender delivers commands to target queues (SQS SendMessage; a local
@@ -200,7 +207,9 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	case flow.Reject:
 		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(telemetry.FailRateLimitExceeded)}, nil
 	}
-	if _, err := x.send(ctx, route.QueueARN, env, nil); err != nil {
+	ev := x.deliveredEvent(env, acc.ReceivedAt, telemetry.PathFast)
+	_, written, err := x.send(ctx, route.QueueARN, env, nil, &ev)
+	if err != nil {
 		// At least once: the slow stage retries the delivery.
 		_ = x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false)
 		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
@@ -209,7 +218,9 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
 		x.d.Logger.Warn("recording fast delivery failed", "command_id", c.ID, "err", err)
 	}
-	x.delivered(env, acc.ReceivedAt, telemetry.PathFast)
+	if !written {
+		x.d.Telemetry.Emit(ev)
+	}
 	return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathFast}, nil
 }
 
@@ -262,7 +273,8 @@ func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
 	if cp, ok := x.d.Flow.Completion(dec); ok {
 		claim = &cp
 	}
-	completed, err := x.send(ctx, route.QueueARN, env, claim)
+	ev := x.deliveredEvent(env, e.ReceivedAt, telemetry.PathSlow)
+	completed, written, err := x.send(ctx, route.QueueARN, env, claim, &ev)
 	if err != nil {
 		if ferr := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false); ferr != nil {
 			x.d.Logger.Warn("releasing claim after failed delivery", "command_id", c.ID, "err", ferr)
@@ -275,7 +287,9 @@ func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
 	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
 		x.d.Logger.Warn("recording slow delivery failed", "command_id", c.ID, "err", err)
 	}
-	x.delivered(env, e.ReceivedAt, telemetry.PathSlow)
+	if !written {
+		x.d.Telemetry.Emit(ev)
+	}
 	return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathSlow}, nil
 }
 
@@ -286,9 +300,11 @@ func (x *Dispatcher) GiveUp(e *Escalation) Result {
 	return Result{Outcome: Failed, CommandID: e.Envelope.Metadata.ID, Reason: string(telemetry.FailDeliveryFailure), Path: telemetry.PathSlow}
 }
 
-// send delivers env to queue; claim (strict slow path only) may be
-// completed by the sender in the same transaction, which it reports.
-func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope, claim *flow.Completion) (completed bool, err error) {
+// send delivers env to queue with its delivered event ev; claim (strict
+// slow path only) may be completed by the sender in the same transaction,
+// which it reports, and so may ev be written with the message (written:
+// the caller must not emit it again).
+func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope, claim *flow.Completion, ev *telemetry.Delivered) (completed, written bool, err error) {
 	bp, _ := x.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
@@ -296,22 +312,24 @@ func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envel
 	body, err := env.AppendJSON((*bp)[:0])
 	if err != nil {
 		x.bufs.Put(bp)
-		return false, err
+		return false, false, err
 	}
-	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name, Claim: claim}
+	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name, Claim: claim, Event: *ev}
 	err = x.d.Sender.Send(ctx, &d)
 	*bp = body
 	x.bufs.Put(bp)
-	return d.Completed && claim != nil, err
+	return d.Completed && claim != nil, err == nil && d.EventWritten, err
 }
 
-func (x *Dispatcher) delivered(env *envelope.Envelope, received time.Time, path telemetry.Path) {
+// deliveredEvent is env's delivered event; its dispatch latency runs from
+// the shield's receipt to the hand to the queue.
+func (x *Dispatcher) deliveredEvent(env *envelope.Envelope, received time.Time, path telemetry.Path) telemetry.Delivered {
 	m := &env.Metadata
-	x.d.Telemetry.Emit(telemetry.Delivered{
+	return telemetry.Delivered{
 		CommandID: m.ID, Source: env.Command.Source, Target: env.Command.Target, CommandName: env.Command.Name,
 		Timestamp: m.Timestamp, Path: path, DispatchLatencyMS: x.d.Clock.Now().Sub(received).Milliseconds(),
 		Replay: replayOf(m),
-	})
+	}
 }
 
 func (x *Dispatcher) failed(env *envelope.Envelope, why telemetry.FailReason) {

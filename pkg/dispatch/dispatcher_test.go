@@ -477,3 +477,58 @@ func TestStrictClaimCompletedBySender(t *testing.T) {
 		t.Fatalf("%d deliveries", len(out.got))
 	}
 }
+
+// outboxSender writes each delivery's event with its message, like the
+// embedded store's Deliver (the transactional outbox).
+type outboxSender struct {
+	sink
+	events []telemetry.Delivered
+}
+
+func (s *outboxSender) Send(ctx context.Context, d *dispatch.Delivery) error {
+	if err := s.sink.Send(ctx, d); err != nil {
+		return err
+	}
+	s.events = append(s.events, d.Event)
+	d.EventWritten = true
+	return nil
+}
+
+func TestDeliveredEventWrittenBySender(t *testing.T) {
+	route := dispatchtest.RegistryRoute("mailer", "send")
+	for _, strict := range []bool{false, true} {
+		if strict {
+			route.DedupeMode = registry.DedupeStrict
+		}
+		tel := &telemetry.Memory{}
+		out := &outboxSender{}
+		d, clk, _ := buildStack(t, route, cache.Config{Jitter: -1}, tel, out, func(f func()) { f() })
+		k, err := newKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fixture{d: d, clk: clk, key: k, tel: tel}
+		res, esc := d.Fast(context.Background(), source, f.message(t, uuidN(7), "mailer", "send", `{}`))
+		if esc != nil {
+			if res, err = d.Slow(context.Background(), esc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.Outcome != dispatch.Delivered {
+			t.Fatalf("strict=%v: %+v", strict, res)
+		}
+		if len(out.events) != 1 {
+			t.Fatalf("strict=%v: the sender got %d events", strict, len(out.events))
+		}
+		ev := out.events[0]
+		if ev.CommandID != uuidN(7) || ev.Source != source || ev.Target != "mailer" || ev.CommandName != "send" || ev.Path != res.Path {
+			t.Fatalf("strict=%v: the sender's event %+v does not describe the delivery %+v", strict, ev, res)
+		}
+		// Written with the message, so never emitted a second time.
+		for _, e := range tel.Events() {
+			if _, ok := e.(telemetry.Delivered); ok {
+				t.Fatalf("strict=%v: the dispatcher emitted %+v as well", strict, e)
+			}
+		}
+	}
+}

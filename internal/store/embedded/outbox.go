@@ -128,77 +128,89 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		return nil, fmt.Errorf("append telemetry: %d entries: give 1 to %d per call", len(entries), MaxAppendBatch)
 	}
 	now := s.clock.Now().UTC()
-	// Encoded before the write is queued: the committer only numbers them
-	// (it patches Global in place).
-	type rec struct {
-		tenant []byte
-		record []byte
-	}
-	recs := make([]rec, len(entries))
+	recs := make([]telRecord, len(entries))
 	for i, e := range entries {
-		if err := checkTenant(e.Tenant); err != nil {
+		var err error
+		if recs[i], err = encodeOutboxEntry(e, now); err != nil {
 			return nil, fmt.Errorf("append telemetry entry %d: %w", i, err)
 		}
-		body, err := telemetry.Marshal(e.Event)
-		if err != nil {
-			return nil, fmt.Errorf("append telemetry entry %d: %w", i, err)
-		}
-		if len(body) > MaxEventBytes {
-			return nil, fmt.Errorf("append telemetry entry %d (%s): %d bytes, over the limit of %d", i, e.Event.EventName(), len(body), MaxEventBytes)
-		}
-		recs[i] = rec{[]byte(e.Tenant), encodeTelemetry(&TelemetryRecord{AppendedAt: now, Name: e.Event.EventName(), Event: body})}
 	}
 	seqs := make([]uint64, len(entries))
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		tenants, all, err := outboxBuckets(tx)
-		if err != nil {
-			return err
-		}
-		appendOnly(all)
-		// A batch usually holds one tenant's events: its stream position is
-		// read once and written once.
-		var tb *bolt.Bucket
-		var tenant []byte
-		var m streamMeta
-		for i, r := range recs {
-			if tb == nil || !bytes.Equal(r.tenant, tenant) {
-				if tb != nil {
-					if err := tb.Put(kMeta, encodeMeta(m)); err != nil {
-						return err
-					}
-				}
-				tenant, m = r.tenant, streamMeta{}
-				if tb = tenants.Bucket(tenant); tb == nil {
-					if tb, err = tenants.CreateBucket(tenant); err != nil {
-						return err
-					}
-					if _, err := tb.CreateBucket(bEv); err != nil {
-						return err
-					}
-				} else if m, err = loadMeta(tb, string(tenant)); err != nil {
-					return err
-				}
-			}
-			m.Last++
-			global, err := all.NextSequence()
-			if err != nil {
-				return err
-			}
-			binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
-			if err := appendOnly(tb.Bucket(bEv)).Put(u64(m.Last), r.record); err != nil {
-				return err
-			}
-			if err := all.Put(u64(global), append(u64(m.Last), tenant...)); err != nil {
-				return err
-			}
-			seqs[i] = m.Last
-		}
-		return tb.Put(kMeta, encodeMeta(m))
-	})
+	err := s.update(ctx, func(tx *bolt.Tx) error { return appendTelemetryTx(tx, recs, seqs) })
 	if err != nil {
 		return nil, err
 	}
 	return seqs, nil
+}
+
+// telRecord is an outbox entry encoded before its write is queued: the
+// committer only numbers it (appendTelemetryTx patches Global in place).
+type telRecord struct {
+	tenant []byte
+	record []byte
+}
+
+func encodeOutboxEntry(e OutboxEntry, now time.Time) (telRecord, error) {
+	if err := checkTenant(e.Tenant); err != nil {
+		return telRecord{}, err
+	}
+	body, err := telemetry.Marshal(e.Event)
+	if err != nil {
+		return telRecord{}, err
+	}
+	if len(body) > MaxEventBytes {
+		return telRecord{}, fmt.Errorf("%s: %d bytes, over the limit of %d", e.Event.EventName(), len(body), MaxEventBytes)
+	}
+	return telRecord{[]byte(e.Tenant), encodeTelemetry(&TelemetryRecord{AppendedAt: now, Name: e.Event.EventName(), Event: body})}, nil
+}
+
+// appendTelemetryTx appends recs in order inside tx and sets seqs[i] to
+// the tenant sequence number of recs[i].
+func appendTelemetryTx(tx *bolt.Tx, recs []telRecord, seqs []uint64) error {
+	tenants, all, err := outboxBuckets(tx)
+	if err != nil {
+		return err
+	}
+	appendOnly(all)
+	// A batch usually holds one tenant's events: its stream position is
+	// read once and written once.
+	var tb *bolt.Bucket
+	var tenant []byte
+	var m streamMeta
+	for i, r := range recs {
+		if tb == nil || !bytes.Equal(r.tenant, tenant) {
+			if tb != nil {
+				if err := tb.Put(kMeta, encodeMeta(m)); err != nil {
+					return err
+				}
+			}
+			tenant, m = r.tenant, streamMeta{}
+			if tb = tenants.Bucket(tenant); tb == nil {
+				if tb, err = tenants.CreateBucket(tenant); err != nil {
+					return err
+				}
+				if _, err := tb.CreateBucket(bEv); err != nil {
+					return err
+				}
+			} else if m, err = loadMeta(tb, string(tenant)); err != nil {
+				return err
+			}
+		}
+		m.Last++
+		global, err := all.NextSequence()
+		if err != nil {
+			return err
+		}
+		binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
+		if err := appendOnly(tb.Bucket(bEv)).Put(u64(m.Last), r.record); err != nil {
+			return err
+		}
+		if err := all.Put(u64(global), append(u64(m.Last), tenant...)); err != nil {
+			return err
+		}
+		seqs[i] = m.Last
+	}
+	return tb.Put(kMeta, encodeMeta(m))
 }
 
 func checkPage(what string, limit int) error {

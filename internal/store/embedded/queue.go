@@ -776,34 +776,83 @@ func countBuckets(b *bolt.Bucket) int {
 // the send is refused (no such queue, full) the claim is left in progress
 // for the caller to release.
 func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, attrs map[string]string, claimID, owner string, expiresAt, now time.Time) (string, error) {
-	if err := checkMessage(queue, body, attrs); err != nil {
+	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs, Claim: &ClaimCompletion{ID: claimID, Owner: owner, ExpiresAt: expiresAt, Now: now}})
+}
+
+// ClaimCompletion is a strict dedupe claim a Delivery completes.
+type ClaimCompletion struct {
+	ID, Owner      string
+	ExpiresAt, Now time.Time
+}
+
+// Delivery is a message to send together with what must become durable
+// with it, in the same transaction.
+type Delivery struct {
+	Queue      string
+	Body       []byte
+	Attributes map[string]string
+	// Claim, when set, is completed with the send (see SendAndComplete).
+	Claim *ClaimCompletion
+	// Event, when set, is appended to its tenant's telemetry stream with
+	// the send: the transactional outbox, so a delivered message always
+	// has its delivered event and an event never tells of a message that
+	// was not sent.
+	Event *OutboxEntry
+}
+
+// Deliver sends d's message and, in the same transaction, completes its
+// claim and appends its event: all of them happen or none. It returns the
+// message id. Errors as Send's and SendAndComplete's; an event that cannot
+// be encoded refuses the delivery before anything is written.
+func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
+	if err := checkMessage(d.Queue, d.Body, d.Attributes); err != nil {
 		return "", err
 	}
-	id, err := newID(s.clock.Now())
+	now := s.clock.Now()
+	id, err := newID(now)
 	if err != nil {
 		return "", err
 	}
-	rec := newMsgRecord(id, body, attrs, s.clock.Now())
+	rec := newMsgRecord(id, d.Body, d.Attributes, now)
+	var tel []telRecord
+	var seqs []uint64
+	if d.Event != nil {
+		r, err := encodeOutboxEntry(*d.Event, now.UTC())
+		if err != nil {
+			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
+		}
+		tel, seqs = []telRecord{r}, make([]uint64, 1)
+	}
+	c := d.Claim
 	var failure error
 	var notOwner bool
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		failure, notOwner = nil, false
-		if _, ok, err := ownedTx(tx, claimID, owner, now); err != nil || !ok {
-			notOwner = !ok
-			return err
+		if c != nil {
+			if _, ok, err := ownedTx(tx, c.ID, c.Owner, c.Now); err != nil || !ok {
+				notOwner = !ok
+				return err
+			}
 		}
 		var err error
-		if failure, err = sendTx(tx, queue, rec); err != nil || failure != nil {
+		if failure, err = sendTx(tx, d.Queue, rec); err != nil || failure != nil {
 			return err
 		}
-		_, err = completeTx(tx, claimID, owner, expiresAt, now)
-		return err
+		if c != nil {
+			if _, err := completeTx(tx, c.ID, c.Owner, c.ExpiresAt, c.Now); err != nil {
+				return err
+			}
+		}
+		if tel != nil {
+			return appendTelemetryTx(tx, tel, seqs)
+		}
+		return nil
 	})
 	switch {
 	case err != nil:
 		return "", err
 	case notOwner:
-		return "", fmt.Errorf("send %s to %s: claim %q: %w", id, queue, claimID, flow.ErrNotOwner)
+		return "", fmt.Errorf("send %s to %s: claim %q: %w", id, d.Queue, c.ID, flow.ErrNotOwner)
 	case failure != nil:
 		return "", failure
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -418,5 +419,40 @@ func TestReleaseInFlight(t *testing.T) {
 	clk.Advance(time.Second)
 	if n, err := s.ReleaseInFlight(ctx, "nope"); n != 0 || !errors.Is(err, ErrQueueNotFound) {
 		t.Fatalf("unknown queue: %d, %v", n, err)
+	}
+}
+
+// Deliver writes a message and its telemetry event in one transaction: a
+// refused send appends no event, an event that cannot be stored sends no
+// message, and a delivered message always has its event.
+func TestDeliverWritesTheMessageAndItsEventTogether(t *testing.T) {
+	ctx := context.Background()
+	s, _ := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q", MaxDepth: 1})
+	ev := func(id string) *OutboxEntry {
+		return &OutboxEntry{Tenant: "acme", Event: telemetry.Delivered{CommandID: id, Source: "acme/app", Target: "t", CommandName: "c", Path: telemetry.PathFast}}
+	}
+	id, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("one"), Event: ev("cmd-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The queue is full: neither the message nor its event.
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("two"), Event: ev("cmd-2")}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("full queue: %v", err)
+	}
+	// No tenant to file the event under: refused before anything is written.
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("three"), Event: &OutboxEntry{Event: ev("cmd-3").Event}}); err == nil || !strings.Contains(err.Error(), "telemetry event") {
+		t.Fatalf("bad event: %v", err)
+	}
+	recs, err := s.ReadTelemetry(ctx, "acme", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Seq != 1 || recs[0].Name != "snavio.command.delivered" || !strings.Contains(string(recs[0].Event), `"command_id":"cmd-1"`) {
+		t.Fatalf("telemetry %+v, want cmd-1's delivered event alone", recs)
+	}
+	got, _ := s.Receive(ctx, "q", 10, 0)
+	if len(got) != 1 || got[0].ID != id || string(got[0].Body) != "one" {
+		t.Fatalf("queue holds %+v, want the first message alone", got)
 	}
 }
