@@ -54,18 +54,22 @@ func main() {
 	payload := flag.Int("payload", 1024, "payload bytes per command")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the full-pipeline run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the full-pipeline run to this file")
+	consumers := flag.Int("consumers", 8, "concurrent consumers draining the target queue (each receives 10 and deletes them, like an SQS consumer); enough that the queue does not grow, so the run is steady state")
 	deletes := flag.String("delete", "batch", "how the consumer deletes what it received: batch (one DeleteMessageBatch per receive) or single (one DeleteMessage each)")
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
-	if err := run(*dur, *sinkDur, *clients, *ephemeral, *payload, *deletes == "batch"); err != nil {
+	if *consumers < 1 {
+		log.Fatalf("-consumers %d: give at least 1", *consumers)
+	}
+	if err := run(*dur, *sinkDur, *clients, *consumers, *ephemeral, *payload, *deletes == "batch"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes int, deleteBatch bool) error {
+func run(dur, sinkDur time.Duration, clients, consumers int, ephemeral bool, payloadBytes int, deleteBatch bool) error {
 	dir, err := os.MkdirTemp("", "benchserve")
 	if err != nil {
 		return err
@@ -101,7 +105,7 @@ func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes i
 	if err := seed(ctx, s.Store(), s.Registry(), secret); err != nil {
 		return err
 	}
-	stopConsumer := consume(s.Store(), deleteBatch)
+	stopConsumer := consume(s.Store(), consumers, deleteBatch)
 	if profileTo != "" {
 		f, err := os.Create(profileTo)
 		if err != nil {
@@ -136,8 +140,8 @@ func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes i
 	if ephemeral {
 		store = "in memory"
 	}
-	fmt.Printf("bench-serve: PutEvents batches of 10, %d B payloads, %d clients, GOMAXPROCS %d, sink %v, full %v, store %s\n",
-		payloadBytes, clients, runtime.GOMAXPROCS(0), sinkDur, dur, store)
+	fmt.Printf("bench-serve: PutEvents batches of 10, %d B payloads, %d clients, %d consumers, GOMAXPROCS %d, sink %v, full %v, store %s\n",
+		payloadBytes, clients, consumers, runtime.GOMAXPROCS(0), sinkDur, dur, store)
 	// CPU per command (the load generator's included, in both runs) is the
 	// steadier figure on a shared machine: it does not move when other
 	// processes take the cores.
@@ -149,6 +153,13 @@ func run(dur, sinkDur time.Duration, clients int, ephemeral bool, payloadBytes i
 	}
 	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted))
 	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   accepted %d, refused %d, consumed %d\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), results.accepted, results.refused, delivered)
+	// Steady state only if the consumers kept up: a growing queue would
+	// leave their share of the work out of the full pipeline's figures.
+	if backlog := results.accepted - delivered; float64(backlog) > fullRate {
+		fmt.Printf("  WARNING: the consumers fell behind (%d messages left, over a second's worth): not steady state; raise -consumers\n", backlog)
+	} else {
+		fmt.Printf("  consumers kept up: %d messages left at the end (under a second's worth)\n", backlog)
+	}
 	ratio := fullRate / sinkRate
 	verdict := "met"
 	if ratio < 0.5 {
@@ -186,11 +197,11 @@ func seed(ctx context.Context, st *embedded.Store, reg registry.Store, secret []
 
 // consume drains the bench queue like a target team; the returned func
 // stops it and returns how many messages it consumed.
-func consume(st *embedded.Store, batch bool) func() int64 {
+func consume(st *embedded.Store, consumers int, batch bool) func() int64 {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n atomic.Int64
 	var wg sync.WaitGroup
-	for range 2 {
+	for range consumers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
