@@ -358,6 +358,9 @@ type Info struct {
 	MetricsURL        string    `json:"metrics_url"`
 	HealthURL         string    `json:"health_url"`
 	ControlAPIBaseURL string    `json:"control_api"`
+	// GC is the garbage collector's target, when the caller set it
+	// (TuneGC).
+	GC string `json:"gc,omitempty"`
 }
 
 // Info returns where state lives and what the server serves.

@@ -38,6 +38,9 @@ import (
 // -memprofile).
 var profileTo, memProfileTo string
 
+// gcTarget says which GC target both runs used.
+var gcTarget string
+
 const (
 	source  = "bench/producer"
 	target  = "bench"
@@ -58,6 +61,8 @@ func main() {
 	deletes := flag.String("delete", "batch", "how the consumer deletes what it received: batch (one DeleteMessageBatch per receive) or single (one DeleteMessage each)")
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
+	// The collector's target serve runs with, for both runs.
+	gcTarget = serve.TuneGC(os.Getenv("GOGC"))
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
@@ -142,6 +147,7 @@ func run(dur, sinkDur time.Duration, clients, consumers int, ephemeral bool, pay
 	}
 	fmt.Printf("bench-serve: PutEvents batches of 10, %d B payloads, %d clients, %d consumers, GOMAXPROCS %d, sink %v, full %v, store %s\n",
 		payloadBytes, clients, consumers, runtime.GOMAXPROCS(0), sinkDur, dur, store)
+	fmt.Printf("  gc: %s, in both runs\n", gcTarget)
 	// CPU per command (the load generator's included, in both runs) is the
 	// steadier figure on a shared machine: it does not move when other
 	// processes take the cores.

@@ -148,6 +148,7 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 			return cmdutil.Usagef("--alert-webhook-secret-file %s: the secret must have at least 16 bytes", o.WebhookSecretFile)
 		}
 	}
+	gc := serve.TuneGC(os.Getenv("GOGC"))
 	ctx, stop := cmdutil.InterruptContext(ctx)
 	defer stop()
 	s, err := serve.Start(ctx, serve.Options{
@@ -160,6 +161,7 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 		return err
 	}
 	info := s.Info()
+	info.GC = gc
 	if err := printBanner(f.IOStreams.Out, p, info); err != nil {
 		_ = s.Shutdown(context.Background())
 		return err
@@ -223,6 +225,9 @@ func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
 	}
 	fmt.Fprintf(&b, "  operator    %s%s\n", info.OperatorToken, created)
 	fmt.Fprintf(&b, "  caches      loaded from the %s\n", info.CachesLoadedFrom)
+	if info.GC != "" {
+		fmt.Fprintf(&b, "  gc          %s\n", info.GC)
+	}
 	if d := info.Demo; d != nil {
 		fmt.Fprintf(&b, "\nDemo: source %s may send %s/%s and %s/%s (strict dedupe), %s each, to queue %s (DLQ %s).\n",
 			d.Source, d.Target, d.Command, d.Target, d.Strict, d.RateLimit, d.Queue, d.DLQ)

@@ -97,7 +97,9 @@ Every setting resolves with the precedence:
   SNAVIO_FORCE_TTY        1 treats stdout and stderr as terminals
   NO_COLOR                any non-empty value disables colour (no-color.org)
   XDG_CONFIG_HOME         base of the default config file location
-  XDG_DATA_HOME           base of the default data directory`,
+  XDG_DATA_HOME           base of the default data directory
+  GOGC                    garbage collector target of dispatch serve (default 400:
+                          the heap grows to 5x the live heap between collections)`,
 		},
 	}
 }
