@@ -14,6 +14,7 @@ import (
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Schedule sets how often each background job runs, and the retentions
@@ -234,6 +235,11 @@ func (s *Serve) drainAlerts(ctx context.Context) error {
 			return nil
 		}
 		for _, r := range recs {
+			if alert, known := telemetry.AlertsByName(r.Name); known && !alert {
+				// Most of the stream (delivered events): no need to decode.
+				s.alertCursor = r.Global
+				continue
+			}
 			ev, err := r.Decode()
 			if err != nil {
 				// The platform's own events (escalations, cache refreshes)

@@ -371,6 +371,39 @@ func Marshal(e Event) ([]byte, error) {
 	return append(out, body[1:]...), nil
 }
 
+// AlertsByName says whether events named name alert (Alert depends on an
+// event's type, never on its fields) and whether name is in the catalog,
+// so a reader of stored events can skip decoding those that never alert.
+func AlertsByName(name string) (alert, known bool) {
+	switch name {
+	case NameDelivered:
+		return Delivered{}.Alert(), true
+	case NameInvalid:
+		return Invalid{}.Alert(), true
+	case NameFailed:
+		return Failed{}.Alert(), true
+	case NameDuplicate:
+		return Duplicate{}.Alert(), true
+	case NameExecutedAfterACLRevoked:
+		return ExecutedAfterACLRevoked{}.Alert(), true
+	case NameWarmPathBan:
+		return WarmPathBan{}.Alert(), true
+	case NameAbuseDetected:
+		return AbuseDetected{}.Alert(), true
+	case NameLegacyKeyUsed:
+		return LegacyKeyUsed{}.Alert(), true
+	case NameKeyExpiryImminent:
+		return KeyExpiryImminent{}.Alert(), true
+	case NameSkewNearLimit:
+		return SkewNearLimit{}.Alert(), true
+	case NameSkewSample:
+		return SkewSample{}.Alert(), true
+	case NameDropped:
+		return Dropped{}.Alert(), true
+	}
+	return false, false
+}
+
 // Unmarshal decodes an event produced by Marshal, choosing the type by its
 // "event" member. Unknown members are ignored (newer producers may add
 // fields); an unknown event name is an error.

@@ -131,6 +131,16 @@ func TestAlerts(t *testing.T) {
 	if !slices.Equal(alerting, want) {
 		t.Fatalf("alerting events %v, want %v", alerting, want)
 	}
+	// AlertsByName agrees with every catalog event's Alert, field values
+	// and all.
+	for _, tc := range full {
+		if alert, known := AlertsByName(tc.e.EventName()); !known || alert != tc.e.Alert() {
+			t.Errorf("AlertsByName(%s) = %v, %v; its Alert says %v", tc.e.EventName(), alert, known, tc.e.Alert())
+		}
+	}
+	if _, known := AlertsByName("snavio.dispatch.escalated"); known {
+		t.Error("an event outside the catalog is known")
+	}
 }
 
 func TestUnmarshalErrors(t *testing.T) {
