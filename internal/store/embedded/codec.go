@@ -335,6 +335,16 @@ func decodeTelemetry(rec []byte) (TelemetryRecord, error) {
 	return t, nil
 }
 
+// decodeTelemetryHeader reads a record's global position and append time
+// without copying its name or event (the purge needs no more).
+func decodeTelemetryHeader(rec []byte) (global uint64, appendedAt int64, err error) {
+	r := reader{b: rec}
+	r.version("telemetry")
+	global = r.u64()
+	appendedAt = int64(r.u64())
+	return global, appendedAt, r.err
+}
+
 // Stream positions: version, last, cursor, ack_at (ns, 0: never).
 const metaLen = 25
 

@@ -111,7 +111,13 @@ func FuzzDecodeRecords(f *testing.F) {
 		_, _ = decodeQueue(b)
 		_, _ = decodeArchived(b)
 		_, _ = archivedID(b)
-		_, _ = decodeTelemetry(b)
+		if tr, err := decodeTelemetry(b); err == nil {
+			// The header alone agrees with the whole record.
+			g, at, err := decodeTelemetryHeader(b)
+			if err != nil || g != tr.Global || at != tr.AppendedAt.UnixNano() {
+				t.Fatalf("header %d %d %v; record %d %v", g, at, err, tr.Global, tr.AppendedAt)
+			}
+		}
 		_, _ = decodeMeta(b)
 		h, m, err := decodeMsg(b)
 		if err != nil {

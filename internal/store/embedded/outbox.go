@@ -423,17 +423,23 @@ func (s *Store) PurgeTelemetry(ctx context.Context, retention time.Duration, lim
 				return err
 			}
 			ev := tb.Bucket(bEv)
-			var victims []TelemetryRecord
+			// Only the headers: the purge never needs an event's body.
+			type victim struct {
+				Seq, Global uint64
+				AppendedAt  time.Time
+			}
+			var victims []victim
 			c := ev.Cursor()
 			for k, v := c.First(); k != nil && deleted+len(victims) < limit; k, v = c.Next() {
-				r, err := decodeRecord(v, tenant, binary.BigEndian.Uint64(k))
+				seq := binary.BigEndian.Uint64(k)
+				global, at, err := decodeTelemetryHeader(v)
 				if err != nil {
-					return err
+					return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
 				}
-				if r.AppendedAt.After(cutoff) {
+				if at > cutoff.UnixNano() {
 					break
 				}
-				victims = append(victims, r)
+				victims = append(victims, victim{Seq: seq, Global: global, AppendedAt: time.Unix(0, at).UTC()})
 			}
 			d := telemetry.Dropped{Tenant: tenant, Reason: telemetry.DroppedQueueUnconsumed}
 			for _, r := range victims {
