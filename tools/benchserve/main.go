@@ -58,6 +58,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the full-pipeline run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the full-pipeline run to this file")
 	consumers := flag.Int("consumers", 8, "concurrent consumers draining the target queue (each receives 10 and deletes them, like an SQS consumer); enough that the queue does not grow, so the run is steady state")
+	retention := flag.Duration("retention", 0, "telemetry and archive retention of the full pipeline, purged every quarter of it (0: serve's defaults, 24 h and 7 days, so nothing is purged in a run); with a retention shorter than the run, the end of the run is the steady state of a server whose retention window is full")
 	deletes := flag.String("delete", "batch", "how the consumer deletes what it received: batch (one DeleteMessageBatch per receive) or single (one DeleteMessage each)")
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
@@ -69,12 +70,15 @@ func main() {
 	if *consumers < 1 {
 		log.Fatalf("-consumers %d: give at least 1", *consumers)
 	}
-	if err := run(*dur, *sinkDur, *clients, *consumers, *ephemeral, *payload, *deletes == "batch"); err != nil {
+	if *retention < 0 || *retention > 0 && *retention < 4*time.Second {
+		log.Fatalf("-retention %v: give 0 (serve's defaults) or at least 4s", *retention)
+	}
+	if err := run(*dur, *sinkDur, *clients, *consumers, *retention, *ephemeral, *payload, *deletes == "batch"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dur, sinkDur time.Duration, clients, consumers int, ephemeral bool, payloadBytes int, deleteBatch bool) error {
+func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Duration, ephemeral bool, payloadBytes int, deleteBatch bool) error {
 	dir, err := os.MkdirTemp("", "benchserve")
 	if err != nil {
 		return err
@@ -102,7 +106,11 @@ func run(dur, sinkDur time.Duration, clients, consumers int, ephemeral bool, pay
 	}
 
 	// The full pipeline on a route without a rate limit.
-	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, Listen: "127.0.0.1:0"})
+	var jobs serve.Schedule
+	if retention > 0 {
+		jobs = serve.Schedule{TelemetryRetention: retention, ArchiveRetention: retention, Purge: retention / 4}
+	}
+	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, Listen: "127.0.0.1:0", Jobs: jobs})
 	if err != nil {
 		return err
 	}
@@ -148,6 +156,11 @@ func run(dur, sinkDur time.Duration, clients, consumers int, ephemeral bool, pay
 	fmt.Printf("bench-serve: PutEvents batches of 10, %d B payloads, %d clients, %d consumers, GOMAXPROCS %d, sink %v, full %v, store %s\n",
 		payloadBytes, clients, consumers, runtime.GOMAXPROCS(0), sinkDur, dur, store)
 	fmt.Printf("  gc: %s, in both runs\n", gcTarget)
+	if retention > 0 {
+		fmt.Printf("  retention: telemetry and archive %v, purged every %v\n", retention, retention/4)
+	} else {
+		fmt.Printf("  retention: serve's defaults (nothing ages out during the run)\n")
+	}
 	// CPU per command (the load generator's included, in both runs) is the
 	// steadier figure on a shared machine: it does not move when other
 	// processes take the cores.
@@ -368,6 +381,16 @@ func (h *heapSampler) print() {
 		peak = max(peak, v)
 	}
 	growth := mb(end) - mb(warm)
+	// The trend after warm-up (least squares), which one sample taken
+	// during a purge or a burst does not move much.
+	var sx, sy, sxx, sxy float64
+	k := float64(n - n/4)
+	for i := n / 4; i < n; i++ {
+		x, y := h.at[i].Minutes(), mb(h.heap[i])
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	slope := (k*sxy - sx*sy) / (k*sxx - sx*sx)
+	defer fmt.Printf("  heap trend after warm-up: %+.2f MiB/minute\n", slope)
 	fmt.Printf("  live heap after GC: %.1f MiB at %v (warm), %.1f MiB at %v (mid), %.1f MiB at %v (end), peak %.1f MiB; growth warm->end %+.1f MiB\n",
 		mb(warm), h.at[n/4].Round(time.Second), mb(h.heap[n/2]), h.at[n/2].Round(time.Second), mb(end), h.at[n-1].Round(time.Second), mb(peak), growth)
 }
