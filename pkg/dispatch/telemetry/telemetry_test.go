@@ -1,8 +1,10 @@
 package telemetry
 
 import (
+	"bytes"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +216,89 @@ func TestMetricNames(t *testing.T) {
 		CacheRouting.RefreshDurationMetric() != MetricCacheRoutingRefreshDuration ||
 		CacheHMAC.StaleWindowSecondsMetric() != MetricCacheHMACStaleWindowSeconds {
 		t.Fatal("derived metric names differ from the constants")
+	}
+}
+
+// marshalGeneric is Marshal without the hand-written Delivered encoder.
+func marshalGeneric(v Delivered) ([]byte, error) {
+	if !v.Replay.Replay {
+		v.Replay = Replay{}
+	}
+	body, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(`{"event":"`+NameDelivered+`",`), body[1:]...), nil
+}
+
+func TestMarshalDeliveredMatchesGeneric(t *testing.T) {
+	for _, v := range []Delivered{
+		{},
+		{CommandID: "c", Source: "acme/app", Target: "t", CommandName: "n", Timestamp: "2026-11-24T21:00:00.000Z", Path: PathFast, DispatchLatencyMS: -3},
+		{CommandID: "\"quoted\"\\ <tag> & \u2028 \x01 é", Path: PathSlow, DispatchLatencyMS: 1 << 62},
+		{CommandID: "c", Replay: Replay{Replay: true, ReplayReason: "INC-1", ReplayID: "r"}},
+		{CommandID: "c", Replay: Replay{Replay: true}},
+		{CommandID: "c", Replay: Replay{ReplayReason: "ignored without replay", ReplayID: "x"}},
+	} {
+		got, err := Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := marshalGeneric(v); !bytes.Equal(got, want) {
+			t.Errorf("Marshal(%+v)\n got %s\nwant %s", v, got, want)
+		}
+	}
+	// Invalid UTF-8 is refused by both.
+	if _, err := Marshal(Delivered{Source: "\xff"}); err == nil || !strings.Contains(err.Error(), "source") {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+}
+
+func FuzzMarshalDelivered(f *testing.F) {
+	f.Add("c", "acme/app", "t", "n", "2026-11-24T21:00:00Z", "fast", int64(5), false, "", "")
+	f.Add("\"\\\x00", "\xff", "", "\u2028", "", "slow", int64(-1), true, "why", "id")
+	f.Fuzz(func(t *testing.T, id, src, tgt, name, ts, path string, lat int64, replay bool, reason, rid string) {
+		v := Delivered{CommandID: id, Source: src, Target: tgt, CommandName: name, Timestamp: ts, Path: Path(path), DispatchLatencyMS: lat,
+			Replay: Replay{Replay: replay, ReplayReason: reason, ReplayID: rid}}
+		got, err := Marshal(v)
+		want, werr := marshalGeneric(v)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("Marshal(%+v): error %v; the generic encoder's %v", v, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Marshal(%+v)\n got %s\nwant %s", v, got, want)
+		}
+		back, err := Unmarshal(got)
+		if err != nil {
+			t.Fatalf("Unmarshal(%s): %v", got, err)
+		}
+		if _, ok := back.(Delivered); !ok {
+			t.Fatalf("Unmarshal gave %T", back)
+		}
+	})
+}
+
+func BenchmarkMarshalDelivered(b *testing.B) {
+	v := Delivered{CommandID: "0f8fad5b-d9cb-469f-a165-70867728950e", Source: "acme/app", Target: "orders", CommandName: "create",
+		Timestamp: "2026-11-24T21:00:00.000Z", Path: PathFast, DispatchLatencyMS: 2}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Marshal(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMarshalDeliveredGeneric(b *testing.B) {
+	v := Delivered{CommandID: "0f8fad5b-d9cb-469f-a165-70867728950e", Source: "acme/app", Target: "orders", CommandName: "create",
+		Timestamp: "2026-11-24T21:00:00.000Z", Path: PathFast, DispatchLatencyMS: 2}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := marshalGeneric(v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
