@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,8 +171,15 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		}
 		return fmt.Sprintf("%.0f µs", float64(cpu.Microseconds())/float64(n))
 	}
-	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted))
-	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   accepted %d, refused %d, consumed %d\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), results.accepted, results.refused, delivered)
+	lats := func(r interface {
+		percentiles() (p50, p99, most time.Duration)
+	}) string {
+		p50, p99, most := r.percentiles()
+		return fmt.Sprintf("PutEvents p50 %v, p99 %v, max %v", p50.Round(time.Microsecond), p99.Round(time.Microsecond), most.Round(time.Microsecond))
+	}
+	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted), lats(&sinkRes))
+	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), lats(&results))
+	fmt.Printf("  %-28s accepted %d, refused %d, consumed %d\n", "", results.accepted, results.refused, delivered)
 	// Steady state only if the consumers kept up: a growing queue would
 	// leave their share of the work out of the full pipeline's figures.
 	if backlog := results.accepted - delivered; float64(backlog) > fullRate {
@@ -268,7 +276,23 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
-type results struct{ accepted, refused int64 }
+type results struct {
+	accepted, refused int64
+	// latencies of every PutEvents request (all clients), for percentiles.
+	latencies []time.Duration
+}
+
+// percentiles returns p50, p99 and the maximum of the request latencies.
+func (r *results) percentiles() (p50, p99, most time.Duration) {
+	if len(r.latencies) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(r.latencies)
+	at := func(q float64) time.Duration {
+		return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+	}
+	return at(0.50), at(0.99), r.latencies[len(r.latencies)-1]
+}
 
 // load runs clients PutEvents loops of batches of 10 signed commands for
 // dur and returns the acknowledged commands per second.
@@ -279,8 +303,9 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	lat := make([][]time.Duration, clients)
 	start := time.Now()
-	for range clients {
+	for c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -311,6 +336,7 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 				req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body.Bytes()))
 				req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 				req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+				sent := time.Now()
 				resp, err := hc.Do(req)
 				if err != nil {
 					failure.Store(err)
@@ -319,6 +345,7 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 				var out struct{ FailedEntryCount int64 }
 				b, _ := io.ReadAll(resp.Body)
 				_ = resp.Body.Close()
+				lat[c] = append(lat[c], time.Since(sent))
 				if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil {
 					atomic.AddInt64(&res.refused, 10)
 					continue
@@ -345,6 +372,9 @@ loop:
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
+	for _, l := range lat {
+		res.latencies = append(res.latencies, l...)
+	}
 	if err, ok := failure.Load().(error); ok {
 		return 0, res, err
 	}
