@@ -58,6 +58,11 @@ It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
 it gracefully: requests in flight finish, the slow stage finishes its
 batch, alerts are drained, the store is closed.
 
+It runs Go's garbage collector at GOGC=400 (the heap may grow to 5x the
+live heap between collections: its live heap is small and it allocates
+per command) unless the GOGC environment variable chooses another; the
+banner says which.
+
 --demo seeds a tenant "demo" with a service demo/app, queues demo-orders
 and demo-orders-dlq, routes orders/create and orders/charge (strict
 dedupe), their ACLs and a key (written to demo-app.key in the data
