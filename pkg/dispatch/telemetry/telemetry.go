@@ -418,33 +418,44 @@ func appendDelivered(b []byte, v *Delivered) ([]byte, error) {
 // event's type, never on its fields) and whether name is in the catalog,
 // so a reader of stored events can skip decoding those that never alert.
 func AlertsByName(name string) (alert, known bool) {
+	zero, _ := kindOf(name)
+	if zero == nil {
+		return false, false
+	}
+	return zero.Alert(), true
+}
+
+// kindOf returns the zero value of the catalog event named name and its
+// decoder, or nil for a name outside the catalog: the one place that maps
+// names to types.
+func kindOf(name string) (zero Event, decoder func([]byte) (Event, error)) {
 	switch name {
 	case NameDelivered:
-		return Delivered{}.Alert(), true
+		return Delivered{}, decode[Delivered]
 	case NameInvalid:
-		return Invalid{}.Alert(), true
+		return Invalid{}, decode[Invalid]
 	case NameFailed:
-		return Failed{}.Alert(), true
+		return Failed{}, decode[Failed]
 	case NameDuplicate:
-		return Duplicate{}.Alert(), true
+		return Duplicate{}, decode[Duplicate]
 	case NameExecutedAfterACLRevoked:
-		return ExecutedAfterACLRevoked{}.Alert(), true
+		return ExecutedAfterACLRevoked{}, decode[ExecutedAfterACLRevoked]
 	case NameWarmPathBan:
-		return WarmPathBan{}.Alert(), true
+		return WarmPathBan{}, decode[WarmPathBan]
 	case NameAbuseDetected:
-		return AbuseDetected{}.Alert(), true
+		return AbuseDetected{}, decode[AbuseDetected]
 	case NameLegacyKeyUsed:
-		return LegacyKeyUsed{}.Alert(), true
+		return LegacyKeyUsed{}, decode[LegacyKeyUsed]
 	case NameKeyExpiryImminent:
-		return KeyExpiryImminent{}.Alert(), true
+		return KeyExpiryImminent{}, decode[KeyExpiryImminent]
 	case NameSkewNearLimit:
-		return SkewNearLimit{}.Alert(), true
+		return SkewNearLimit{}, decode[SkewNearLimit]
 	case NameSkewSample:
-		return SkewSample{}.Alert(), true
+		return SkewSample{}, decode[SkewSample]
 	case NameDropped:
-		return Dropped{}.Alert(), true
+		return Dropped{}, decode[Dropped]
 	}
-	return false, false
+	return nil, nil
 }
 
 // Unmarshal decodes an event produced by Marshal, choosing the type by its
@@ -457,36 +468,11 @@ func Unmarshal(b []byte) (Event, error) {
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	var e Event
-	var err error
-	switch head.Event {
-	case NameDelivered:
-		e, err = decode[Delivered](b)
-	case NameInvalid:
-		e, err = decode[Invalid](b)
-	case NameFailed:
-		e, err = decode[Failed](b)
-	case NameDuplicate:
-		e, err = decode[Duplicate](b)
-	case NameExecutedAfterACLRevoked:
-		e, err = decode[ExecutedAfterACLRevoked](b)
-	case NameWarmPathBan:
-		e, err = decode[WarmPathBan](b)
-	case NameAbuseDetected:
-		e, err = decode[AbuseDetected](b)
-	case NameLegacyKeyUsed:
-		e, err = decode[LegacyKeyUsed](b)
-	case NameKeyExpiryImminent:
-		e, err = decode[KeyExpiryImminent](b)
-	case NameSkewNearLimit:
-		e, err = decode[SkewNearLimit](b)
-	case NameSkewSample:
-		e, err = decode[SkewSample](b)
-	case NameDropped:
-		e, err = decode[Dropped](b)
-	default:
+	zero, dec := kindOf(head.Event)
+	if zero == nil {
 		return nil, fmt.Errorf("telemetry: unknown event %q", head.Event)
 	}
+	e, err := dec(b)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", head.Event, err)
 	}
