@@ -27,6 +27,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
 )
 
 // Item is one hand-off taken from the queue.
@@ -49,6 +50,9 @@ type Handoff interface {
 	Take(ctx context.Context, n int, visibility time.Duration) ([]Item, error)
 	// Done deletes a handled item.
 	Done(ctx context.Context, it Item) error
+	// Retry makes a taken item visible again after d instead of after its
+	// visibility timeout (SQS ChangeMessageVisibility).
+	Retry(ctx context.Context, it Item, d time.Duration) error
 }
 
 // Archived is one event of the archive (like the EventBridge archive):
@@ -84,6 +88,14 @@ type Options struct {
 	// MaxReceives: after this many attempts the slow stage gives up and
 	// emits snavio.command.failed delivery-failure (default 5).
 	MaxReceives int
+	// RaceRetry is how soon a command comes back when the slow stage
+	// found its strict id claimed by a copy still in progress (default
+	// 1 s): the copy usually completes within milliseconds, so the retry
+	// reports the duplicate instead of waiting out Visibility. Only the
+	// first attempt is brought back early; later ones wait Visibility, so
+	// a claim left by a crashed worker still expires before the retries
+	// run out.
+	RaceRetry time.Duration
 	// Idle is how long a worker waits when the hand-off queue is empty
 	// (default 50 ms), unless this node hands a command off meanwhile: that
 	// wakes a worker at once. (The poll finds hand-offs left by a previous
@@ -131,6 +143,9 @@ func New(o Options) (*Node, error) {
 	}
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
+	}
+	if o.RaceRetry <= 0 {
+		o.RaceRetry = time.Second
 	}
 	if o.Idle <= 0 {
 		o.Idle = 50 * time.Millisecond
@@ -316,9 +331,15 @@ func (n *Node) handle(ctx context.Context, it Item) {
 			n.done(ctx, it)
 			return
 		}
-		// Left in the queue: taken again after the visibility timeout.
+		// Left in the queue: taken again after the visibility timeout, or
+		// soon if it raced a copy of itself.
 		n.o.Logger.Warn("slow stage failed; will retry", "command_id", esc.Envelope.Metadata.ID, "attempt", it.Receives, "err", err)
 		n.count(func(s *Stats) { s.SlowRetries++ })
+		if errors.Is(err, flow.ErrClaimInProgress) && it.Receives == 1 {
+			if err := n.o.Handoff.Retry(ctx, it, n.o.RaceRetry); err != nil {
+				n.o.Logger.Warn("bringing a raced hand-off back early failed; it returns after its visibility timeout", "handle", it.Handle, "err", err)
+			}
+		}
 		return
 	}
 	n.count(func(s *Stats) { s.SlowDone++ })

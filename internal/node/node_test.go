@@ -84,6 +84,15 @@ func (h *handoff) Done(_ context.Context, it Item) error {
 	return nil
 }
 
+func (h *handoff) Retry(_ context.Context, it Item, d time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if held, ok := h.items[it.Handle]; ok {
+		held.visible = h.clk.Now().Add(d)
+	}
+	return nil
+}
+
 func (h *handoff) len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -135,6 +144,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvSending(t, &sender{})
+}
+
+// newEnvSending is newEnv delivering through snd (env.out is set when snd
+// is a *sender).
+func newEnvSending(t *testing.T, snd dispatch.Sender) *env {
+	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	reg := memstore.NewRegistry()
@@ -167,8 +183,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &sender{}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
+	out, _ := snd.(*sender)
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: snd, Clock: clk, Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,5 +367,65 @@ func TestAHandOffWakesAnIdleSlowWorker(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the hand-off did not wake the idle worker")
+	}
+}
+
+// gatedSender holds every Send until gate is closed, saying on entered
+// that one is waiting: a delivery in progress.
+type gatedSender struct {
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g gatedSender) Send(context.Context, *dispatch.Delivery) error {
+	g.entered <- struct{}{}
+	<-g.gate
+	return nil
+}
+
+// A strict command's copy handled while the original's delivery is in
+// progress comes back after RaceRetry, not after the visibility timeout,
+// and is then reported a duplicate.
+func TestACopyRacingItsOriginalComesBackSoon(t *testing.T) {
+	ctx := context.Background()
+	g := gatedSender{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	e := newEnvSending(t, g)
+	route := dispatchtest.RegistryRoute("mailer", "pay")
+	route.DedupeMode = registry.DedupeStrict
+	acl := dispatchtest.RegistryACL(source, "mailer", "pay")
+	for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+		if _, err := e.reg.Put(ctx, registry.Actor{Who: "t", At: t0}, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.node.o.Batch = 1
+	copies := []server.Entry{e.entry(t, 7, "mailer", "pay"), e.entry(t, 7, "mailer", "pay")}
+	for _, r := range e.node.Ingest(ctx, copies) {
+		if r.EventID == "" {
+			t.Fatalf("refused: %+v", r)
+		}
+	}
+	if e.ho.len() != 2 {
+		t.Fatalf("%d hand-offs, want both copies (a strict first sighting escalates)", e.ho.len())
+	}
+	// The original: claimed, its delivery in progress.
+	first := make(chan struct{})
+	go func() { _, _ = e.node.SlowOnce(ctx); close(first) }()
+	<-g.entered
+	// The copy: claim in progress.
+	if n, err := e.node.SlowOnce(ctx); n != 1 || err != nil {
+		t.Fatalf("copy: took %d, %v", n, err)
+	}
+	close(g.gate)
+	<-first
+	if e.ho.len() != 1 {
+		t.Fatalf("%d hand-offs left, want the copy", e.ho.len())
+	}
+	e.clk.Advance(time.Second)
+	if n, err := e.node.SlowOnce(ctx); n != 1 || err != nil {
+		t.Fatalf("the copy did not come back after RaceRetry: took %d, %v", n, err)
+	}
+	if e.ho.len() != 0 || names(e.tel, telemetry.NameDuplicate) != 1 {
+		t.Fatalf("hand-offs %d, duplicate events %d; want the copy done as a duplicate", e.ho.len(), names(e.tel, telemetry.NameDuplicate))
 	}
 }

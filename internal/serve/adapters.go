@@ -90,6 +90,10 @@ func (h handoff) Done(ctx context.Context, it node.Item) error {
 	return h.s.DeleteMessage(ctx, HandoffQueue, it.Handle)
 }
 
+func (h handoff) Retry(ctx context.Context, it node.Item, d time.Duration) error {
+	return h.s.ChangeMessageVisibility(ctx, HandoffQueue, it.Handle, d)
+}
+
 // archive is node.Archive over the embedded store's archive.
 type archive struct{ s *embedded.Store }
 

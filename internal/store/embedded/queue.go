@@ -732,6 +732,51 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 	return errs, nil
 }
 
+// ChangeMessageVisibility makes the message whose latest receipt handle is
+// receipt visible again after visibility (0: now), like SQS's
+// ChangeMessageVisibility: a consumer that failed to handle a message
+// gives it back sooner than its visibility timeout. A stale or malformed
+// handle is ErrStaleReceipt or a parse error; the message is unchanged.
+func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt string, visibility time.Duration) error {
+	if visibility < 0 || visibility > MaxVisibilityTimeout {
+		return fmt.Errorf("change visibility in %s: %v outside 0..%v", queue, visibility, MaxVisibilityTimeout)
+	}
+	id, nonce, err := parseReceipt(receipt)
+	if err != nil {
+		return fmt.Errorf("change visibility in %s: %w", queue, err)
+	}
+	at := nanos(s.clock.Now().Add(visibility))
+	var failure error
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		failure = nil
+		qb, err := queueBucket(tx, queue)
+		if err != nil {
+			failure = fmt.Errorf("change visibility: %w", err)
+			return nil
+		}
+		m, rec, ok, err := loadMsg(qb, []byte(id))
+		if err != nil {
+			return err
+		}
+		if !ok || !m.HasReceipt || m.Nonce != nonce {
+			failure = fmt.Errorf("change visibility of message %s in %s: %w: it was received again after its visibility timeout, or deleted", id, queue, ErrStaleReceipt)
+			return nil
+		}
+		if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
+			return err
+		}
+		m.VisibleAt = at
+		if _, err := rewriteMsg(qb, &m, rec); err != nil {
+			return err
+		}
+		return appendOnly(qb.Bucket(bVis)).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID))
+	})
+	if err != nil {
+		return err
+	}
+	return failure
+}
+
 // PurgeQueue deletes every message of queue, visible or in flight, and returns
 // how many it deleted.
 func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {

@@ -456,3 +456,46 @@ func TestDeliverWritesTheMessageAndItsEventTogether(t *testing.T) {
 		t.Fatalf("queue holds %+v, want the first message alone", got)
 	}
 }
+
+// ChangeMessageVisibility gives a received message back before its
+// visibility timeout; a stale handle changes nothing.
+func TestChangeMessageVisibility(t *testing.T) {
+	ctx := context.Background()
+	s, clk := fakeStore(t)
+	mustQueue(t, s, QueueConfig{Name: "q"})
+	if _, err := s.Send(ctx, "q", []byte("m"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Receive(ctx, "q", 1, time.Hour)
+	if len(got) != 1 {
+		t.Fatalf("received %d", len(got))
+	}
+	if err := s.ChangeMessageVisibility(ctx, "q", got[0].ReceiptHandle, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.Receive(ctx, "q", 1, time.Hour); len(again) != 0 {
+		t.Fatal("visible before its new visibility")
+	}
+	clk.Advance(time.Second)
+	again, _ := s.Receive(ctx, "q", 1, time.Hour)
+	if len(again) != 1 || again[0].ReceiveCount != 2 {
+		t.Fatalf("after the new visibility: %+v", again)
+	}
+	// The first receive's handle is stale now.
+	if err := s.ChangeMessageVisibility(ctx, "q", got[0].ReceiptHandle, 0); !errors.Is(err, ErrStaleReceipt) {
+		t.Fatalf("stale handle: %v", err)
+	}
+	for _, bad := range []struct {
+		queue, receipt string
+		vis            time.Duration
+	}{
+		{"q", again[0].ReceiptHandle, -time.Second},
+		{"q", again[0].ReceiptHandle, 13 * time.Hour},
+		{"q", "not-a-receipt", 0},
+		{"nope", again[0].ReceiptHandle, 0},
+	} {
+		if err := s.ChangeMessageVisibility(ctx, bad.queue, bad.receipt, bad.vis); err == nil {
+			t.Errorf("ChangeMessageVisibility(%q, %q, %v) accepted", bad.queue, bad.receipt, bad.vis)
+		}
+	}
+}
