@@ -30,9 +30,9 @@ const HandoffQueue = "snavio-internal-slow-handoff"
 // one transaction: a crash cannot leave a delivered message without its
 // event, nor let a retry deliver a strict-mode command twice.
 type sender struct {
-	s      *embedded.Store
-	clk    clock.Clock
-	notify func() // wakes telemetry readers; may be nil
+	s    *embedded.Store
+	clk  clock.Clock
+	sink *outboxSink // files the event and wakes telemetry readers
 }
 
 var _ dispatch.Sender = sender{}
@@ -47,7 +47,7 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 		Attributes: map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command},
 	}
 	if d.Event.CommandID != "" {
-		del.Event = &embedded.OutboxEntry{Tenant: TenantOf(d.Event), Event: d.Event}
+		del.Event = x.sink.entry(d.Event)
 	}
 	if c := d.Claim; c != nil {
 		del.Claim = &embedded.ClaimCompletion{ID: c.ID, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
@@ -57,8 +57,8 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	}
 	d.Completed = d.Claim != nil
 	d.EventWritten = del.Event != nil
-	if d.EventWritten && x.notify != nil {
-		x.notify()
+	if d.EventWritten {
+		x.sink.appended()
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{s: st, clk: o.Clock, notify: s.notify.Notify}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{s: st, clk: o.Clock, sink: s.sink}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

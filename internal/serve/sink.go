@@ -89,12 +89,25 @@ func (s *outboxSink) Emit(e telemetry.Event) {
 		s.log.Error("telemetry outbox append failed; event lost", "event", e.EventName(), "err", err)
 		return
 	}
-	if s.notify != nil {
-		s.notify()
-	}
+	s.appended()
 	if !catalog && e.Alert() && s.alerts != nil {
 		if _, err := s.alerts.Handle(ctx, PlatformTenant, e); err != nil {
 			s.log.Warn("delivering a platform alert failed", "event", e.EventName(), "err", err)
 		}
+	}
+}
+
+// entry is e as the outbox files it: under its tenant's stream. Writers
+// that append an event with other state (the sender's transactional
+// outbox) use it, then call appended.
+func (s *outboxSink) entry(e telemetry.Event) *embedded.OutboxEntry {
+	tenant, _ := tenantOf(e)
+	return &embedded.OutboxEntry{Tenant: tenant, Event: e}
+}
+
+// appended wakes the telemetry readers after an append.
+func (s *outboxSink) appended() {
+	if s.notify != nil {
+		s.notify()
 	}
 }
