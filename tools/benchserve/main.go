@@ -171,14 +171,8 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		}
 		return fmt.Sprintf("%.0f µs", float64(cpu.Microseconds())/float64(n))
 	}
-	lats := func(r interface {
-		percentiles() (p50, p99, most time.Duration)
-	}) string {
-		p50, p99, most := r.percentiles()
-		return fmt.Sprintf("PutEvents p50 %v, p99 %v, max %v", p50.Round(time.Microsecond), p99.Round(time.Microsecond), most.Round(time.Microsecond))
-	}
-	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted), lats(&sinkRes))
-	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), lats(&results))
+	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted), sinkRes.latencyLine())
+	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), results.latencyLine())
 	fmt.Printf("  %-28s accepted %d, refused %d, consumed %d\n", "", results.accepted, results.refused, delivered)
 	// Steady state only if the consumers kept up: a growing queue would
 	// leave their share of the work out of the full pipeline's figures.
@@ -282,16 +276,16 @@ type results struct {
 	latencies []time.Duration
 }
 
-// percentiles returns p50, p99 and the maximum of the request latencies.
-func (r *results) percentiles() (p50, p99, most time.Duration) {
+// latencyLine gives p50, p99 and the maximum of the request latencies.
+func (r *results) latencyLine() string {
 	if len(r.latencies) == 0 {
-		return 0, 0, 0
+		return "no PutEvents completed"
 	}
 	slices.Sort(r.latencies)
 	at := func(q float64) time.Duration {
-		return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+		return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))].Round(time.Microsecond)
 	}
-	return at(0.50), at(0.99), r.latencies[len(r.latencies)-1]
+	return fmt.Sprintf("PutEvents p50 %v, p99 %v, max %v", at(0.50), at(0.99), at(1))
 }
 
 // load runs clients PutEvents loops of batches of 10 signed commands for
