@@ -16,8 +16,12 @@ import (
 )
 
 // Parser parses envelopes under fixed Limits. It is safe for concurrent use;
-// it keeps a pool of decoders so that steady-state parsing allocates only
-// the returned strings and payload.
+// it keeps a pool of parse states (buffers and a decoder) so that
+// steady-state parsing allocates only the returned strings and payload.
+//
+// A message goes first through a scanner for the common shape (fast.go)
+// and, if that does not accept it, through the token parser below, which
+// alone decides and words rejections.
 type Parser struct {
 	limits Limits
 	pool   sync.Pool // *state
@@ -45,6 +49,12 @@ func (p *Parser) Limits() Limits { return p.limits }
 // fields seen so far, and an error: check's error, or a *reason.Error whose
 // Code names the first violation found in input order.
 func (p *Parser) Parse(detail []byte, check func(sentAt time.Time) error) (Envelope, Seen, error) {
+	return p.parse(detail, check, true)
+}
+
+// parse is Parse; withFast false skips the fast path (fast.go), for the
+// tests that hold the two paths to the same results.
+func (p *Parser) parse(detail []byte, check func(sentAt time.Time) error, withFast bool) (Envelope, Seen, error) {
 	if len(detail) > p.limits.MaxBytes {
 		return Envelope{}, Seen{}, reason.New(reason.TooLarge, "",
 			"the event detail is "+strconv.Itoa(len(detail))+" bytes; the limit is "+strconv.Itoa(p.limits.MaxBytes)+" bytes: make the payload smaller")
@@ -53,7 +63,20 @@ func (p *Parser) Parse(detail []byte, check func(sentAt time.Time) error) (Envel
 	if s == nil {
 		s = &state{}
 	}
-	env, err := s.parse(detail, p.limits, check)
+	var env Envelope
+	var err error
+	r := fastNo
+	if s.reset(); withFast {
+		r = s.fast(detail, p.limits, check)
+	}
+	switch r {
+	case fastAccepted:
+		env = s.build()
+	case fastChecked:
+		err = s.checkErr
+	default:
+		env, err = s.parse(detail, p.limits, check)
+	}
 	var seen Seen
 	if err != nil {
 		seen = s.seen()
@@ -118,16 +141,30 @@ type state struct {
 	scratch []byte
 	blob    []byte // validated string fields, back to back
 	payload []byte // canonical payload
+	raw     []byte // the fast path's payload: canonical already, in detail
 	start   [numFields]int
 	end     [numFields]int
 	have    uint16 // bit per field seen
 	sentAt  time.Time
 	replay  bool
+	// checked: the fast path called check, which returned checkErr; the
+	// token parser then replays that result instead of calling it again.
+	checked  bool
+	checkErr error
+}
+
+func (s *state) reset() {
+	s.blob = s.blob[:0]
+	s.raw = nil
+	s.have = 0
+	s.replay = false
+	s.checked, s.checkErr = false, nil
 }
 
 func (s *state) release() {
 	s.buf = bytes.Buffer{}
 	s.dec.Reset(&s.buf) // drop references to the caller's detail
+	s.raw, s.checkErr = nil, nil
 	if cap(s.payload) > 64<<10 {
 		s.payload = nil
 	}
@@ -153,6 +190,7 @@ func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (E
 	s.dec.Reset(&s.buf, jsontext.AllowDuplicateNames(true))
 	s.blob = s.blob[:0]
 	s.payload = s.payload[:0]
+	s.raw = nil
 	s.have = 0
 	s.replay = false
 
@@ -175,7 +213,11 @@ func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (E
 				return Envelope{}, err
 			}
 			if check != nil {
-				if err := check(s.sentAt); err != nil {
+				err := s.checkErr
+				if !s.checked {
+					err = check(s.sentAt)
+				}
+				if err != nil {
 					if blocks&2 == 0 {
 						s.skimCommand()
 					}
@@ -214,6 +256,10 @@ func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (E
 // and one byte slice, whatever the number of fields.
 func (s *state) build() Envelope {
 	all := string(s.blob)
+	payload := s.payload
+	if s.raw != nil {
+		payload = s.raw
+	}
 	f := func(i int) string {
 		if s.have&(1<<i) == 0 {
 			return ""
@@ -225,7 +271,7 @@ func (s *state) build() Envelope {
 			ID: f(fID), Timestamp: f(fTimestamp), Type: EventType, HMAC: f(fHMAC), VersionID: f(fVersion),
 			Replay: s.replay, ReplayReason: f(fReplayReason), ReplayID: f(fReplayID),
 		},
-		Command: Command{Target: f(fTarget), Name: f(fName), Payload: bytes.Clone(s.payload)},
+		Command: Command{Target: f(fTarget), Name: f(fName), Payload: bytes.Clone(payload)},
 		SentAt:  s.sentAt,
 	}
 }

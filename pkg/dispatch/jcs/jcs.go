@@ -78,6 +78,21 @@ func check(v []byte) (depth, members int, ok bool) {
 	return c.maxDepth, c.members, true
 }
 
+// CanonicalPrefix reports whether b starts with a JSON value proven
+// canonical (as IsCanonical proves it) and returns the value's length in
+// bytes, its nesting depth and its object member count. The bytes after
+// the value are not examined; the caller decides whether they may follow a
+// value (a number or a literal directly followed by a letter or a digit is
+// not a token boundary). It lets a parser that already holds a value's
+// surrounding text skip a separate tokenizing pass over the value.
+func CanonicalPrefix(b []byte) (n, depth, members int, ok bool) {
+	c := checker{b: b}
+	if !c.value(0) || c.i > len(b) {
+		return 0, 0, 0, false
+	}
+	return c.i, c.maxDepth, c.members, true
+}
+
 // Append appends the canonical form of the JSON value v to dst. It rejects
 // values beyond lim (ErrTooDeep, ErrTooManyMembers), checked before any
 // canonicalization work, duplicate object names (jsontext.ErrDuplicateName)

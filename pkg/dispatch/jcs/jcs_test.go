@@ -161,6 +161,17 @@ func FuzzIsCanonical(f *testing.F) {
 				t.Fatalf("IsCanonical(%q) = false for jsontext's canonical output", c)
 			}
 		}
+		// CanonicalPrefix proves what IsCanonical proves, on a prefix.
+		if n, d, m, pok := CanonicalPrefix(in); pok {
+			if !IsCanonical(in[:n]) || ok && n != len(in) {
+				t.Fatalf("CanonicalPrefix(%q) = %d, IsCanonical(prefix) = %v", in, n, IsCanonical(in[:n]))
+			}
+			if wd, wm := Shape(in[:n]); wd != d || wm != m {
+				t.Fatalf("CanonicalPrefix(%q): depth %d, members %d; Shape says %d, %d", in, d, m, wd, wm)
+			}
+		} else if ok {
+			t.Fatalf("CanonicalPrefix(%q) fails on a canonical value", in)
+		}
 		out, aerr := Append(nil, in, Limits{})
 		if (aerr == nil) != (err == nil) || (aerr == nil && !bytes.Equal(out, c)) {
 			t.Fatalf("Append(%q) = %q, %v; jsontext %q, %v", in, out, aerr, c, err)
