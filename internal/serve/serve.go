@@ -346,8 +346,10 @@ func (principalAuth) Authenticate(r *http.Request) (control.Principal, error) {
 
 // Info describes a running Serve, for the start banner.
 type Info struct {
-	URL               string    `json:"url"`
-	StorePath         string    `json:"store"`
+	URL       string `json:"url"`
+	StorePath string `json:"store"`
+	// LogPath is the store's write-ahead log directory ("" in memory).
+	LogPath           string    `json:"store_log,omitempty"`
 	Ephemeral         bool      `json:"ephemeral"`
 	DataDir           string    `json:"data_dir"`
 	OperatorToken     string    `json:"operator_token_file"`
@@ -371,7 +373,7 @@ func (s *Serve) Info() Info {
 	}
 	u := s.srv.URL()
 	return Info{
-		URL: u, StorePath: path, Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
+		URL: u, StorePath: path, LogPath: s.store.LogDir(), Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
 		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
 		SigningKey: s.keyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
 		MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",

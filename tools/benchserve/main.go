@@ -144,7 +144,7 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	fullCPU := cpuTime()
 	fullRate, results, err := load(s.Info().URL, key, payload, clients, dur, heap)
 	fullCPU = cpuTime() - fullCPU
-	cs := s.Store().CommitStats()
+	cs, ls := s.Store().CommitStats(), s.Store().LogStats()
 	delivered := stopConsumer()
 	if err != nil {
 		return err
@@ -187,8 +187,9 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		verdict = "MISSED"
 	}
 	if cs.Commits > 0 {
-		fmt.Printf("  store: %d writes in %d commits (%.1f writes/commit, %.2f commits/command)\n", cs.Writes, cs.Commits, float64(cs.Writes)/float64(cs.Commits), float64(cs.Commits)/float64(max(results.accepted, 1)))
+		fmt.Printf("  store file: %d writes in %d commits (%.1f writes/commit, %.3f commits/command)\n", cs.Writes, cs.Commits, float64(cs.Writes)/float64(cs.Commits), float64(cs.Commits)/float64(max(results.accepted, 1)))
 	}
+	fmt.Printf("  write-ahead log: %d frames in %d syncs (%.1f frames/sync), %d segments at the end%s\n", ls.Frames, ls.Syncs, float64(ls.Frames)/float64(max(ls.Syncs, 1)), ls.Segments, upkeep(ls.UpkeepError))
 	fmt.Printf("  ratio full/sink %.2fx (goal >= 0.50x: %s)\n", ratio, verdict)
 	heap.print()
 	return nil
@@ -417,4 +418,11 @@ func (h *heapSampler) print() {
 	defer fmt.Printf("  heap trend after warm-up: %+.2f MiB/minute\n", slope)
 	fmt.Printf("  live heap after GC: %.1f MiB at %v (warm), %.1f MiB at %v (mid), %.1f MiB at %v (end), peak %.1f MiB; growth warm->end %+.1f MiB\n",
 		mb(warm), h.at[n/4].Round(time.Second), mb(h.heap[n/2]), h.at[n/2].Round(time.Second), mb(end), h.at[n-1].Round(time.Second), mb(peak), growth)
+}
+
+func upkeep(err string) string {
+	if err == "" {
+		return ""
+	}
+	return "; upkeep error: " + err
 }

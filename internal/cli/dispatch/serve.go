@@ -223,6 +223,9 @@ func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
 	fmt.Fprintf(&b, "  health      %s/healthz  %s/readyz\n", info.URL, info.URL)
 	fmt.Fprintf(&b, "  metrics     %s\n", info.MetricsURL)
 	fmt.Fprintf(&b, "  state       %s\n", info.StorePath)
+	if info.LogPath != "" {
+		fmt.Fprintf(&b, "              %s (its write-ahead log)\n", info.LogPath)
+	}
 	fmt.Fprintf(&b, "  data dir    %s\n", info.DataDir)
 	created := ""
 	if info.TokenCreated {

@@ -175,57 +175,28 @@ func (s *Store) ArchiveAppend(ctx context.Context, e ArchivedEvent) error {
 // MaxArchiveBatch is the most events one ArchiveAppendBatch takes.
 const MaxArchiveBatch = 1000
 
-// ArchiveAppendBatch stores events (1 to 1000) durably in one transaction:
-// all of them or, on an error, none. An event id already archived, or
+// ArchiveAppendBatch stores events (1 to 1000) durably in one write: all
+// of them or, on an error, none. An event id already archived, or
 // repeated in events, is stored once.
 func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) error {
 	if len(events) == 0 || len(events) > MaxArchiveBatch {
 		return fmt.Errorf("archive: %d events: give 1 to %d per call", len(events), MaxArchiveBatch)
 	}
-	// Encoded before the write is queued: the committer only numbers
-	// them.
-	type rec struct {
-		id     []byte
-		at     int64
-		record []byte
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	recs := make([]rec, len(events))
-	for i, e := range events {
+	f := newFrame()
+	for _, e := range events {
 		if err := checkArchived(&e); err != nil {
 			return err
 		}
-		recs[i] = rec{[]byte(e.EventID), nanos(e.ReceivedAt), encodeArchived(&e)}
+		appendArchOp(f, encodeArchived(&e))
 	}
-	return s.update(ctx, func(tx *bolt.Tx) error {
-		ab := tx.Bucket(bArchive)
-		ev, err := ab.CreateBucketIfNotExists(bArchEv)
-		if err != nil {
-			return err
-		}
-		ids, err := ab.CreateBucketIfNotExists(bArchIDs)
-		if err != nil {
-			return err
-		}
-		appendOnly(ev)
-		appendOnly(ids) // ids from node.Node are time-ordered
-		for _, r := range recs {
-			if ids.Get(r.id) != nil {
-				continue
-			}
-			seq, err := ev.NextSequence()
-			if err != nil {
-				return err
-			}
-			k := timeKey(r.at, seq)
-			if err := ev.Put(k, r.record); err != nil {
-				return err
-			}
-			if err := ids.Put(r.id, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	g, err := s.wal.add(f)
+	if err != nil {
+		return err
+	}
+	return g.wait()
 }
 
 // checkArchived validates e and fills its derived fields.
@@ -251,6 +222,9 @@ func checkArchived(e *ArchivedEvent) error {
 
 // ArchiveGet returns the archived event id, and whether it exists.
 func (s *Store) ArchiveGet(ctx context.Context, id string) (ArchivedEvent, bool, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return ArchivedEvent{}, false, err
+	}
 	var e ArchivedEvent
 	var ok bool
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -302,6 +276,9 @@ func parsePageToken(tok string) ([]byte, error) {
 // page may be short, even empty, with a token when the filters skip many
 // events: keep paging until the token is "".
 func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEvent, string, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, "", err
+	}
 	limit := q.Limit
 	if limit == 0 {
 		limit = DefaultArchivePage
@@ -359,6 +336,9 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 // before, oldest first, and returns how many it deleted (call again while
 // it returns limit): the archive's retention.
 func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return 0, err
+	}
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}

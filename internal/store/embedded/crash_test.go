@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -25,9 +26,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// crashChild sends messages to queue "q" and appends telemetry to tenant
-// "t" from 4 goroutines (so writes are group committed), printing
-// "q <body> <id>" or "o <seq>" only after the call returned, until killed.
+// crashChild sends messages to queue "q" from 3 goroutines, appends
+// telemetry to tenant "t" from one, receives and deletes messages from
+// another and archives events from a sixth (so writes are group
+// committed), printing "q <body> <id>", "o <seq>", "d <id>" or
+// "a <id> <id>" only after the call returned, until killed.
 func crashChild(path string) int {
 	ctx := context.Background()
 	s, err := Open(Options{Path: path})
@@ -48,12 +51,51 @@ func crashChild(path string) int {
 		w.Flush()
 	}
 	var wg sync.WaitGroup
-	for g := range 4 {
+	for g := range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				body := fmt.Sprintf("g%d-%d", g, i)
+				switch g {
+				case 4:
+					got, err := s.Receive(ctx, "q", MaxReceiveBatch, MaxVisibilityTimeout)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						os.Exit(1)
+					}
+					var handles, ids []string
+					for _, m := range got {
+						// Only even-numbered sends are deleted: the parent
+						// knows every odd one must remain, whatever acks
+						// it did not read before the kill.
+						if evenSend(string(m.Body)) {
+							handles, ids = append(handles, m.ReceiptHandle), append(ids, m.ID)
+						}
+					}
+					if len(handles) == 0 {
+						continue
+					}
+					errs, err := s.DeleteMessageBatch(ctx, "q", handles)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						os.Exit(1)
+					}
+					for j, e := range errs {
+						if e == nil {
+							ack("d %s\n", ids[j])
+						}
+					}
+					continue
+				case 5:
+					evs := []ArchivedEvent{{EventID: body + "-a", Source: "t/x", DetailType: "d", Detail: []byte("{}"), ReceivedAt: time.Now()}, {EventID: body + "-b", Source: "t/x", DetailType: "d", Detail: []byte("{}"), ReceivedAt: time.Now()}}
+					if err := s.ArchiveAppendBatch(ctx, evs); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						os.Exit(1)
+					}
+					ack("a %s %s\n", evs[0].EventID, evs[1].EventID)
+					continue
+				}
 				if g == 3 {
 					seqs, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: body, Reason: telemetry.DroppedQueueUnconsumed}}})
 					if err != nil {
@@ -76,6 +118,13 @@ func crashChild(path string) int {
 	return 0
 }
 
+// evenSend reports whether body, "g<goroutine>-<i>", has an even i.
+func evenSend(body string) bool {
+	var g, i int
+	_, err := fmt.Sscanf(body, "g%d-%d", &g, &i)
+	return err == nil && i%2 == 0
+}
+
 // TestCrashKeepsAcknowledgedWrites SIGKILLs a writer mid-stream, reopens
 // the file and checks that every acknowledged send and telemetry append is
 // there, and that the file still takes writes.
@@ -87,7 +136,7 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for run, killAfter := range []int{50, 300} {
+	for run, killAfter := range []int{50, 300, 3000} {
 		path := filepath.Join(t.TempDir(), "data", "snavio.db")
 		cmd := exec.Command(exe, "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
@@ -100,13 +149,20 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent := map[string]string{} // id -> body
+		deleted := map[string]bool{}
+		var archived []string
 		var maxSeq uint64
 		sc := bufio.NewScanner(out)
+		killed := false
 		for n := 0; sc.Scan(); n++ {
 			f := strings.Fields(sc.Text())
 			switch {
 			case len(f) == 3 && f[0] == "q":
 				sent[f[2]] = f[1]
+			case len(f) == 2 && f[0] == "d":
+				deleted[f[1]] = true
+			case len(f) == 3 && f[0] == "a":
+				archived = append(archived, f[1], f[2])
 			case len(f) == 2 && f[0] == "o":
 				var seq uint64
 				fmt.Sscan(f[1], &seq)
@@ -118,13 +174,21 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
+				killed = true
 				break
 			}
 		}
 		_ = cmd.Wait()
+		if !killed {
+			t.Fatalf("run %d: the writer stopped before %d acknowledgements (its error is above)", run, killAfter)
+		}
 
 		s := openTest(t, Options{Path: path})
 		ctx := context.Background()
+		// The consumer's receives are durable too: give them back.
+		if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
+			t.Fatal(err)
+		}
 		found := map[string]string{}
 		for {
 			got, err := s.Receive(ctx, "q", MaxReceiveBatch, MaxVisibilityTimeout)
@@ -139,8 +203,22 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 			}
 		}
 		for id, body := range sent {
+			if deleted[id] {
+				if _, ok := found[id]; ok {
+					t.Fatalf("run %d: message %s came back after its acknowledged delete", run, id)
+				}
+				continue
+			}
+			if _, ok := found[id]; !ok && evenSend(body) {
+				continue // maybe deleted, its ack unread
+			}
 			if found[id] != body {
 				t.Fatalf("run %d: acknowledged message %s (%s) lost after SIGKILL", run, id, body)
+			}
+		}
+		for _, id := range archived {
+			if _, ok, err := s.ArchiveGet(ctx, id); err != nil || !ok {
+				t.Fatalf("run %d: acknowledged archived event %s lost after SIGKILL: %v", run, id, err)
 			}
 		}
 		recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage)
@@ -158,6 +236,6 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 		if _, err := s.Send(ctx, "q", []byte("after"), nil); err != nil {
 			t.Fatalf("run %d: write after recovery: %v", run, err)
 		}
-		t.Logf("run %d: %d acknowledged sends and %d telemetry appends survived SIGKILL (%d messages, %d records found)", run, len(sent), maxSeq, len(found), len(recs))
+		t.Logf("run %d: %d acknowledged sends (%d deleted, none back), %d telemetry appends and %d archived events survived SIGKILL (%d messages, %d records found)", run, len(sent), len(deleted), maxSeq, len(archived), len(found), len(recs))
 	}
 }

@@ -167,6 +167,9 @@ func (s *Store) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time)
 	if err := checkClaim(rec); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
+	if err := s.awaitClaim(ctx, rec.ID); err != nil {
+		return false, flow.DedupeRecord{}, err
+	}
 	var claimed bool
 	var existing flow.DedupeRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -211,6 +214,9 @@ func completeTx(tx *bolt.Tx, id, owner string, expiresAt, now time.Time) (notOwn
 
 // Complete implements flow.DedupeClaims.
 func (s *Store) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
+	if err := s.awaitClaim(ctx, id); err != nil {
+		return err
+	}
 	var notOwner bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		var err error
@@ -228,6 +234,9 @@ func (s *Store) Complete(ctx context.Context, id, owner string, expiresAt, now t
 
 // Release implements flow.DedupeClaims.
 func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
+	if err := s.awaitClaim(ctx, id); err != nil {
+		return err
+	}
 	var notOwner bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		if id == "" {

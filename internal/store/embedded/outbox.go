@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -121,11 +120,14 @@ func loadMeta(tb *bolt.Bucket, tenant string) (streamMeta, error) {
 }
 
 // AppendTelemetry appends entries (1 to 1000) to their tenants' streams in
-// one transaction, in order, and returns each entry's sequence number in
+// one durable write, in order, and returns each entry's sequence number in
 // its tenant's stream. The records are durable when it returns.
 func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]uint64, error) {
 	if len(entries) == 0 || len(entries) > MaxAppendBatch {
 		return nil, fmt.Errorf("append telemetry: %d entries: give 1 to %d per call", len(entries), MaxAppendBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	now := s.clock.Now().UTC()
 	recs := make([]telRecord, len(entries))
@@ -136,15 +138,18 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 		}
 	}
 	seqs := make([]uint64, len(entries))
-	err := s.update(ctx, func(tx *bolt.Tx) error { return appendTelemetryTx(tx, recs, seqs) })
+	g, err := s.addTelemetry(newFrame(), recs, seqs)
 	if err != nil {
+		return nil, err
+	}
+	if err := g.wait(); err != nil {
 		return nil, err
 	}
 	return seqs, nil
 }
 
-// telRecord is an outbox entry encoded before its write is queued: the
-// committer only numbers it (appendTelemetryTx patches Global in place).
+// telRecord is an outbox entry encoded before its write is queued:
+// addTelemetry only numbers it (patching Global in place).
 type telRecord struct {
 	tenant []byte
 	record []byte
@@ -164,53 +169,71 @@ func encodeOutboxEntry(e OutboxEntry, now time.Time) (telRecord, error) {
 	return telRecord{[]byte(e.Tenant), encodeTelemetry(&TelemetryRecord{AppendedAt: now, Name: e.Event.EventName(), Event: body})}, nil
 }
 
-// appendTelemetryTx appends recs in order inside tx and sets seqs[i] to
-// the tenant sequence number of recs[i].
-func appendTelemetryTx(tx *bolt.Tx, recs []telRecord, seqs []uint64) error {
-	tenants, all, err := outboxBuckets(tx)
-	if err != nil {
-		return err
-	}
-	appendOnly(all)
-	// A batch usually holds one tenant's events: its stream position is
-	// read once and written once.
-	var tb *bolt.Bucket
-	var tenant []byte
-	var m streamMeta
+// addTelemetry numbers recs in their tenants' streams and across all of
+// them, appends them to f and queues f to the log, all under s.tmu so that
+// the numbers follow the log's order. seqs, if not nil, receives each
+// record's sequence number. On an error nothing is numbered.
+func (s *Store) addTelemetry(f *frame, recs []telRecord, seqs []uint64) (*walGroup, error) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	global := s.telGlobal
+	var firstOf map[string]uint64 // each touched tenant's position before
 	for i, r := range recs {
-		if tb == nil || !bytes.Equal(r.tenant, tenant) {
-			if tb != nil {
-				if err := tb.Put(kMeta, encodeMeta(m)); err != nil {
-					return err
-				}
+		last, ok := s.telLast[string(r.tenant)]
+		if firstOf == nil {
+			firstOf = make(map[string]uint64, 1)
+		}
+		if _, seen := firstOf[string(r.tenant)]; !seen {
+			if ok {
+				firstOf[string(r.tenant)] = last
+			} else {
+				firstOf[string(r.tenant)] = ^uint64(0) // none
 			}
-			tenant, m = r.tenant, streamMeta{}
-			if tb = tenants.Bucket(tenant); tb == nil {
-				if tb, err = tenants.CreateBucket(tenant); err != nil {
-					return err
-				}
-				if _, err := tb.CreateBucket(bEv); err != nil {
-					return err
-				}
-			} else if m, err = loadMeta(tb, string(tenant)); err != nil {
+		}
+		last++
+		s.telLast[string(r.tenant)] = last
+		global++
+		binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
+		appendTelOp(f, r.tenant, last, r.record)
+		if seqs != nil {
+			seqs[i] = last
+		}
+	}
+	g, err := s.wal.add(f)
+	if err != nil {
+		for t, last := range firstOf {
+			if last == ^uint64(0) {
+				delete(s.telLast, t)
+			} else {
+				s.telLast[t] = last
+			}
+		}
+		return nil, err
+	}
+	s.telGlobal = global
+	return g, nil
+}
+
+// loadTelemetryPositions reads each stream's last sequence number and the
+// last global number (at Open, after recovery).
+func (s *Store) loadTelemetryPositions() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		tenants, all, _ := outboxBuckets(tx)
+		if all != nil {
+			s.telGlobal = all.Sequence()
+		}
+		if tenants == nil {
+			return nil
+		}
+		return tenants.ForEachBucket(func(name []byte) error {
+			m, err := loadMeta(tenants.Bucket(name), string(name))
+			if err != nil {
 				return err
 			}
-		}
-		m.Last++
-		global, err := all.NextSequence()
-		if err != nil {
-			return err
-		}
-		binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
-		if err := appendOnly(tb.Bucket(bEv)).Put(u64(m.Last), r.record); err != nil {
-			return err
-		}
-		if err := all.Put(u64(global), append(u64(m.Last), tenant...)); err != nil {
-			return err
-		}
-		seqs[i] = m.Last
-	}
-	return tb.Put(kMeta, encodeMeta(m))
+			s.telLast[string(name)] = m.Last
+			return nil
+		})
+	})
 }
 
 func checkPage(what string, limit int) error {
@@ -233,6 +256,9 @@ func decodeRecord(v []byte, tenant string, seq uint64) (TelemetryRecord, error) 
 // with a sequence number after after, in order. A tenant with no stream
 // has no records. Reading does not move the cursor: AckTelemetry does.
 func (s *Store) ReadTelemetry(ctx context.Context, tenant string, after uint64, limit int) ([]TelemetryRecord, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkTenant(tenant); err != nil {
 		return nil, fmt.Errorf("read telemetry: %w", err)
 	}
@@ -265,6 +291,9 @@ func (s *Store) ReadTelemetry(ctx context.Context, tenant string, after uint64, 
 // ReadAllTelemetry returns up to limit (1 to 1000) records of all tenants
 // with a global number after after, in append order: the operator's view.
 func (s *Store) ReadAllTelemetry(ctx context.Context, after uint64, limit int) ([]TelemetryRecord, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, err
+	}
 	if err := checkPage("read all telemetry", limit); err != nil {
 		return nil, err
 	}
@@ -304,6 +333,9 @@ func (s *Store) ReadAllTelemetry(ctx context.Context, after uint64, limit int) (
 // to and including seq. The cursor never moves back (an older seq is a
 // no-op); a seq after the stream's last record is an error.
 func (s *Store) AckTelemetry(ctx context.Context, tenant string, seq uint64) error {
+	if err := s.awaitApplied(ctx); err != nil {
+		return err
+	}
 	if err := checkTenant(tenant); err != nil {
 		return fmt.Errorf("ack telemetry: %w", err)
 	}
@@ -340,6 +372,9 @@ func (s *Store) AckTelemetry(ctx context.Context, tenant string, seq uint64) err
 
 // TelemetryStreams returns every tenant's stream, in tenant order.
 func (s *Store) TelemetryStreams(ctx context.Context) ([]TelemetryStream, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, err
+	}
 	var out []TelemetryStream
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		out = nil
@@ -393,6 +428,9 @@ func (s *Store) TelemetryStreams(ctx context.Context) ([]TelemetryStream, error)
 // and how many records it deleted in all. Call it again while deleted ==
 // limit. The caller emits the Dropped events.
 func (s *Store) PurgeTelemetry(ctx context.Context, retention time.Duration, limit int) ([]telemetry.Dropped, int, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, 0, err
+	}
 	if retention <= 0 {
 		return nil, 0, fmt.Errorf("purge telemetry: retention %v must be positive", retention)
 	}

@@ -1,13 +1,14 @@
 package embedded
 
 import (
-	"bytes"
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,25 +171,9 @@ type Received struct {
 	FirstReceivedAt time.Time
 }
 
-// storedMsg is a message's header and id as the committer reads them; the
-// rest of its record (attributes, body) is decoded only when returned.
-type storedMsg struct {
-	msgHeader
-	ID string
-}
-
-// Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue), "n"
-// the message count; sub-bucket "msgs" maps id to the message's record
-// (encodeMsg), "vis" maps
-// timeKey(visible_at, seq) to id (the receive order), "age" maps
-// timeKey(sent_at, seq) to id (the oldest message).
-var (
-	kCfg  = []byte("cfg")
-	kN    = []byte("n")
-	bMsgs = []byte("msgs")
-	bVis  = []byte("vis")
-	bAge  = []byte("age")
-)
+// Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue). The
+// messages are in memory and in the write-ahead log (memqueue.go, wal.go).
+var kCfg = []byte("cfg")
 
 func (c *QueueConfig) normalise() error {
 	if err := checkQueueName(c.Name); err != nil {
@@ -258,19 +243,18 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 		if err != nil {
 			return err
 		}
-		for _, name := range [][]byte{bMsgs, bVis, bAge} {
-			if _, err := qb.CreateBucket(name); err != nil {
-				return err
-			}
-		}
 		q = Queue{QueueConfig: cfg, ARN: QueueARN(cfg.Name), CreatedAt: now}
-		if err := qb.Put(kCfg, encodeQueue(&q)); err != nil {
-			return err
-		}
-		return qb.Put(kN, u64(0))
+		return qb.Put(kCfg, encodeQueue(&q))
 	})
 	if err != nil {
 		return Queue{}, err
+	}
+	if failure == nil {
+		s.qmu.Lock()
+		if s.queues[q.Name] == nil {
+			s.queues[q.Name] = newMemQueue(q)
+		}
+		s.qmu.Unlock()
 	}
 	return q, failure
 }
@@ -283,59 +267,76 @@ func loadQueue(qb *bolt.Bucket, name string) (Queue, error) {
 	return q, nil
 }
 
-func queueBucket(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
-	qb := tx.Bucket(bQueues).Bucket([]byte(name))
-	if qb == nil {
+// loadQueues reads every queue's configuration into s.queues (at Open).
+func (s *Store) loadQueues() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bQueues)
+		return root.ForEachBucket(func(name []byte) error {
+			q, err := loadQueue(root.Bucket(name), string(name))
+			if err != nil {
+				return err
+			}
+			s.queues[q.Name] = newMemQueue(q)
+			return nil
+		})
+	})
+}
+
+// queueOf returns the queue name; s.qmu is held.
+func (s *Store) queueOf(name string) (*memQueue, error) {
+	q := s.queues[name]
+	if q == nil {
 		if err := checkQueueName(name); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("queue %s: %w: create it first", name, ErrQueueNotFound)
 	}
-	return qb, nil
+	return q, nil
 }
 
 // GetQueue returns the queue name.
 func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
-	var q Queue
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		qb, err := queueBucket(tx, name)
-		if err != nil {
-			return err
-		}
-		q, err = loadQueue(qb, name)
-		return err
-	})
-	return q, err
+	if err := ctx.Err(); err != nil {
+		return Queue{}, err
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	q, err := s.queueOf(name)
+	if err != nil {
+		return Queue{}, err
+	}
+	return q.q, nil
 }
 
 // ListQueues returns every queue with its counts at the store clock's now,
-// in name order. The in-flight count walks only the invisible messages.
+// in name order.
 func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
-	now := s.clock.Now()
-	var out []QueueStats
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		out = nil
-		return tx.Bucket(bQueues).ForEachBucket(func(name []byte) error {
-			qb := tx.Bucket(bQueues).Bucket(name)
-			q, err := loadQueue(qb, string(name))
-			if err != nil {
-				return err
-			}
-			st := QueueStats{Queue: q}
-			total := int(binary.BigEndian.Uint64(qb.Get(kN)))
-			c := qb.Bucket(bVis).Cursor()
-			for k, _ := c.Seek(timeKey(nanos(now)+1, 0)); k != nil; k, _ = c.Next() {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := nanos(s.clock.Now())
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	out := make([]QueueStats, 0, len(s.queues))
+	for _, q := range s.queues {
+		st := QueueStats{Queue: q.q}
+		oldest := int64(0)
+		for _, m := range q.msgs {
+			if m.h.VisibleAt > now {
 				st.InFlight++
 			}
-			st.Visible = total - st.InFlight
-			if k, _ := qb.Bucket(bAge).Cursor().First(); k != nil {
-				st.OldestAge = max(0, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))))
+			if oldest == 0 || m.h.SentAt < oldest {
+				oldest = m.h.SentAt
 			}
-			out = append(out, st)
-			return nil
-		})
-	})
-	return out, err
+		}
+		st.Visible = len(q.msgs) - st.InFlight
+		if oldest != 0 {
+			st.OldestAge = time.Duration(max(0, now-oldest))
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b QueueStats) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func checkMessage(queue string, body []byte, attrs map[string]string) error {
@@ -376,117 +377,25 @@ func newID(now time.Time) (string, error) {
 // Send stores a message in queue and returns its id. The message is
 // durable when Send returns.
 func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error) {
-	if err := checkMessage(queue, body, attrs); err != nil {
-		return "", err
-	}
-	id, err := newID(s.clock.Now())
-	if err != nil {
-		return "", err
-	}
-	rec := newMsgRecord(id, body, attrs, s.clock.Now())
-	var failure error
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		var err error
-		failure, err = sendTx(tx, queue, rec)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	if failure != nil {
-		return "", failure
-	}
-	return id, nil
+	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs})
 }
 
-// newMsgRecord encodes a new message, visible from sentAt. It is encoded
-// before the write is queued, so the committer only assigns its sequence
-// number.
-func newMsgRecord(id string, body []byte, attrs map[string]string, sentAt time.Time) []byte {
+// newMsgRecord encodes a new message, visible from sentAt.
+func newMsgRecord(id string, body []byte, attrs map[string]string, sentAt time.Time) ([]byte, msgHeader) {
 	sent := nanos(sentAt)
-	return encodeMsg(&msgHeader{VisibleAt: sent, SentAt: sent}, &Message{ID: id, Body: body, Attributes: attrs})
+	h := msgHeader{VisibleAt: sent, SentAt: sent}
+	return encodeMsg(&h, &Message{ID: id, Body: body, Attributes: attrs}), h
 }
 
-// sendTx stores the new message rec in queue inside tx. failure is a
-// refusal (no such queue, full); err a storage failure.
-func sendTx(tx *bolt.Tx, queue string, rec []byte) (failure, err error) {
-	qb, err := queueBucket(tx, queue)
-	if err != nil {
-		return err, nil
+// readRecord reads m's record from the log; the caller took a reference on
+// m.seg (under s.qmu) and releases it here.
+func readRecord(seg *segment, off int64, n int) ([]byte, error) {
+	defer seg.refs.Add(-1)
+	rec := make([]byte, n)
+	if _, err := seg.f.ReadAt(rec, off); err != nil {
+		return nil, fmt.Errorf("read message record from log segment %s: %w", seg.name, err)
 	}
-	q, err := loadQueue(qb, queue)
-	if err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint64(qb.Get(kN))
-	if n >= uint64(q.MaxDepth) {
-		return fmt.Errorf("send to %s: %w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", queue, ErrQueueFull, n), nil
-	}
-	return nil, insertTx(qb, rec)
-}
-
-// insertTx adds the message record rec (an encodeMsg result the caller
-// hands over: the transaction keeps it until it commits) to the queue
-// bucket qb, giving it the queue's next sequence number.
-func insertTx(qb *bolt.Bucket, rec []byte) error {
-	seq, err := qb.NextSequence()
-	if err != nil {
-		return err
-	}
-	binary.BigEndian.PutUint64(rec[msgOffSeq:], seq)
-	h, id, err := decodeMsgHeader(rec)
-	if err != nil {
-		return err
-	}
-	if err := appendOnly(qb.Bucket(bMsgs)).Put([]byte(id), rec); err != nil {
-		return err
-	}
-	if err := appendOnly(qb.Bucket(bVis)).Put(timeKey(h.VisibleAt, seq), []byte(id)); err != nil {
-		return err
-	}
-	if err := appendOnly(qb.Bucket(bAge)).Put(timeKey(h.SentAt, seq), []byte(id)); err != nil {
-		return err
-	}
-	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))+1))
-}
-
-// removeTx deletes m from the queue bucket qb.
-func removeTx(qb *bolt.Bucket, m storedMsg) error {
-	if err := qb.Bucket(bMsgs).Delete([]byte(m.ID)); err != nil {
-		return err
-	}
-	if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
-		return err
-	}
-	if err := qb.Bucket(bAge).Delete(timeKey(m.SentAt, m.Seq)); err != nil {
-		return err
-	}
-	return qb.Put(kN, u64(binary.BigEndian.Uint64(qb.Get(kN))-1))
-}
-
-// loadMsg reads the header and id of message id; rec is its record,
-// valid only inside the transaction.
-func loadMsg(qb *bolt.Bucket, id []byte) (m storedMsg, rec []byte, ok bool, err error) {
-	rec = qb.Bucket(bMsgs).Get(id)
-	if rec == nil {
-		return storedMsg{}, nil, false, nil
-	}
-	h, rid, err := decodeMsgHeader(rec)
-	if err == nil && rid != string(id) {
-		err = fmt.Errorf("record of message %q", rid)
-	}
-	if err != nil {
-		return storedMsg{}, nil, false, corrupt("message", string(id), err)
-	}
-	return storedMsg{msgHeader: h, ID: rid}, rec, true, nil
-}
-
-// rewriteMsg stores m's header over a copy of its record rec and returns
-// the copy.
-func rewriteMsg(qb *bolt.Bucket, m *storedMsg, rec []byte) ([]byte, error) {
-	nrec := bytes.Clone(rec)
-	putHeader(nrec, &m.msgHeader)
-	return nrec, qb.Bucket(bMsgs).Put([]byte(m.ID), nrec)
+	return rec, nil
 }
 
 // Receive returns up to max (1 to 10) visible messages of queue in the
@@ -502,127 +411,120 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	if visibility < 0 || visibility > MaxVisibilityTimeout {
 		return nil, fmt.Errorf("receive from %s: visibility timeout %v outside 0..%v", queue, visibility, MaxVisibilityTimeout)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	nonces := make([]byte, max*nonceLen)
+	if _, err := rand.Read(nonces); err != nil {
+		return nil, fmt.Errorf("receipt handle: %w", err)
+	}
 	now := s.clock.Now().UTC()
-	// recs are the received messages' new records; they are decoded
-	// after the commit, outside the committer.
-	var recs [][]byte
-	var failure error
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		recs, failure = recs[:0], nil
-		qb, err := queueBucket(tx, queue)
+	type got struct {
+		h   msgHeader
+		seg *segment
+		off int64
+		n   int
+	}
+	var out []got
+	f := newFrame()
+	s.qmu.Lock()
+	q, err := s.queueOf(queue)
+	if err != nil {
+		s.qmu.Unlock()
+		return nil, fmt.Errorf("receive: %w", err)
+	}
+	vt := visibility
+	if vt == 0 {
+		vt = q.q.VisibilityTimeout
+	}
+	for scanned := 0; len(out) < max && scanned < scanLimit && len(q.vis) > 0; scanned++ {
+		m := q.vis[0]
+		if m.h.VisibleAt > nanos(now) {
+			break
+		}
+		if q.q.DeadLetterQueue != "" && int(m.h.ReceiveCount) >= q.q.MaxReceives {
+			if err := s.redrive(f, q, m); err != nil {
+				s.qmu.Unlock()
+				return nil, err
+			}
+			continue
+		}
+		m.h.ReceiveCount++
+		if m.h.FirstRecv == 0 {
+			m.h.FirstRecv = nanos(now)
+		}
+		m.h.VisibleAt = nanos(now.Add(vt))
+		copy(m.h.Nonce[:], nonces[len(out)*nonceLen:])
+		m.h.HasReceipt = true
+		heap.Fix(&q.vis, m.idx)
+		f.state(queue, m)
+		m.seg.refs.Add(1)
+		out = append(out, got{m.h, m.seg, m.off, m.n})
+	}
+	var g *walGroup
+	if !f.empty() {
+		g, err = s.wal.add(f)
+	}
+	s.qmu.Unlock()
+	if err == nil && g != nil {
+		err = g.wait()
+	}
+	res := make([]Received, 0, len(out))
+	for _, o := range out {
+		rec, rerr := readRecord(o.seg, o.off, o.n)
 		if err != nil {
-			failure = fmt.Errorf("receive: %w", err)
-			return nil
+			continue // every reference is released
 		}
-		q, err := loadQueue(qb, queue)
-		if err != nil {
-			return err
+		if rerr != nil {
+			err = rerr
+			continue
 		}
-		vt := visibility
-		if vt == 0 {
-			vt = q.VisibilityTimeout
+		_, m, derr := decodeMsg(rec)
+		if derr != nil {
+			err = corrupt("message", queue, derr)
+			continue
 		}
-		type dueMsg struct {
-			m   storedMsg
-			rec []byte
-		}
-		var due []dueMsg
-		c := qb.Bucket(bVis).Cursor()
-		scanned, receivable := 0, 0
-		for k, id := c.First(); k != nil && receivable < max && scanned < scanLimit; k, id = c.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) > nanos(now) {
-				break
-			}
-			scanned++
-			m, rec, ok, err := loadMsg(qb, id)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return corrupt("queue index", queue, fmt.Errorf("no message %s", id))
-			}
-			due = append(due, dueMsg{m, rec})
-			if q.DeadLetterQueue == "" || int(m.ReceiveCount) < q.MaxReceives {
-				receivable++
-			}
-		}
-		for _, d := range due {
-			m := d.m
-			if q.DeadLetterQueue != "" && int(m.ReceiveCount) >= q.MaxReceives {
-				if err := redriveTx(tx, qb, q, m, d.rec); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
-				return err
-			}
-			m.ReceiveCount++
-			if m.FirstRecv == 0 {
-				m.FirstRecv = nanos(now)
-			}
-			m.VisibleAt = nanos(now.Add(vt))
-			if _, err := rand.Read(m.Nonce[:]); err != nil {
-				return fmt.Errorf("receipt handle: %w", err)
-			}
-			m.HasReceipt = true
-			nrec, err := rewriteMsg(qb, &m, d.rec)
-			if err != nil {
-				return err
-			}
-			if err := appendOnly(qb.Bucket(bVis)).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
-				return err
-			}
-			recs = append(recs, nrec)
-		}
-		return nil
-	})
+		res = append(res, Received{Message: m, ReceiptHandle: receiptOf(m.ID, o.h.Nonce), ReceiveCount: int(o.h.ReceiveCount), FirstReceivedAt: time.Unix(0, o.h.FirstRecv).UTC()})
+	}
 	if err != nil {
 		return nil, err
 	}
-	if failure != nil {
-		return nil, failure
-	}
-	out := make([]Received, 0, len(recs))
-	for _, rec := range recs {
-		h, m, err := decodeMsg(rec)
-		if err != nil {
-			return nil, corrupt("message", queue, err)
-		}
-		out = append(out, Received{Message: m, ReceiptHandle: receiptOf(m.ID, h.Nonce), ReceiveCount: int(h.ReceiveCount), FirstReceivedAt: time.Unix(0, h.FirstRecv).UTC()})
-	}
-	return out, nil
+	return res, nil
 }
 
-// redriveTx moves m (record rec) from the queue q (bucket qb) to q's
-// dead-letter queue, keeping its id, body, attributes and sent time. The
-// dead-letter queue's depth limit does not apply: a redrive never loses a
-// message.
-func redriveTx(tx *bolt.Tx, qb *bolt.Bucket, q Queue, m storedMsg, rec []byte) error {
-	dqb := tx.Bucket(bQueues).Bucket([]byte(q.DeadLetterQueue))
-	if dqb == nil {
-		return corrupt("queue config", q.Name, fmt.Errorf("dead-letter queue %s missing", q.DeadLetterQueue))
+// redrive moves m from q to q's dead-letter queue in frame f, keeping its
+// id, body, attributes and sent time. The dead-letter queue's depth limit
+// does not apply: a redrive never loses a message. s.qmu is held.
+func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
+	dq := s.queues[q.q.DeadLetterQueue]
+	if dq == nil {
+		return corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
+	}
+	m.seg.refs.Add(1)
+	rec, err := readRecord(m.seg, m.off, m.n)
+	if err != nil {
+		return err
 	}
 	_, msg, err := decodeMsg(rec)
 	if err != nil {
-		return corrupt("message", m.ID, err)
+		return corrupt("message", m.id, err)
 	}
 	attrs := make(map[string]string, len(msg.Attributes)+3)
 	for k, v := range msg.Attributes {
 		attrs[k] = v
 	}
 	attrs[AttrDLQReason] = DLQReasonMaxReceives
-	attrs[AttrDLQSourceQueue] = q.ARN
-	attrs[AttrDLQReceiveCount] = strconv.Itoa(int(m.ReceiveCount))
+	attrs[AttrDLQSourceQueue] = q.q.ARN
+	attrs[AttrDLQReceiveCount] = strconv.Itoa(int(m.h.ReceiveCount))
 	msg.Attributes = attrs
-	dh := msgHeader{VisibleAt: max(m.VisibleAt, m.SentAt), SentAt: m.SentAt}
-	// Encoded before removeTx: msg's body aliases rec, which the removal
-	// may invalidate.
+	dh := msgHeader{VisibleAt: max(m.h.VisibleAt, m.h.SentAt), SentAt: m.h.SentAt}
 	drec := encodeMsg(&dh, &msg)
-	if err := removeTx(qb, m); err != nil {
-		return err
-	}
-	return insertTx(dqb, drec)
+	q.remove(m)
+	f.del(q.q.Name, m.id)
+	off := f.msg(dq.q.Name, drec)
+	dq.reserved++
+	f.inserts = append(f.inserts, insert{q: dq, m: &memMsg{id: m.id, h: dh, n: len(drec)}, off: off})
+	return nil
 }
 
 // receiptPrefix starts every receipt handle; the version lets the format
@@ -676,58 +578,41 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 	if len(receipts) == 0 || len(receipts) > MaxDeleteBatch {
 		return nil, fmt.Errorf("delete from %s: %d receipt handles: give 1 to %d per call", queue, len(receipts), MaxDeleteBatch)
 	}
-	type target struct {
-		id    string
-		nonce [nonceLen]byte
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	targets := make([]target, len(receipts))
 	errs = make([]error, len(receipts))
+	f := newFrame()
+	s.qmu.Lock()
+	q, err := s.queueOf(queue)
+	if err != nil {
+		s.qmu.Unlock()
+		return nil, fmt.Errorf("delete: %w", err)
+	}
 	for i, r := range receipts {
 		id, nonce, err := parseReceipt(r)
 		if err != nil {
 			errs[i] = fmt.Errorf("delete from %s: %w", queue, err)
 			continue
 		}
-		targets[i] = target{id, nonce}
+		m := q.msgs[id]
+		if m == nil || !m.h.HasReceipt || m.h.Nonce != nonce {
+			errs[i] = fmt.Errorf("delete message %s from %s: %w: it was received again after its visibility timeout, or deleted; delete with the latest receive's handle", id, queue, ErrStaleReceipt)
+			continue
+		}
+		q.remove(m)
+		f.del(queue, id)
 	}
-	var failure error
-	stale := make([]bool, len(receipts))
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		failure = nil
-		clear(stale)
-		qb, err := queueBucket(tx, queue)
-		if err != nil {
-			failure = fmt.Errorf("delete: %w", err)
-			return nil
-		}
-		for i, t := range targets {
-			if errs[i] != nil {
-				continue
-			}
-			m, _, ok, err := loadMsg(qb, []byte(t.id))
-			if err != nil {
-				return err
-			}
-			if !ok || !m.HasReceipt || m.Nonce != t.nonce {
-				stale[i] = true
-				continue
-			}
-			if err := removeTx(qb, m); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	var g *walGroup
+	if !f.empty() {
+		g, err = s.wal.add(f)
+	}
+	s.qmu.Unlock()
+	if err == nil && g != nil {
+		err = g.wait()
+	}
 	if err != nil {
 		return nil, err
-	}
-	if failure != nil {
-		return nil, failure
-	}
-	for i, st := range stale {
-		if st {
-			errs[i] = fmt.Errorf("delete message %s from %s: %w: it was received again after its visibility timeout, or deleted; delete with the latest receive's handle", targets[i].id, queue, ErrStaleReceipt)
-		}
 	}
 	return errs, nil
 }
@@ -745,65 +630,58 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	if err != nil {
 		return fmt.Errorf("change visibility in %s: %w", queue, err)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	at := nanos(s.clock.Now().Add(visibility))
-	var failure error
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		failure = nil
-		qb, err := queueBucket(tx, queue)
-		if err != nil {
-			failure = fmt.Errorf("change visibility: %w", err)
-			return nil
-		}
-		m, rec, ok, err := loadMsg(qb, []byte(id))
-		if err != nil {
-			return err
-		}
-		if !ok || !m.HasReceipt || m.Nonce != nonce {
-			failure = fmt.Errorf("change visibility of message %s in %s: %w: it was received again after its visibility timeout, or deleted", id, queue, ErrStaleReceipt)
-			return nil
-		}
-		if err := qb.Bucket(bVis).Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
-			return err
-		}
-		m.VisibleAt = at
-		if _, err := rewriteMsg(qb, &m, rec); err != nil {
-			return err
-		}
-		return appendOnly(qb.Bucket(bVis)).Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID))
-	})
+	f := newFrame()
+	s.qmu.Lock()
+	q, err := s.queueOf(queue)
+	if err != nil {
+		s.qmu.Unlock()
+		return fmt.Errorf("change visibility: %w", err)
+	}
+	m := q.msgs[id]
+	if m == nil || !m.h.HasReceipt || m.h.Nonce != nonce {
+		s.qmu.Unlock()
+		return fmt.Errorf("change visibility of message %s in %s: %w: it was received again after its visibility timeout, or deleted", id, queue, ErrStaleReceipt)
+	}
+	m.h.VisibleAt = at
+	heap.Fix(&q.vis, m.idx)
+	f.state(queue, m)
+	g, err := s.wal.add(f)
+	s.qmu.Unlock()
 	if err != nil {
 		return err
 	}
-	return failure
+	return g.wait()
 }
 
 // PurgeQueue deletes every message of queue, visible or in flight, and returns
 // how many it deleted.
 func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
-	var n int
-	var failure error
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		n, failure = 0, nil
-		qb, err := queueBucket(tx, queue)
-		if err != nil {
-			failure = fmt.Errorf("purge: %w", err)
-			return nil
-		}
-		n = int(binary.BigEndian.Uint64(qb.Get(kN)))
-		for _, name := range [][]byte{bMsgs, bVis, bAge} {
-			if err := qb.DeleteBucket(name); err != nil {
-				return err
-			}
-			if _, err := qb.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		return qb.Put(kN, u64(0))
-	})
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	f := newFrame()
+	p := f.op(opPurge)
+	f.b = appendStr(f.b, queue)
+	f.end(p)
+	f.purge = queue
+	s.qmu.Lock()
+	if _, err := s.queueOf(queue); err != nil {
+		s.qmu.Unlock()
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	g, err := s.wal.add(f)
+	s.qmu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	return n, failure
+	if err := g.wait(); err != nil {
+		return 0, err
+	}
+	return f.purged, nil
 }
 
 func countBuckets(b *bolt.Bucket) int {
@@ -814,8 +692,8 @@ func countBuckets(b *bolt.Bucket) int {
 
 // SendAndComplete sends a message to queue and completes owner's dedupe
 // claim on claimID (turning it into a delivered record expiring at
-// expiresAt) in one transaction: either both happen or neither does, so a
-// crash between the send and the completion cannot let a retry deliver a
+// expiresAt) in one durable write: either both happen or neither does, so
+// a crash between the send and the completion cannot let a retry deliver a
 // strict-mode command twice. If the claim is not owner's live in-progress
 // record the message is not sent and the error wraps flow.ErrNotOwner; if
 // the send is refused (no such queue, full) the claim is left in progress
@@ -831,7 +709,7 @@ type ClaimCompletion struct {
 }
 
 // Delivery is a message to send together with what must become durable
-// with it, in the same transaction.
+// with it, in the same write.
 type Delivery struct {
 	Queue      string
 	Body       []byte
@@ -845,12 +723,16 @@ type Delivery struct {
 	Event *OutboxEntry
 }
 
-// Deliver sends d's message and, in the same transaction, completes its
-// claim and appends its event: all of them happen or none. It returns the
-// message id. Errors as Send's and SendAndComplete's; an event that cannot
-// be encoded refuses the delivery before anything is written.
+// Deliver sends d's message and, in the same log frame (one atomic, durable
+// write), completes its claim and appends its event: all of them happen or
+// none. It returns the message id. Errors as Send's and SendAndComplete's;
+// an event that cannot be encoded refuses the delivery before anything is
+// written.
 func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	if err := checkMessage(d.Queue, d.Body, d.Attributes); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	now := s.clock.Now()
@@ -858,50 +740,84 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rec := newMsgRecord(id, d.Body, d.Attributes, now)
-	var tel []telRecord
-	var seqs []uint64
+	var tel telRecord
 	if d.Event != nil {
-		r, err := encodeOutboxEntry(*d.Event, now.UTC())
-		if err != nil {
+		if tel, err = encodeOutboxEntry(*d.Event, now.UTC()); err != nil {
 			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
 		}
-		tel, seqs = []telRecord{r}, make([]uint64, 1)
 	}
-	c := d.Claim
-	var failure error
-	var notOwner bool
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		failure, notOwner = nil, false
-		if c != nil {
-			if _, ok, err := ownedTx(tx, c.ID, c.Owner, c.Now); err != nil || !ok {
-				notOwner = !ok
-				return err
-			}
-		}
-		var err error
-		if failure, err = sendTx(tx, d.Queue, rec); err != nil || failure != nil {
-			return err
-		}
-		if c != nil {
-			if _, err := completeTx(tx, c.ID, c.Owner, c.ExpiresAt, c.Now); err != nil {
-				return err
-			}
-		}
-		if tel != nil {
-			return appendTelemetryTx(tx, tel, seqs)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
+	rec, h := newMsgRecord(id, d.Body, d.Attributes, now)
+	f := newFrame()
+	off := f.msg(d.Queue, rec)
+	if d.Claim != nil {
+		appendClaimOp(f, d.Claim)
+	}
+	f.inserts = append(f.inserts, insert{m: &memMsg{id: id, h: h, n: len(rec)}, off: off})
+	var tels []telRecord
+	if d.Event != nil {
+		tels = []telRecord{tel}
+	}
+	g, err := s.queueDelivery(ctx, d, f, tels)
+	if err != nil {
+		return "", fmt.Errorf("send %s to %s: %w", id, d.Queue, err)
+	}
+	if err := g.wait(); err != nil {
 		return "", err
-	case notOwner:
-		return "", fmt.Errorf("send %s to %s: claim %q: %w", id, d.Queue, c.ID, flow.ErrNotOwner)
-	case failure != nil:
-		return "", failure
 	}
 	return id, nil
+}
+
+// queueDelivery checks d's claim and its queue's depth and queues f, the
+// frame of its message (f.inserts[0]), claim completion and events tels.
+func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []telRecord) (*walGroup, error) {
+	if c := d.Claim; c != nil {
+		// Held until the frame is queued: two deliveries under one claim
+		// cannot both find it theirs.
+		s.cmu.Lock()
+		defer s.cmu.Unlock()
+		owned := false
+		if _, completing := s.completing[c.ID]; !completing {
+			if err := s.view(ctx, func(tx *bolt.Tx) error {
+				var err error
+				_, owned, err = ownedTx(tx, c.ID, c.Owner, c.Now)
+				return err
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if !owned {
+			return nil, fmt.Errorf("claim %q: %w", c.ID, flow.ErrNotOwner)
+		}
+	}
+	s.qmu.Lock()
+	q, err := s.queueOf(d.Queue)
+	if err != nil {
+		s.qmu.Unlock()
+		return nil, err
+	}
+	if n := len(q.msgs) + q.reserved; n >= q.q.MaxDepth {
+		s.qmu.Unlock()
+		return nil, fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
+	}
+	q.reserved++
+	s.qmu.Unlock()
+	f.inserts[0].q = q
+	var g *walGroup
+	if tels != nil {
+		g, err = s.addTelemetry(f, tels, nil)
+	} else {
+		g, err = s.wal.add(f)
+	}
+	if err != nil {
+		s.qmu.Lock()
+		q.reserved--
+		s.qmu.Unlock()
+		return nil, err
+	}
+	if d.Claim != nil {
+		s.completing[d.Claim.ID] = f.lsn // s.cmu is held
+	}
+	return g, nil
 }
 
 // ReleaseInFlight makes every received, undeleted message of queue
@@ -911,46 +827,37 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 // receivers of those messages died with the previous process, so waiting
 // out their visibility timeouts would only delay the work.
 func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	now := nanos(s.clock.Now())
-	var released int
-	var failure error
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		released, failure = 0, nil
-		qb, err := queueBucket(tx, queue)
-		if err != nil {
-			failure = fmt.Errorf("release in-flight messages: %w", err)
-			return nil
+	f := newFrame()
+	s.qmu.Lock()
+	q, err := s.queueOf(queue)
+	if err != nil {
+		s.qmu.Unlock()
+		return 0, fmt.Errorf("release in-flight messages: %w", err)
+	}
+	released := 0
+	for _, m := range q.msgs {
+		if m.h.VisibleAt <= now {
+			continue
 		}
-		vis := qb.Bucket(bVis)
-		c := vis.Cursor()
-		var ids [][]byte
-		for k, id := c.Seek(timeKey(now+1, 0)); k != nil; k, id = c.Next() {
-			ids = append(ids, bytes.Clone(id))
-		}
-		for _, id := range ids {
-			m, rec, ok, err := loadMsg(qb, id)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return corrupt("queue index", queue, fmt.Errorf("no message %s", id))
-			}
-			if err := vis.Delete(timeKey(m.VisibleAt, m.Seq)); err != nil {
-				return err
-			}
-			m.VisibleAt, m.HasReceipt, m.Nonce = now, false, [nonceLen]byte{}
-			if _, err := rewriteMsg(qb, &m, rec); err != nil {
-				return err
-			}
-			if err := vis.Put(timeKey(m.VisibleAt, m.Seq), []byte(m.ID)); err != nil {
-				return err
-			}
-			released++
-		}
-		return nil
-	})
+		m.h.VisibleAt, m.h.HasReceipt, m.h.Nonce = now, false, [nonceLen]byte{}
+		heap.Fix(&q.vis, m.idx)
+		f.state(queue, m)
+		released++
+	}
+	var g *walGroup
+	if !f.empty() {
+		g, err = s.wal.add(f)
+	}
+	s.qmu.Unlock()
+	if err == nil && g != nil {
+		err = g.wait()
+	}
 	if err != nil {
 		return 0, err
 	}
-	return released, failure
+	return released, nil
 }

@@ -52,6 +52,10 @@ type Options struct {
 	// OpenTimeout bounds the wait for the file lock held by another
 	// process. Default: 2 s.
 	OpenTimeout time.Duration
+
+	// segmentBytes overrides walSegmentBytes (tests: rotation and
+	// compaction without writing 32 MiB).
+	segmentBytes int64
 }
 
 // ErrClosed is returned by every method called after Close.
@@ -97,6 +101,30 @@ type Store struct {
 
 	// commits and writes count group commits and the writes they took.
 	commits, committed atomic.Uint64
+
+	// The write-ahead log and what lives there (wal.go, apply.go).
+	wal *wal
+	ap  *applier
+	// logErr is the last error of the log's upkeep (deleting or compacting
+	// segments); the writes go on.
+	logErr atomic.Pointer[error]
+
+	// qmu guards queues (memqueue.go) and the segments' live counts.
+	qmu    sync.Mutex
+	queues map[string]*memQueue
+
+	// cmu guards completing: the claims whose completion is written to the
+	// log and not yet applied to the file, with the frame's lsn. A claim
+	// there is no longer its owner's to deliver under, and the flow
+	// methods wait for its completion before reading it.
+	cmu        sync.Mutex
+	completing map[string]uint64
+
+	// tmu guards the telemetry positions: each stream's last sequence
+	// number and the last global number handed out.
+	tmu       sync.Mutex
+	telLast   map[string]uint64
+	telGlobal uint64
 }
 
 // CommitStats says how well writes are grouped: Writes (calls of the
@@ -136,14 +164,16 @@ var (
 
 // StoreFormat is the layout of the records this package writes. Format 1
 // (JSON records) was replaced by format 2 (binary queue, archive and
-// telemetry records) before any release; a file of another format is
-// refused with a message saying what to do, never misread.
-const StoreFormat = 2
+// telemetry records), and format 2 by format 3 (queue messages in the
+// write-ahead log beside the file, not in it) before any release; a file
+// of another format is refused with a message saying what to do, never
+// misread.
+const StoreFormat = 3
 
 // ErrFormat wraps Open's refusal of a file of another store format.
 var ErrFormat = errors.New("unsupported store format")
 
-var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots}
+var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots, bWAL}
 
 // Open opens (creating if needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
@@ -196,13 +226,77 @@ func Open(opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("embedded store: initialise %s: %w", path, err)
 	}
-	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{})}
+	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
+		queues: make(map[string]*memQueue), telLast: make(map[string]uint64), completing: make(map[string]uint64)}
 	if !opts.Ephemeral {
 		s.path = path
 	}
+	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.committer()
+	go s.wal.flusher()
+	go s.applyLoop()
+	signal(s.ap.kick) // delete the segments recovery left that nothing needs
 	return s, nil
+}
+
+// openLog loads the queues, recovers the write-ahead log in dir (none for
+// an ephemeral store) and opens its active segment.
+func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64) error {
+	if err := s.loadQueues(); err != nil {
+		return fmt.Errorf("embedded store: load queues: %w", err)
+	}
+	w := &wal{ephemeral: ephemeral, cur: newGroup(), onSynced: s.synced, flusherDone: make(chan struct{}), segmentBytes: segmentBytes}
+	if w.segmentBytes <= 0 {
+		w.segmentBytes = walSegmentBytes
+	}
+	w.cond = sync.NewCond(&w.mu)
+	w.onRotate = func() { signal(s.ap.kick) }
+	next := uint64(1)
+	if ephemeral {
+		s.ap = newApplier(0)
+	} else {
+		w.dir = dir
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("embedded store: create the log directory %s: %w", dir, err)
+		}
+		var err error
+		if next, w.segs, err = s.recoverLog(dir); err != nil {
+			return err
+		}
+	}
+	if n := len(w.segs); n == 0 || w.segs[n-1].size != 0 {
+		seg, err := w.createSegment(next)
+		if err != nil {
+			for _, sg := range w.segs {
+				sg.f.Close()
+			}
+			return fmt.Errorf("embedded store: %w", err)
+		}
+		w.segs = append(w.segs, seg)
+	}
+	w.next = next
+	s.wal = w
+	if err := s.loadTelemetryPositions(); err != nil {
+		w.closeFiles()
+		return fmt.Errorf("embedded store: load telemetry positions: %w", err)
+	}
+	return nil
+}
+
+// LogStats returns the write-ahead log's counts so far.
+func (s *Store) LogStats() LogStats {
+	s.wal.mu.Lock()
+	n := len(s.wal.segs)
+	s.wal.mu.Unlock()
+	st := LogStats{Frames: s.wal.frames.Load(), Syncs: s.wal.syncs.Load(), Segments: n}
+	if e := s.logErr.Load(); e != nil {
+		st.UpkeepError = (*e).Error()
+	}
+	return st
 }
 
 // checkFormat stamps a new file with StoreFormat and refuses a file of
@@ -238,13 +332,24 @@ func formatError(path string, f uint64) error {
 // Path returns the store's file, or "" for an ephemeral store.
 func (s *Store) Path() string { return s.path }
 
+// LogDir returns the directory of the store's write-ahead log, beside its
+// file, or "" for an ephemeral store.
+func (s *Store) LogDir() string { return s.wal.dir }
+
 // Close stops accepting writes, waits for the queued ones to commit and
 // closes the file. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// The log first: its queued frames are written, then applied.
+		s.wal.close()
+		close(s.ap.stop)
+		<-s.ap.done
 		close(s.done)
 		s.wg.Wait()
-		s.closeErr = s.db.Close()
+		err := s.wal.closeFiles()
+		if s.closeErr = s.db.Close(); s.closeErr == nil {
+			s.closeErr = err
+		}
 	})
 	return s.closeErr
 }

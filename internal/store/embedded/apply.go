@@ -1,0 +1,672 @@
+package embedded
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Applying the log to the bbolt file: telemetry records, archived events
+// and claim completions are durable once their frame is synced, and are
+// applied to the file by one goroutine in large transactions (at most one
+// every applyEvery), together with the lsn they are applied up to. Reads
+// of telemetry and of the archive first wait for what was written before
+// them to be applied (awaitApplied), so a caller reads its own writes.
+// Recovery applies again whatever the file had not when the process
+// stopped.
+
+// applyEvery paces the applies: under load one transaction carries this
+// long's worth of writes (bbolt's cost per record falls as its
+// transactions grow), and a reader waits at most about this long.
+const applyEvery = 2 * time.Millisecond
+
+// applyItem is one op to apply: its kind and payload as in the log.
+type applyItem struct {
+	kind    byte
+	payload []byte
+}
+
+// bWAL holds kApplied: every op of a frame up to that lsn is applied.
+var (
+	bWAL     = []byte("wal")
+	kApplied = []byte("applied")
+)
+
+type applier struct {
+	mu    sync.Mutex
+	items []applyItem
+	// upTo is the lsn of the last synced frame: every item of a frame up
+	// to it is in items (or applied).
+	upTo uint64
+	// lastItem is the lsn of the newest frame with items.
+	lastItem uint64
+	err      error
+	// applied is the lsn every item is applied up to.
+	applied atomic.Uint64
+	// changed is closed (and replaced) after each apply.
+	changed chan struct{}
+
+	wake, kick chan struct{}
+	stop       chan struct{}
+	done       chan struct{}
+}
+
+func newApplier(applied uint64) *applier {
+	a := &applier{changed: make(chan struct{}), wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	a.applied.Store(applied)
+	a.upTo = applied
+	return a
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// synced is the log's onSynced: it runs in the flusher, in lsn order,
+// once frames are durable. It makes their messages receivable, carries
+// out their purges and moves, and queues their ops to apply.
+func (s *Store) synced(frames []*frame) {
+	s.qmu.Lock()
+	for _, f := range frames {
+		for _, in := range f.inserts {
+			in.m.seg, in.m.off = f.seg, f.base+int64(in.off)
+			if in.m.h.Seq == 0 {
+				in.m.h.Seq = f.lsn
+			}
+			in.q.reserved = max(0, in.q.reserved-1)
+			in.q.add(in.m)
+		}
+		for _, mv := range f.moves {
+			if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
+				mv.from.live--
+				mv.m.seg, mv.m.off = f.seg, f.base+int64(mv.off)
+				f.seg.live++
+			}
+		}
+		if f.purge != "" {
+			if q := s.queues[f.purge]; q != nil {
+				f.purged = len(q.msgs)
+				for _, m := range q.msgs {
+					m.seg.live--
+				}
+				clear(q.msgs)
+				clear(q.vis)
+				q.vis = q.vis[:0]
+			}
+		}
+	}
+	s.qmu.Unlock()
+	a := s.ap
+	a.mu.Lock()
+	items := false
+	for _, f := range frames {
+		if len(f.applies) > 0 {
+			a.items = append(a.items, f.applies...)
+			a.lastItem = f.lsn
+			items = true
+		}
+	}
+	a.upTo = frames[len(frames)-1].lsn
+	a.mu.Unlock()
+	if items {
+		signal(a.wake)
+	}
+}
+
+// applyLoop applies the queued items until the store closes.
+func (s *Store) applyLoop() {
+	a := s.ap
+	defer close(a.done)
+	var last time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-a.wake:
+		case <-a.kick:
+			s.maintain()
+			continue
+		case <-a.stop:
+			s.applyOnce()
+			return
+		}
+		if d := applyEvery - time.Since(last); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-a.stop:
+				timer.Stop()
+				s.applyOnce()
+				return
+			}
+		}
+		last = time.Now()
+		s.applyOnce()
+		s.maintain()
+	}
+}
+
+// applyOnce applies every queued item in one transaction.
+func (s *Store) applyOnce() {
+	a := s.ap
+	a.mu.Lock()
+	items, upTo := a.items, a.upTo
+	a.items = nil
+	a.mu.Unlock()
+	var err error
+	if len(items) > 0 {
+		err = s.update(context.Background(), func(tx *bolt.Tx) error { return applyTx(tx, items, upTo) })
+	}
+	if err == nil {
+		s.completed(items, upTo)
+	}
+	a.mu.Lock()
+	if err != nil {
+		// Kept for the next attempt, in order.
+		a.items = append(items, a.items...)
+		a.err = err
+	} else {
+		a.err = nil
+		a.applied.Store(upTo)
+	}
+	close(a.changed)
+	a.changed = make(chan struct{})
+	retry := err != nil
+	a.mu.Unlock()
+	if retry {
+		signal(a.wake)
+	}
+}
+
+// awaitApplied returns once every item written before the call is
+// applied to the file.
+func (s *Store) awaitApplied(ctx context.Context) error {
+	a := s.ap
+	a.mu.Lock()
+	target := a.lastItem
+	a.mu.Unlock()
+	return s.awaitLSN(ctx, target)
+}
+
+// awaitClaim returns once no completion of claim id written before the
+// call is waiting to be applied: the claim's record in the file is then
+// up to date.
+func (s *Store) awaitClaim(ctx context.Context, id string) error {
+	s.cmu.Lock()
+	lsn, ok := s.completing[id]
+	s.cmu.Unlock()
+	if !ok {
+		return nil
+	}
+	return s.awaitLSN(ctx, lsn)
+}
+
+// awaitLSN returns once every item of a frame up to lsn is applied.
+func (s *Store) awaitLSN(ctx context.Context, target uint64) error {
+	a := s.ap
+	for {
+		a.mu.Lock()
+		if a.applied.Load() >= target {
+			a.mu.Unlock()
+			return nil
+		}
+		ch, err := a.changed, a.err
+		a.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("embedded store: applying the log: %w", err)
+		}
+		signal(a.wake)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return ErrClosed
+		}
+	}
+}
+
+// completed forgets the claim completions now applied.
+func (s *Store) completed(items []applyItem, upTo uint64) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if len(s.completing) == 0 {
+		return
+	}
+	for _, it := range items {
+		if it.kind != opClaim {
+			continue
+		}
+		if c, err := decodeClaimOp(it.payload); err == nil {
+			if lsn, ok := s.completing[c.ID]; ok && lsn <= upTo {
+				delete(s.completing, c.ID)
+			}
+		}
+	}
+}
+
+// applyTx applies items, in order, and records upTo.
+func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
+	type stream struct {
+		tb *bolt.Bucket
+		m  streamMeta
+	}
+	var (
+		tenants, all *bolt.Bucket
+		streams      map[string]*stream
+		maxGlobal    uint64
+		ev, ids      *bolt.Bucket
+	)
+	for _, it := range items {
+		switch it.kind {
+		case opTel:
+			tenant, seq, rec, err := decodeTelOp(it.payload)
+			if err != nil {
+				return corrupt("log telemetry op", "", err)
+			}
+			if tenants == nil {
+				if tenants, all, err = outboxBuckets(tx); err != nil {
+					return err
+				}
+				appendOnly(all)
+				streams = make(map[string]*stream)
+			}
+			st := streams[tenant]
+			if st == nil {
+				st = &stream{}
+				if st.tb = tenants.Bucket([]byte(tenant)); st.tb == nil {
+					if st.tb, err = tenants.CreateBucket([]byte(tenant)); err != nil {
+						return err
+					}
+					if _, err := st.tb.CreateBucket(bEv); err != nil {
+						return err
+					}
+				} else if st.m, err = loadMeta(st.tb, tenant); err != nil {
+					return err
+				}
+				streams[tenant] = st
+			}
+			global := binary.BigEndian.Uint64(rec[telOffGlobal:])
+			if err := appendOnly(st.tb.Bucket(bEv)).Put(u64(seq), rec); err != nil {
+				return err
+			}
+			if err := all.Put(u64(global), append(u64(seq), tenant...)); err != nil {
+				return err
+			}
+			st.m.Last = max(st.m.Last, seq)
+			maxGlobal = max(maxGlobal, global)
+		case opArch:
+			if ev == nil {
+				var err error
+				ab := tx.Bucket(bArchive)
+				if ev, err = ab.CreateBucketIfNotExists(bArchEv); err != nil {
+					return err
+				}
+				if ids, err = ab.CreateBucketIfNotExists(bArchIDs); err != nil {
+					return err
+				}
+				appendOnly(ev)
+				appendOnly(ids) // ids from node.Node are time-ordered
+			}
+			id, err := archivedID(it.payload)
+			if err != nil {
+				return corrupt("log archive op", "", err)
+			}
+			if ids.Get([]byte(id)) != nil {
+				continue
+			}
+			seq, err := ev.NextSequence()
+			if err != nil {
+				return err
+			}
+			k := timeKey(int64(binary.BigEndian.Uint64(it.payload[1:])), seq)
+			if err := ev.Put(k, it.payload); err != nil {
+				return err
+			}
+			if err := ids.Put([]byte(id), k); err != nil {
+				return err
+			}
+		case opClaim:
+			c, err := decodeClaimOp(it.payload)
+			if err != nil {
+				return corrupt("log claim op", "", err)
+			}
+			// Its owner checked the claim before the message was
+			// written; a claim whose lease ran out in the meantime (a
+			// lease is seconds, an apply milliseconds) is left as it is.
+			if _, err := completeTx(tx, c.ID, c.Owner, c.ExpiresAt, c.Now); err != nil {
+				return err
+			}
+		default:
+			return corrupt("log op", "", fmt.Errorf("kind %d cannot be applied", it.kind))
+		}
+	}
+	for _, st := range streams {
+		if err := st.tb.Put(kMeta, encodeMeta(st.m)); err != nil {
+			return err
+		}
+	}
+	if all != nil && maxGlobal > all.Sequence() {
+		if err := all.SetSequence(maxGlobal); err != nil {
+			return err
+		}
+	}
+	wb, err := tx.CreateBucketIfNotExists(bWAL)
+	if err != nil {
+		return err
+	}
+	return wb.Put(kApplied, u64(upTo))
+}
+
+// Op payloads.
+
+func appendTelOp(f *frame, tenant []byte, seq uint64, rec []byte) {
+	p := f.op(opTel)
+	f.b = binary.AppendUvarint(f.b, uint64(len(tenant)))
+	f.b = append(f.b, tenant...)
+	f.b = binary.BigEndian.AppendUint64(f.b, seq)
+	f.b = append(f.b, rec...)
+	f.end(p)
+	f.applies = append(f.applies, applyItem{opTel, f.b[p:]})
+}
+
+func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
+	r := reader{b: p}
+	tenant = r.str(MaxTenantLen)
+	seq = r.u64()
+	if r.err == nil && len(r.b) < 17 {
+		r.fail(errShort)
+	}
+	return tenant, seq, r.b, r.err
+}
+
+func appendArchOp(f *frame, rec []byte) {
+	p := f.op(opArch)
+	f.b = append(f.b, rec...)
+	f.end(p)
+	f.applies = append(f.applies, applyItem{opArch, f.b[p:]})
+}
+
+func appendClaimOp(f *frame, c *ClaimCompletion) {
+	p := f.op(opClaim)
+	f.b = appendStr(f.b, c.ID)
+	f.b = appendStr(f.b, c.Owner)
+	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.ExpiresAt)))
+	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.Now)))
+	f.end(p)
+	f.applies = append(f.applies, applyItem{opClaim, f.b[p:]})
+}
+
+func decodeClaimOp(p []byte) (ClaimCompletion, error) {
+	r := reader{b: p}
+	c := ClaimCompletion{ID: r.str(maxKeyLen), Owner: r.str(maxKeyLen)}
+	c.ExpiresAt = time.Unix(0, int64(r.u64())).UTC()
+	c.Now = time.Unix(0, int64(r.u64())).UTC()
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Errorf("%d trailing bytes", len(r.b)))
+	}
+	return c, r.err
+}
+
+// fixups after the patch: a frame's applies alias f.b, which grows while
+// ops are appended; rebase them once the frame is complete.
+func (f *frame) seal() {
+	if len(f.applies) == 0 {
+		return
+	}
+	// The payloads were sliced from f.b as it was then; f.b may have
+	// moved since. Each payload's position is found again from the ops.
+	i := 0
+	for p := frameHeaderLen; p < len(f.b); {
+		k, l := f.b[p], int(binary.BigEndian.Uint32(f.b[p+1:]))
+		if k == opTel || k == opArch || k == opClaim {
+			f.applies[i].payload = f.b[p+opHeaderLen : p+opHeaderLen+l]
+			i++
+		}
+		p += opHeaderLen + l
+	}
+}
+
+// maintain deletes the segments nothing needs any more, and copies the
+// messages of the oldest forward when more than walKeepSegments sealed
+// segments are kept only for their messages.
+func (s *Store) maintain() {
+	for {
+		applied := s.ap.applied.Load()
+		s.qmu.Lock()
+		dropped, err := s.wal.dropOldest(applied)
+		s.qmu.Unlock()
+		if err != nil {
+			s.logErr.Store(&err)
+			return
+		}
+		if dropped {
+			continue
+		}
+		sealed := s.wal.sealed()
+		if len(sealed) <= walKeepSegments || sealed[0].maxApply > applied {
+			return
+		}
+		if err := s.compact(sealed[0]); err != nil {
+			s.logErr.Store(&err)
+			return
+		}
+	}
+}
+
+// compact copies the messages still in seg to the end of the log.
+func (s *Store) compact(seg *segment) error {
+	f := newFrame()
+	s.qmu.Lock()
+	for name, q := range s.queues {
+		for _, m := range q.msgs {
+			if m.seg != seg {
+				continue
+			}
+			rec := make([]byte, m.n)
+			if _, err := seg.f.ReadAt(rec, m.off); err != nil {
+				s.qmu.Unlock()
+				return fmt.Errorf("compact log segment %s: read message %s: %w", seg.name, m.id, err)
+			}
+			putHeader(rec, &m.h)
+			off := f.msg(name, rec)
+			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
+		}
+	}
+	if f.empty() {
+		s.qmu.Unlock()
+		return nil
+	}
+	g, err := s.wal.add(f)
+	s.qmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return g.wait()
+}
+
+// recoverLog rebuilds the queues from the log in dir and applies to the
+// file what it had not applied. It returns the lsn of the next frame and
+// the segments found (the last one, if empty, becomes the active one).
+func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error) {
+	var applied uint64
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if wb := tx.Bucket(bWAL); wb != nil {
+			if v := wb.Get(kApplied); len(v) == 8 {
+				applied = binary.BigEndian.Uint64(v)
+			}
+		}
+		return nil
+	}); err != nil {
+		return 0, nil, err
+	}
+	firsts, err := listSegments(dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		if err != nil {
+			for _, sg := range segs {
+				sg.f.Close()
+			}
+			segs = nil
+		}
+	}()
+	var pending []applyItem
+	var last uint64
+	for i, first := range firsts {
+		name := segmentName(first)
+		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+		if err != nil {
+			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
+		}
+		sg := &segment{first: first, f: fl, name: name, synced: true}
+		segs = append(segs, sg)
+		end, torn, err := scanSegment(fl, func(lsn uint64, ops []walOp) error {
+			if lsn <= last || lsn < first {
+				return fmt.Errorf("frame %d out of order (after %d)", lsn, last)
+			}
+			last = lsn
+			for _, op := range ops {
+				if err := s.recoverOp(sg, lsn, op); err != nil {
+					return fmt.Errorf("frame %d: %w", lsn, err)
+				}
+				if op.kind == opTel || op.kind == opArch || op.kind == opClaim {
+					sg.maxApply = lsn
+					if lsn > applied {
+						pending = append(pending, applyItem{op.kind, append([]byte(nil), op.payload...)})
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
+		}
+		if torn {
+			if i != len(firsts)-1 {
+				return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
+			}
+			// A write the crash interrupted: it was never acknowledged.
+			if err := fl.Truncate(end); err != nil {
+				return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
+			}
+			if err := fl.Sync(); err != nil {
+				return 0, segs, fmt.Errorf("sync log segment %s: %w", name, err)
+			}
+		}
+		sg.size = end
+	}
+	for _, q := range s.queues {
+		q.vis = q.vis[:0]
+		for _, m := range q.msgs {
+			q.vis = append(q.vis, m)
+		}
+		for i, m := range q.vis {
+			m.idx = i
+		}
+		heap.Init(&q.vis)
+	}
+	upTo := max(last, applied)
+	if len(pending) > 0 {
+		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, pending, upTo) }); err != nil {
+			return 0, segs, fmt.Errorf("embedded store: apply the log: %w", err)
+		}
+	}
+	s.ap = newApplier(upTo)
+	next = upTo + 1
+	if n := len(segs); n > 0 && segs[n-1].size == 0 {
+		next = max(next, segs[n-1].first)
+	}
+	return next, segs, nil
+}
+
+// recoverOp replays one op into the in-memory queues.
+func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
+	r := reader{b: op.payload}
+	switch op.kind {
+	case opMsg:
+		name := r.str(MaxQueueNameLen)
+		if r.err != nil {
+			return r.err
+		}
+		q := s.queues[name]
+		if q == nil {
+			return fmt.Errorf("message for unknown queue %q", name)
+		}
+		rec := r.b
+		h, id, err := decodeMsgHeader(rec)
+		if err != nil {
+			return err
+		}
+		if h.Seq == 0 {
+			h.Seq = lsn
+		}
+		off := op.off + int64(len(op.payload)-len(rec))
+		if m := q.msgs[id]; m != nil {
+			m.seg.live--
+			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
+			sg.live++
+			return nil
+		}
+		m := &memMsg{id: id, h: h, seg: sg, off: off, n: len(rec)}
+		q.msgs[id] = m
+		sg.live++
+	case opState:
+		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
+		if r.err == nil && len(r.b) != msgHeaderLen {
+			r.fail(fmt.Errorf("state of %d bytes", len(r.b)))
+		}
+		if r.err != nil {
+			return r.err
+		}
+		hr := reader{b: r.b}
+		h := readHeader(&hr)
+		if hr.err != nil {
+			return hr.err
+		}
+		if q := s.queues[name]; q != nil {
+			if m := q.msgs[id]; m != nil {
+				h.Seq = m.h.Seq
+				m.h = h
+			}
+		}
+	case opDel:
+		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
+		if r.err != nil {
+			return r.err
+		}
+		if q := s.queues[name]; q != nil {
+			if m := q.msgs[id]; m != nil {
+				delete(q.msgs, id)
+				m.seg.live--
+			}
+		}
+	case opPurge:
+		name := r.str(MaxQueueNameLen)
+		if r.err != nil {
+			return r.err
+		}
+		if q := s.queues[name]; q != nil {
+			for _, m := range q.msgs {
+				m.seg.live--
+			}
+			clear(q.msgs)
+		}
+	case opTel, opArch, opClaim:
+	default:
+		return fmt.Errorf("unknown op kind %d", op.kind)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package embedded
+
+import "container/heap"
+
+// The queues' messages live in memory (and durably in the write-ahead
+// log): a map by id and a heap in visibility order per queue. Everything
+// here is guarded by Store.qmu.
+
+// memQueue is one queue's messages.
+type memQueue struct {
+	q    Queue
+	msgs map[string]*memMsg
+	vis  visHeap
+	// reserved counts sends queued to the log and not yet durable: they
+	// count towards MaxDepth before they are in msgs.
+	reserved int
+}
+
+func newMemQueue(q Queue) *memQueue {
+	return &memQueue{q: q, msgs: make(map[string]*memMsg)}
+}
+
+// memMsg is a queued message: its state, and where its record (id,
+// attributes, body) is in the log. h.Seq is the lsn of the frame that
+// sent it: the tie-break of the visibility order.
+type memMsg struct {
+	id  string
+	h   msgHeader
+	seg *segment
+	off int64
+	n   int
+	idx int // in vis
+}
+
+func (q *memQueue) add(m *memMsg) {
+	q.msgs[m.id] = m
+	heap.Push(&q.vis, m)
+	m.seg.live++
+}
+
+func (q *memQueue) remove(m *memMsg) {
+	delete(q.msgs, m.id)
+	heap.Remove(&q.vis, m.idx)
+	m.seg.live--
+}
+
+// visHeap orders messages by the time they become visible, then by when
+// they were sent.
+type visHeap []*memMsg
+
+func (h visHeap) Len() int { return len(h) }
+func (h visHeap) Less(i, j int) bool {
+	if h[i].h.VisibleAt != h[j].h.VisibleAt {
+		return h[i].h.VisibleAt < h[j].h.VisibleAt
+	}
+	return h[i].h.Seq < h[j].h.Seq
+}
+func (h visHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *visHeap) Push(x any) {
+	m := x.(*memMsg)
+	m.idx = len(*h)
+	*h = append(*h, m)
+}
+func (h *visHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.idx = -1
+	return m
+}

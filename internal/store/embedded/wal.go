@@ -1,0 +1,539 @@
+package embedded
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// The write-ahead log: the durable home of the hot path's writes (queue
+// messages and their state changes, telemetry records, archived events,
+// claim completions). A write is one frame appended to the active segment;
+// one flusher goroutine writes every frame queued while the previous
+// group was syncing with one write and one fdatasync (group commit), then
+// acknowledges them all. The queues live in memory and in the log only;
+// the telemetry records, archived events and claim completions are also
+// applied to the bbolt file in large background transactions (apply.go),
+// which is where they are read. A segment is deleted once everything in
+// it is applied and none of its messages is still in a queue (compact
+// copies the last few forward). docs/store/embedded.md has the design and
+// the figures that chose it.
+//
+// A frame on disk:
+//
+//	0  length   4  (of the ops)
+//	4  crc32c   4  (Castagnoli, of lsn and ops)
+//	8  lsn      8  (log sequence number: 1, 2, 3, ... across segments)
+//	16 ops      each: kind 1, length 4, payload
+//
+// A frame's ops are atomic: recovery reads a frame whole or, at a torn
+// tail, not at all.
+
+const (
+	frameHeaderLen = 16
+	opHeaderLen    = 5
+	// walSegmentBytes is the size past which the active segment is sealed
+	// and a new one started (a larger frame still goes whole into one
+	// segment).
+	walSegmentBytes = 32 << 20
+	// maxFrameBytes bounds a frame recovery accepts: the largest write (an
+	// archive batch of 1000 events of 256 KiB) with room to spare.
+	maxFrameBytes = 512 << 20
+	// walKeepSegments is how many sealed segments pinned only by their
+	// messages are kept before the oldest one's messages are copied
+	// forward so that it can be deleted.
+	walKeepSegments = 4
+	// walSuffix names the log's directory beside the store file.
+	walSuffix = "-wal"
+)
+
+// Op kinds inside a frame.
+const (
+	opMsg   byte = 1 // queue, then a message record (encodeMsg): a new message, or a message moved by compaction
+	opState byte = 2 // queue, id, then a message header (msgHeaderLen): the message's new state
+	opDel   byte = 3 // queue, id: the message is gone (deleted, or moved to a dead-letter queue)
+	opPurge byte = 4 // queue: every message sent before this frame is gone
+	opTel   byte = 5 // tenant, seq, then a telemetry record (encodeTelemetry)
+	opArch  byte = 6 // an archived event (encodeArchived)
+	opClaim byte = 7 // claim id, owner, expires_at, now: a strict dedupe claim completed
+)
+
+// castagnoli is made on first use, not at package init (start-up cost:
+// internal/app's TestStartupCost).
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
+
+// ErrLogFailed wraps every write after the log failed to write or sync:
+// after a failed fsync the file's state is unknown, so the store stops
+// accepting writes until it is reopened (recovery then reads what is
+// really there).
+var ErrLogFailed = errors.New("embedded store: write-ahead log failed; reopen the store")
+
+// frame is one atomic write being built: its ops, and what the store does
+// once it is durable.
+type frame struct {
+	b []byte
+	// inserts are messages to add to their queues once durable; moves
+	// messages whose record compaction copied.
+	inserts []insert
+	moves   []move
+	// purge, when set, empties the queue of every message sent before
+	// this frame; purged is how many it removed.
+	purge  string
+	purged int
+	// applies are the ops to apply to the bbolt file.
+	applies []applyItem
+
+	// Set by add: the frame's lsn, segment and offset in it.
+	lsn  uint64
+	seg  *segment
+	base int64
+}
+
+type insert struct {
+	q   *memQueue
+	m   *memMsg
+	off int // of the message record in the frame
+}
+
+type move struct {
+	q    *memQueue
+	m    *memMsg
+	from *segment
+	off  int
+}
+
+func newFrame() *frame { return &frame{b: make([]byte, frameHeaderLen, 512)} }
+
+// op appends an op header of kind and returns the offset of its payload;
+// end closes it.
+func (f *frame) op(kind byte) int {
+	f.b = append(f.b, kind, 0, 0, 0, 0)
+	return len(f.b)
+}
+
+func (f *frame) end(start int) {
+	binary.BigEndian.PutUint32(f.b[start-4:], uint32(len(f.b)-start))
+}
+
+func (f *frame) empty() bool { return len(f.b) == frameHeaderLen }
+
+// msg appends a message record for queue and returns the record's offset
+// in the frame.
+func (f *frame) msg(queue string, rec []byte) int {
+	p := f.op(opMsg)
+	f.b = appendStr(f.b, queue)
+	off := len(f.b)
+	f.b = append(f.b, rec...)
+	f.end(p)
+	return off
+}
+
+func (f *frame) state(queue string, m *memMsg) {
+	p := f.op(opState)
+	f.b = appendStr(f.b, queue)
+	f.b = appendStr(f.b, m.id)
+	f.b = append(f.b, make([]byte, msgHeaderLen)...)
+	putHeader(f.b[len(f.b)-msgHeaderLen:], &m.h)
+	f.end(p)
+}
+
+func (f *frame) del(queue, id string) {
+	p := f.op(opDel)
+	f.b = appendStr(f.b, queue)
+	f.b = appendStr(f.b, id)
+	f.end(p)
+}
+
+// segment is one log file.
+type segment struct {
+	first uint64 // lsn of its first frame; its name
+	f     *os.File
+	name  string
+	// size is the offset the next frame goes to (frames queued for the
+	// flusher included). Guarded by wal.mu.
+	size int64
+	// maxApply is the highest lsn of a frame here with ops to apply.
+	// Guarded by wal.mu.
+	maxApply uint64
+	// live counts the queued messages whose record is here. Guarded by
+	// Store.qmu.
+	live int
+	// refs counts reads in progress; a segment is deleted only without.
+	refs atomic.Int32
+	// synced: the directory entry of a new file was synced.
+	synced bool
+}
+
+func segmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
+
+// walGroup is the frames one flush writes and syncs.
+type walGroup struct {
+	frames []*frame
+	chunks []chunk
+	done   chan struct{}
+	err    error
+}
+
+type chunk struct {
+	seg *segment
+	off int64
+	b   []byte
+}
+
+// wal is the log writer.
+type wal struct {
+	dir       string // "" for an ephemeral log (memory files)
+	ephemeral bool
+	// segmentBytes is walSegmentBytes but in tests.
+	segmentBytes int64
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	next    uint64 // the next frame's lsn
+	segs    []*segment
+	cur     *walGroup
+	spare   []chunk // a flushed group's chunks, reused
+	closing bool
+	err     error
+
+	synced atomic.Uint64 // every frame up to it is durable
+
+	// onSynced runs in the flusher, in lsn order, after a group is durable
+	// and before its writers are woken.
+	onSynced func(frames []*frame)
+	// onRotate is called (without locks) when a segment is sealed.
+	onRotate func()
+
+	frames, syncs atomic.Uint64
+	flusherDone   chan struct{}
+}
+
+func newGroup() *walGroup { return &walGroup{done: make(chan struct{})} }
+
+// add queues f (finishing its header) and returns the group to wait on.
+// The caller holds the locks that order f against the in-memory state.
+func (w *wal) add(f *frame) (*walGroup, error) {
+	f.seal()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLogFailed, w.err)
+	}
+	if w.closing {
+		return nil, ErrClosed
+	}
+	seg := w.segs[len(w.segs)-1]
+	if seg.size > 0 && seg.size+int64(len(f.b)) > w.segmentBytes {
+		ns, err := w.createSegment(w.next)
+		if err != nil {
+			w.err = err
+			return nil, fmt.Errorf("%w: %v", ErrLogFailed, err)
+		}
+		w.segs = append(w.segs, ns)
+		seg = ns
+		if w.onRotate != nil {
+			go w.onRotate()
+		}
+	}
+	f.lsn, f.seg, f.base = w.next, seg, seg.size
+	w.next++
+	binary.BigEndian.PutUint32(f.b[0:], uint32(len(f.b)-frameHeaderLen))
+	binary.BigEndian.PutUint64(f.b[8:], f.lsn)
+	binary.BigEndian.PutUint32(f.b[4:], crc32.Checksum(f.b[8:], castagnoli()))
+	seg.size += int64(len(f.b))
+	if len(f.applies) > 0 {
+		seg.maxApply = f.lsn
+	}
+	g := w.cur
+	if n := len(g.chunks); n > 0 && g.chunks[n-1].seg == seg {
+		g.chunks[n-1].b = append(g.chunks[n-1].b, f.b...)
+	} else {
+		var buf []byte
+		if k := len(w.spare); k > 0 {
+			buf = w.spare[k-1].b[:0]
+			w.spare = w.spare[:k-1]
+		}
+		g.chunks = append(g.chunks, chunk{seg: seg, off: f.base, b: append(buf, f.b...)})
+	}
+	g.frames = append(g.frames, f)
+	w.frames.Add(1)
+	if len(g.frames) == 1 {
+		w.cond.Signal()
+	}
+	return g, nil
+}
+
+// wait returns once g is durable (or failed).
+func (g *walGroup) wait() error {
+	<-g.done
+	return g.err
+}
+
+// flusher writes and syncs groups until the log closes.
+func (w *wal) flusher() {
+	defer close(w.flusherDone)
+	for {
+		w.mu.Lock()
+		for len(w.cur.frames) == 0 && !w.closing {
+			w.cond.Wait()
+		}
+		if len(w.cur.frames) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		if w.ephemeral {
+			// Nothing to wait for on a memory file: let the writers
+			// the last group woke queue their next frames first, as the
+			// committer does (store.go's groupYields).
+			w.mu.Unlock()
+			for range groupYields {
+				runtime.Gosched()
+			}
+			w.mu.Lock()
+		}
+		g := w.cur
+		w.cur = newGroup()
+		w.mu.Unlock()
+
+		err := w.write(g)
+		w.mu.Lock()
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		for _, c := range g.chunks {
+			if cap(c.b) <= 4<<20 {
+				w.spare = append(w.spare, chunk{b: c.b[:0]})
+			}
+		}
+		w.mu.Unlock()
+		if err != nil {
+			g.err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+		} else {
+			w.onSynced(g.frames)
+			w.synced.Store(g.frames[len(g.frames)-1].lsn)
+		}
+		close(g.done)
+	}
+}
+
+func (w *wal) write(g *walGroup) error {
+	var touched []*segment
+	for _, c := range g.chunks {
+		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
+			return fmt.Errorf("write %s: %w", c.seg.name, err)
+		}
+		touched = append(touched, c.seg)
+	}
+	if w.ephemeral {
+		return nil
+	}
+	for _, s := range touched {
+		if err := fdatasync(s.f); err != nil {
+			return fmt.Errorf("sync %s: %w", s.name, err)
+		}
+		if !s.synced {
+			if err := syncDir(w.dir); err != nil {
+				return err
+			}
+			s.synced = true
+		}
+	}
+	w.syncs.Add(1)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// createSegment creates the segment whose first frame is lsn first.
+func (w *wal) createSegment(first uint64) (*segment, error) {
+	name := segmentName(first)
+	var f *os.File
+	var err error
+	if w.ephemeral {
+		f, err = openEphemeral("snavio-wal-"+name, 0, 0)
+	} else {
+		f, err = os.OpenFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create log segment %s: %w", name, err)
+	}
+	return &segment{first: first, f: f, name: name}, nil
+}
+
+// close stops accepting frames and waits for the flusher to write what was
+// queued.
+func (w *wal) close() {
+	w.mu.Lock()
+	w.closing = true
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	<-w.flusherDone
+}
+
+// closeFiles closes every segment file.
+func (w *wal) closeFiles() error {
+	var first error
+	for _, s := range w.segs {
+		if err := s.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// dropOldest deletes the oldest segment if it is sealed and nothing needs
+// it: all its ops applied (applied), no message in it (checked by the
+// caller under qmu) and no read in progress. It reports whether it did.
+func (w *wal) dropOldest(applied uint64) (bool, error) {
+	w.mu.Lock()
+	if len(w.segs) < 2 || w.closing {
+		w.mu.Unlock()
+		return false, nil
+	}
+	s := w.segs[0]
+	// Its frames are all durable once the frame before the next
+	// segment's first is.
+	if s.maxApply > applied || s.live > 0 || s.refs.Load() > 0 || w.segs[1].first-1 > w.synced.Load() {
+		w.mu.Unlock()
+		return false, nil
+	}
+	w.segs = w.segs[1:]
+	w.mu.Unlock()
+	if err := s.f.Close(); err != nil {
+		return true, fmt.Errorf("close log segment %s: %w", s.name, err)
+	}
+	if w.ephemeral {
+		return true, nil
+	}
+	if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil {
+		return true, fmt.Errorf("delete log segment %s: %w", s.name, err)
+	}
+	return true, syncDir(w.dir)
+}
+
+// sealed returns the sealed segments, oldest first.
+func (w *wal) sealed() []*segment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.segs[:len(w.segs)-1])
+}
+
+// LogStats says how the write-ahead log is doing since Open.
+type LogStats struct {
+	// Frames written in Syncs group commits (fdatasyncs; 0 in memory).
+	Frames, Syncs uint64
+	// Segments is the number of log files now.
+	Segments int
+	// UpkeepError is the last failure to delete or compact a segment
+	// ("" if none): the log grows until the cause is fixed.
+	UpkeepError string
+}
+
+// --- reading (recovery) ---
+
+// walOp is one op of a frame read back.
+type walOp struct {
+	kind byte
+	// payload aliases the frame; off is its offset in the segment.
+	payload []byte
+	off     int64
+}
+
+// listSegments returns the segment files of dir, oldest first.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read log directory %s: %w", dir, err)
+	}
+	var firsts []uint64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || e.IsDir() {
+			continue
+		}
+		n, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || segmentName(n) != e.Name() {
+			return nil, fmt.Errorf("log directory %s: unexpected file %s: move it away", dir, e.Name())
+		}
+		firsts = append(firsts, n)
+	}
+	slices.Sort(firsts)
+	return firsts, nil
+}
+
+// scanSegment reads f's frames in order, calling fn with each frame's lsn
+// and ops. It returns the offset after the last whole frame and whether
+// the file goes on past it (a torn or corrupt tail).
+func scanSegment(f *os.File, fn func(lsn uint64, ops []walOp) error) (end int64, torn bool, err error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 1<<20)
+	var hdr [frameHeaderLen]byte
+	var buf []byte
+	var ops []walOp
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return end, false, nil
+			}
+			if err == io.ErrUnexpectedEOF {
+				return end, true, nil
+			}
+			return end, false, err
+		}
+		n := binary.BigEndian.Uint32(hdr[0:])
+		if n > maxFrameBytes {
+			return end, true, nil
+		}
+		buf = slices.Grow(buf[:0], 8+int(n))[:8+int(n)]
+		copy(buf, hdr[8:])
+		if _, err := io.ReadFull(r, buf[8:]); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return end, true, nil
+			}
+			return end, false, err
+		}
+		if crc32.Checksum(buf, castagnoli()) != binary.BigEndian.Uint32(hdr[4:]) {
+			return end, true, nil
+		}
+		lsn := binary.BigEndian.Uint64(hdr[8:])
+		ops = ops[:0]
+		p := buf[8:]
+		base := end + frameHeaderLen
+		for len(p) > 0 {
+			if len(p) < opHeaderLen {
+				return end, false, fmt.Errorf("frame %d: truncated op", lsn)
+			}
+			k, l := p[0], binary.BigEndian.Uint32(p[1:])
+			if int64(l) > int64(len(p)-opHeaderLen) {
+				return end, false, fmt.Errorf("frame %d: op of %d bytes past the frame's end", lsn, l)
+			}
+			ops = append(ops, walOp{kind: k, payload: p[opHeaderLen : opHeaderLen+l], off: base + opHeaderLen})
+			base += int64(opHeaderLen + l)
+			p = p[opHeaderLen+l:]
+		}
+		if err := fn(lsn, ops); err != nil {
+			return end, false, err
+		}
+		end += frameHeaderLen + int64(n)
+	}
+}

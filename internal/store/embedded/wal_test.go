@@ -1,0 +1,375 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+// receiveAll receives every visible message of queue (holding them for an
+// hour), by id.
+func receiveAll(t *testing.T, s *Store, queue string) map[string]Received {
+	t.Helper()
+	out := map[string]Received{}
+	for {
+		got, err := s.Receive(context.Background(), queue, MaxReceiveBatch, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return out
+		}
+		for _, m := range got {
+			out[m.ID] = m
+		}
+	}
+}
+
+// TestLogReopenKeepsQueueState: every kind of queue change (send, receive,
+// delete, visibility change, purge, redrive) is rebuilt from the log after
+// a restart, with the telemetry and archive the log applied.
+func TestLogReopenKeepsQueueState(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s, err := Open(Options{Path: path, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []QueueConfig{{Name: "dlq"}, {Name: "q", DeadLetterQueue: "dlq", MaxReceives: 1}, {Name: "p"}} {
+		if _, err := s.CreateQueue(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := make([]string, 5)
+	for i := range ids {
+		if ids[i], err = s.Send(ctx, "q", []byte(fmt.Sprintf("body-%d", i)), map[string]string{"n": fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	// Receive the first three; delete #0, give #1 back now, keep #2.
+	got, err := s.Receive(ctx, "q", 3, time.Minute)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ChangeMessageVisibility(ctx, "q", got[1].ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	keep := got[2]
+	// #1 was received once (MaxReceives 1): the next receive moves it to
+	// the dead-letter queue and returns #3 and #4.
+	again, err := s.Receive(ctx, "q", 10, time.Minute)
+	if err != nil || len(again) != 2 {
+		t.Fatalf("second receive: %v %v", again, err)
+	}
+	for _, b := range []string{"x", "y"} {
+		if _, err := s.Send(ctx, "p", []byte(b), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.PurgeQueue(ctx, "p"); err != nil || n != 2 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	survivor, err := s.Send(ctx, "p", []byte("after purge"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t", Reason: telemetry.DroppedQueueUnconsumed}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ArchiveAppend(ctx, ArchivedEvent{EventID: "ev-1", Source: "t/x", DetailType: "snavio.command", Detail: []byte(`{}`), ReceivedAt: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, Options{Path: path, Clock: clk})
+	stats, err := s.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string][2]int{}
+	for _, st := range stats {
+		counts[st.Name] = [2]int{st.Visible, st.InFlight}
+	}
+	// q: #2, #3, #4 in flight; dlq: #1 visible; p: the survivor.
+	if want := map[string][2]int{"q": {0, 3}, "dlq": {1, 0}, "p": {1, 0}}; fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Fatalf("after reopen: %v, want %v", counts, want)
+	}
+	// The kept receipt handle is still the message's latest.
+	if err := s.DeleteMessage(ctx, "q", keep.ReceiptHandle); err != nil {
+		t.Fatalf("delete with a handle from before the restart: %v", err)
+	}
+	dl := receiveAll(t, s, "dlq")
+	m, ok := dl[ids[1]]
+	if !ok || string(m.Body) != "body-1" || m.Attributes["n"] != "1" || m.Attributes[AttrDLQReason] != DLQReasonMaxReceives {
+		t.Fatalf("dead-letter queue after reopen: %+v", dl)
+	}
+	if p := receiveAll(t, s, "p"); len(p) != 1 || string(p[survivor].Body) != "after purge" {
+		t.Fatalf("purged queue after reopen: %+v", p)
+	}
+	clk.Advance(time.Minute)
+	q := receiveAll(t, s, "q")
+	if len(q) != 0 {
+		// #3 and #4 were received once already: they move to the DLQ.
+		t.Fatalf("q after its messages' second receive: %+v", q)
+	}
+	if dl := receiveAll(t, s, "dlq"); len(dl) != 2 || dl[ids[3]].ReceiveCount != 1 {
+		t.Fatalf("dead-letter queue: %+v", dl)
+	}
+	if recs, err := s.ReadTelemetry(ctx, "t", 0, 10); err != nil || len(recs) != 1 {
+		t.Fatalf("telemetry after reopen: %v %v", recs, err)
+	}
+	if _, ok, err := s.ArchiveGet(ctx, "ev-1"); err != nil || !ok {
+		t.Fatalf("archive after reopen: %v %v", ok, err)
+	}
+}
+
+// TestLogSegmentsAreDeletedAndCompacted: segments whose messages are gone
+// are deleted; a message left behind in an old segment is copied forward
+// so that its segment can go, and it survives a restart intact.
+func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	opts := Options{Path: path, segmentBytes: 4 << 10}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	// The first message stays in the queue throughout.
+	stay, err := s.Send(ctx, "q", []byte("left behind"), map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Receive(ctx, "q", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 1000)
+	for i := range 200 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Receive(ctx, "q", 1, time.Hour)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("round %d: %v %v", i, got, err)
+		}
+		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t", Reason: telemetry.DroppedQueueUnconsumed}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 200 KB went through 4 KiB segments; let the upkeep catch up.
+	if err := s.awaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.maintain()
+	st := s.LogStats()
+	if st.Segments > walKeepSegments+2 || st.UpkeepError != "" {
+		t.Fatalf("log stats %+v: segments are not deleted", st)
+	}
+	ents, err := os.ReadDir(path + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != st.Segments {
+		t.Fatalf("%d files for %d segments", len(ents), st.Segments)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, opts)
+	if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	got := receiveAll(t, s, "q")
+	if len(got) != 1 || string(got[stay].Body) != "left behind" || got[stay].Attributes["k"] != "v" || got[stay].ReceiveCount != 2 {
+		t.Fatalf("after compaction and restart: %+v", got)
+	}
+	if recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage); err != nil || len(recs) != 200 {
+		t.Fatalf("telemetry: %d records, %v", len(recs), err)
+	}
+}
+
+// lastSegment returns the path of the newest segment of the store at path.
+func lastSegment(t *testing.T, path string) string {
+	t.Helper()
+	firsts, err := listSegments(path + walSuffix)
+	if err != nil || len(firsts) == 0 {
+		t.Fatalf("segments: %v %v", firsts, err)
+	}
+	return filepath.Join(path+walSuffix, segmentName(firsts[len(firsts)-1]))
+}
+
+// TestLogTornTailIsCutAndDamageRefused: a partial frame at the end of the
+// last segment (a write the crash interrupted, never acknowledged) is cut
+// off; damage before the end of the log refuses Open with what to do.
+func TestLogTornTailIsCutAndDamageRefused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s, err := Open(Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Send(ctx, "q", []byte("kept"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The segment the next Open recovers is this one: nothing follows.
+	seg := lastSegment(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A torn frame: a header promising more than follows.
+	torn := binary.BigEndian.AppendUint32(nil, 100)
+	torn = append(torn, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 9, 1)
+	if err := os.WriteFile(seg, append(append([]byte(nil), whole...), torn...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Options{Path: path})
+	if err != nil {
+		t.Fatalf("open after a torn tail: %v", err)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 1 || string(got[id].Body) != "kept" {
+		t.Fatalf("after a torn tail: %+v", got)
+	}
+	if _, err := s.Send(ctx, "q", []byte("next"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(seg); err != nil || fi.Size() != int64(len(whole)) {
+		t.Fatalf("torn tail not cut: %v %v", fi.Size(), err)
+	}
+
+	// Flip a byte inside the first frame of a segment that is followed by
+	// another: the log cannot be trusted past it.
+	broken := append([]byte(nil), whole...)
+	broken[frameHeaderLen+2] ^= 0xff
+	if err := os.WriteFile(seg, broken, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(Options{Path: path})
+	if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "restore the data directory from a backup") {
+		t.Fatalf("open over a damaged segment: %v", err)
+	}
+}
+
+// TestLogFailureStopsWrites: once a write to the log fails, every later
+// write fails with ErrLogFailed instead of acknowledging what may not be
+// durable.
+func TestLogFailureStopsWrites(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	// Closing the active segment's file under the log makes its next
+	// write fail, as a failing disk would.
+	s.wal.mu.Lock()
+	active := s.wal.segs[len(s.wal.segs)-1]
+	s.wal.mu.Unlock()
+	if err := active.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("a"), nil); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("send over a failed log: %v", err)
+	}
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t"}}}); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("append over a failed log: %v", err)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 0 {
+		t.Fatalf("a message that failed to be written was queued: %+v", got)
+	}
+	// Close reports the closed file; the store is done either way.
+	s.wal.mu.Lock()
+	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
+	s.wal.mu.Unlock()
+}
+
+// FuzzRecoverSegment: recovery reads any bytes as a segment without
+// panicking: whole frames are replayed, a damaged tail is reported.
+func FuzzRecoverSegment(f *testing.F) {
+	fr := newFrame()
+	fr.msg("q", encodeMsg(&msgHeader{}, &Message{ID: "m1", Body: []byte("b"), Attributes: map[string]string{"a": "b"}}))
+	fr.state("q", &memMsg{id: "m1"})
+	fr.del("q", "m1")
+	appendTelOp(fr, []byte("t"), 1, encodeTelemetry(&TelemetryRecord{Name: "n", Event: []byte("{}")}))
+	appendArchOp(fr, encodeArchived(&ArchivedEvent{EventID: "e"}))
+	appendClaimOp(fr, &ClaimCompletion{ID: "c", Owner: "o"})
+	fr.seal()
+	binary.BigEndian.PutUint32(fr.b[0:], uint32(len(fr.b)-frameHeaderLen))
+	binary.BigEndian.PutUint64(fr.b[8:], 1)
+	binary.BigEndian.PutUint32(fr.b[4:], crc32.Checksum(fr.b[8:], castagnoli()))
+	f.Add(fr.b)
+	f.Add(fr.b[:len(fr.b)-3])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), segmentName(1))
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fl, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fl.Close()
+		s := &Store{queues: map[string]*memQueue{"q": newMemQueue(Queue{QueueConfig: QueueConfig{Name: "q"}})}}
+		sg := &segment{first: 1, f: fl}
+		var last uint64
+		end, _, _ := scanSegment(fl, func(lsn uint64, ops []walOp) error {
+			if lsn <= last {
+				return errors.New("out of order")
+			}
+			last = lsn
+			for _, op := range ops {
+				if err := s.recoverOp(sg, lsn, op); err != nil {
+					return err
+				}
+				switch op.kind {
+				case opTel:
+					_, _, _, _ = decodeTelOp(op.payload)
+				case opClaim:
+					_, _ = decodeClaimOp(op.payload)
+				case opArch:
+					_, _ = archivedID(op.payload)
+				}
+			}
+			return nil
+		})
+		if end < 0 || end > int64(len(data)) {
+			t.Fatalf("end %d outside the %d bytes", end, len(data))
+		}
+		if sg.live != len(s.queues["q"].msgs) {
+			t.Fatalf("live count %d for %d messages", sg.live, len(s.queues["q"].msgs))
+		}
+	})
+}
