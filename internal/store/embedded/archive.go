@@ -43,9 +43,10 @@ type ArchivedEvent struct {
 	DetailType string    `json:"detail_type"`
 	Detail     []byte    `json:"detail"`
 	ReceivedAt time.Time `json:"received_at"`
-	// Target and Command are command.target and command.name. Append
-	// reads them from Detail when they are empty (they stay empty for a
-	// detail that does not carry them well-formed).
+	// Target and Command are command.target and command.name. When both
+	// are empty at append, they are read from Detail when the event is
+	// read back (they stay empty for a detail that does not carry them
+	// well-formed).
 	Target  string `json:"target,omitempty"`
 	Command string `json:"command,omitempty"`
 }
@@ -212,9 +213,6 @@ func checkArchived(e *ArchivedEvent) error {
 	}
 	if e.ReceivedAt.IsZero() {
 		return fmt.Errorf("archive event %s: no received time: set ReceivedAt", e.EventID)
-	}
-	if e.Target == "" && e.Command == "" {
-		e.Target, e.Command = commandOf(e.Detail)
 	}
 	e.ReceivedAt = e.ReceivedAt.UTC()
 	return nil

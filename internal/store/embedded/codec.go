@@ -291,6 +291,11 @@ func decodeArchived(rec []byte) (ArchivedEvent, error) {
 		return ArchivedEvent{}, r.err
 	}
 	e.Detail = append([]byte(nil), r.b...)
+	if e.Target == "" && e.Command == "" {
+		// Derived when read, not when written: an event is archived
+		// once per command, read back only by a replay.
+		e.Target, e.Command = commandOf(e.Detail)
+	}
 	return e, nil
 }
 
