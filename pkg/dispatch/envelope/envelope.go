@@ -21,6 +21,7 @@
 package envelope
 
 import (
+	"slices"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -165,40 +166,49 @@ type Seen struct {
 // an error is returned only if a string is not valid UTF-8 or Payload is
 // empty.
 func (e *Envelope) AppendJSON(dst []byte) ([]byte, error) {
-	if len(e.Command.Payload) == 0 {
+	m, c := &e.Metadata, &e.Command
+	if len(c.Payload) == 0 {
 		return dst, errEmptyPayload
 	}
+	// One growth for the usual case (no string needs escapes).
+	dst = slices.Grow(dst, wireOverhead+len(c.Payload)+len(m.ID)+len(m.Timestamp)+len(m.Type)+len(m.HMAC)+len(m.VersionID)+
+		len(m.ReplayReason)+len(m.ReplayID)+len(c.Source)+len(c.Target)+len(c.Name))
 	var err error
 	dst = append(dst, `{"metadata":{"id":`...)
 	dst, err = appendStrings(dst, err,
-		e.Metadata.ID, `,"timestamp":`,
-		e.Metadata.Timestamp, `,"type":`,
-		e.Metadata.Type, `,"hmac":`,
-		e.Metadata.HMAC, `,"version_id":`,
-		e.Metadata.VersionID, ``)
-	if e.Metadata.Replay {
+		m.ID, `,"timestamp":`,
+		m.Timestamp, `,"type":`,
+		m.Type, `,"hmac":`,
+		m.HMAC, `,"version_id":`,
+		m.VersionID, ``)
+	if m.Replay {
 		dst = append(dst, `,"replay":true,"replay_reason":`...)
-		dst, err = appendStrings(dst, err, e.Metadata.ReplayReason, `,"replay_id":`, e.Metadata.ReplayID, ``)
+		dst, err = appendStrings(dst, err, m.ReplayReason, `,"replay_id":`, m.ReplayID, ``)
 	}
 	dst = append(dst, `},"command":{`...)
-	if e.Command.Source != "" {
+	if c.Source != "" {
 		dst = append(dst, `"source":`...)
-		dst, err = appendStrings(dst, err, e.Command.Source, `,`)
+		dst, err = appendStrings(dst, err, c.Source, `,`)
 	}
 	dst = append(dst, `"target":`...)
-	dst, err = appendStrings(dst, err, e.Command.Target, `,"name":`, e.Command.Name, `,"payload":`)
+	dst, err = appendStrings(dst, err, c.Target, `,"name":`, c.Name, `,"payload":`)
 	if err != nil {
 		return dst, err
 	}
-	dst = append(dst, e.Command.Payload...)
+	dst = append(dst, c.Payload...)
 	return append(dst, "}}"...), nil
 }
+
+// wireOverhead is the most bytes AppendJSON adds around the field values
+// when no string needs escapes: names, punctuation and quotes.
+const wireOverhead = len(`{"metadata":{"id":,"timestamp":,"type":,"hmac":,"version_id":,"replay":true,"replay_reason":,"replay_id":},`+
+	`"command":{"source":,"target":,"name":,"payload":}}`) + 2*10
 
 // appendStrings appends pairs of (value to quote, literal to append).
 func appendStrings(dst []byte, err error, pairs ...string) ([]byte, error) {
 	for i := 0; i < len(pairs); i += 2 {
 		var qerr error
-		dst, qerr = jsontext.AppendQuote(dst, pairs[i])
+		dst, qerr = appendQuote(dst, pairs[i])
 		if err == nil && qerr != nil {
 			err = qerr
 		}
@@ -207,6 +217,20 @@ func appendStrings(dst []byte, err error, pairs ...string) ([]byte, error) {
 		}
 	}
 	return dst, err
+}
+
+// appendQuote is jsontext.AppendQuote with a shortcut for the strings an
+// envelope carries: printable ASCII without quotes or backslashes goes
+// between quotes as it is, which is what AppendQuote does with it.
+func appendQuote(dst []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return jsontext.AppendQuote(dst, s)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"'), nil
 }
 
 type envError string

@@ -273,6 +273,7 @@ func (s *state) fastPayload(d []byte, i int, lim Limits) (int, bool) {
 		return i + n, true
 	}
 	s.buf = *bytes.NewBuffer(d[i:])
+	s.decoding = true
 	s.dec.Reset(&s.buf, jsontext.AllowDuplicateNames(true))
 	v, err := s.dec.ReadValue()
 	if err != nil {

@@ -136,17 +136,18 @@ func fieldPath(f int) string {
 }
 
 type state struct {
-	buf     bytes.Buffer
-	dec     jsontext.Decoder
-	scratch []byte
-	blob    []byte // validated string fields, back to back
-	payload []byte // canonical payload
-	raw     []byte // the fast path's payload: canonical already, in detail
-	start   [numFields]int
-	end     [numFields]int
-	have    uint16 // bit per field seen
-	sentAt  time.Time
-	replay  bool
+	buf      bytes.Buffer
+	dec      jsontext.Decoder
+	decoding bool // buf and dec hold the caller's detail
+	scratch  []byte
+	blob     []byte // validated string fields, back to back
+	payload  []byte // canonical payload
+	raw      []byte // the fast path's payload: canonical already, in detail
+	start    [numFields]int
+	end      [numFields]int
+	have     uint16 // bit per field seen
+	sentAt   time.Time
+	replay   bool
 	// checked: the fast path called check, which returned checkErr; the
 	// token parser then replays that result instead of calling it again.
 	checked  bool
@@ -162,8 +163,11 @@ func (s *state) reset() {
 }
 
 func (s *state) release() {
-	s.buf = bytes.Buffer{}
-	s.dec.Reset(&s.buf) // drop references to the caller's detail
+	if s.decoding { // drop the decoder's references to the caller's detail
+		s.buf = bytes.Buffer{}
+		s.dec.Reset(&s.buf)
+		s.decoding = false
+	}
 	s.raw, s.checkErr = nil, nil
 	if cap(s.payload) > 64<<10 {
 		s.payload = nil
@@ -184,6 +188,7 @@ func (s *state) seen() Seen {
 
 func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (Envelope, error) {
 	s.buf = *bytes.NewBuffer(detail)
+	s.decoding = true
 	// Duplicate names are detected by the field bitmask in the envelope
 	// and by canonicalization in the payload; letting the tokenizer skip
 	// its own name sets halves its cost on object-heavy payloads.
