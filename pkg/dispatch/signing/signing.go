@@ -77,16 +77,7 @@ func FromEnvelope(e *envelope.Envelope, source string) Message {
 //
 // It fails only if the payload is not valid JSON or has duplicate names.
 func AppendContent(dst []byte, versionID string, m *Message) ([]byte, error) {
-	dst = append(dst, Scheme...)
-	dst = append(dst, '\n')
-	replay := ""
-	if m.Replay {
-		replay = "true"
-	}
-	for _, f := range [...]string{versionID, m.ID, m.Timestamp, m.Source, m.Target, m.Name, replay, m.ReplayID, m.ReplayReason} {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
-		dst = append(dst, f...)
-	}
+	dst = appendHead(dst, versionID, m)
 	if m.PayloadCanonical {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Payload)))
 		return append(dst, m.Payload...), nil
@@ -100,6 +91,21 @@ func AppendContent(dst []byte, versionID string, m *Message) ([]byte, error) {
 	}
 	binary.BigEndian.PutUint32(out[n:], uint32(len(out)-n-4))
 	return out, nil
+}
+
+// appendHead appends the signed content up to the payload's length.
+func appendHead(dst []byte, versionID string, m *Message) []byte {
+	dst = append(dst, Scheme...)
+	dst = append(dst, '\n')
+	replay := ""
+	if m.Replay {
+		replay = "true"
+	}
+	for _, f := range [...]string{versionID, m.ID, m.Timestamp, m.Source, m.Target, m.Name, replay, m.ReplayID, m.ReplayReason} {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f)))
+		dst = append(dst, f...)
+	}
+	return dst
 }
 
 // Key is one version of a service's secret, ready to sign and verify. Its
@@ -143,13 +149,22 @@ func (k *Key) VersionID() string { return k.versionID }
 // mac computes the signature of m into st.sum. It is the only place a
 // signature is computed, for signing and verifying alike.
 func (k *Key) mac(st *macState, m *Message) error {
-	var err error
-	st.buf, err = AppendContent(st.buf[:0], k.versionID, m)
-	if err != nil {
-		return err
-	}
 	st.h.Reset()
-	st.h.Write(st.buf)
+	if m.PayloadCanonical {
+		// The payload goes to the hash from where it is, not through a
+		// copy in st.buf: the same bytes as AppendContent's.
+		st.buf = appendHead(st.buf[:0], k.versionID, m)
+		st.buf = binary.BigEndian.AppendUint32(st.buf, uint32(len(m.Payload)))
+		st.h.Write(st.buf)
+		st.h.Write(m.Payload)
+	} else {
+		var err error
+		st.buf, err = AppendContent(st.buf[:0], k.versionID, m)
+		if err != nil {
+			return err
+		}
+		st.h.Write(st.buf)
+	}
 	st.h.Sum(st.sum[:0])
 	return nil
 }
