@@ -59,7 +59,8 @@ type Delivery struct {
 
 // Sender delivers commands to target queues (SQS SendMessage; a local
 // queue in `dispatch serve`). Send returns nil only once the queue has
-// durably accepted the message. Safe for concurrent use.
+// durably accepted the message. Safe for concurrent use. Send must not
+// retain d, nor d.Body, after it returns: the dispatcher reuses both.
 type Sender interface {
 	Send(ctx context.Context, d *Delivery) error
 }
@@ -157,7 +158,15 @@ type Deps struct {
 type Dispatcher struct {
 	d        Deps
 	routerAt RouterAt  // d.Router's FastAt, if it has one
-	bufs     sync.Pool // *[]byte delivery bodies
+	sends    sync.Pool // *sending, reused across deliveries
+}
+
+// sending is what one delivery needs besides the envelope: the body buffer
+// and the Delivery handed to the Sender (which, passed through an
+// interface, would otherwise escape to the heap on every command).
+type sending struct {
+	body []byte
+	d    Delivery
 }
 
 // New returns a Dispatcher; every dependency except Logger is required.
@@ -305,20 +314,26 @@ func (x *Dispatcher) GiveUp(e *Escalation) Result {
 // which it reports, and so may ev be written with the message (written:
 // the caller must not emit it again).
 func (x *Dispatcher) send(ctx context.Context, queue string, env *envelope.Envelope, claim *flow.Completion, ev *telemetry.Delivered) (completed, written bool, err error) {
-	bp, _ := x.bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
+	sn, _ := x.sends.Get().(*sending)
+	if sn == nil {
+		sn = new(sending)
 	}
-	body, err := env.AppendJSON((*bp)[:0])
+	body, err := env.AppendJSON(sn.body[:0])
+	sn.body = body
 	if err != nil {
-		x.bufs.Put(bp)
+		x.sends.Put(sn)
 		return false, false, err
 	}
-	d := Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name, Claim: claim, Event: *ev}
-	err = x.d.Sender.Send(ctx, &d)
-	*bp = body
-	x.bufs.Put(bp)
-	return d.Completed && claim != nil, err == nil && d.EventWritten, err
+	d := &sn.d
+	*d = Delivery{QueueARN: queue, Body: body, CommandID: env.Metadata.ID, Source: env.Command.Source, Target: env.Command.Target, Command: env.Command.Name, Claim: claim, Event: *ev}
+	err = x.d.Sender.Send(ctx, d)
+	completed, written = d.Completed && claim != nil, err == nil && d.EventWritten
+	*d = Delivery{} // keep no command's strings or claim alive in the pool
+	if cap(sn.body) > 64<<10 {
+		sn.body = nil // do not pin one huge body
+	}
+	x.sends.Put(sn)
+	return completed, written, err
 }
 
 // deliveredEvent is env's delivered event; its dispatch latency runs from
