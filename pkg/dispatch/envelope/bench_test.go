@@ -60,3 +60,18 @@ func BenchmarkAppendJSON1K(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// BenchmarkParseTokens1K is BenchmarkParse1K through the token parser
+// alone, as Parse ran before its fast path: the reference Parse1K is
+// measured against in the same run.
+func BenchmarkParseTokens1K(b *testing.B) {
+	p := NewParser(Limits{})
+	in := message1K()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, _, err := p.parse(in, nil, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
