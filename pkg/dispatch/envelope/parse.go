@@ -174,16 +174,23 @@ func (s *state) release() {
 	}
 }
 
+// seen copies the identifying fields out of blob, into one string.
 func (s *state) seen() Seen {
-	var out Seen
-	get := func(f int) string {
-		if s.have&(1<<f) == 0 {
-			return ""
+	fields := [4]int{fID, fTimestamp, fTarget, fName}
+	var buf [36 + MaxTimestampLen + MaxTargetLen + MaxNameLen]byte
+	b := buf[:0]
+	var at [5]int
+	for i, f := range fields {
+		if s.have&(1<<f) != 0 {
+			b = append(b, s.blob[s.start[f]:s.end[f]]...)
 		}
-		return string(s.blob[s.start[f]:s.end[f]])
+		at[i+1] = len(b)
 	}
-	out.ID, out.Timestamp, out.Target, out.Name = get(fID), get(fTimestamp), get(fTarget), get(fName)
-	return out
+	if len(b) == 0 {
+		return Seen{}
+	}
+	all := string(b)
+	return Seen{ID: all[at[0]:at[1]], Timestamp: all[at[1]:at[2]], Target: all[at[2]:at[3]], Name: all[at[3]:at[4]]}
 }
 
 func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (Envelope, error) {
