@@ -103,11 +103,14 @@ type archive struct {
 	mu   sync.Mutex
 	got  []Archived
 	fail error
+	// lastCtx is the context of the last Append.
+	lastCtx context.Context
 }
 
-func (a *archive) Append(_ context.Context, events []Archived) error {
+func (a *archive) Append(ctx context.Context, events []Archived) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.lastCtx = ctx
 	if a.fail != nil {
 		return a.fail
 	}
@@ -427,5 +430,36 @@ func TestACopyRacingItsOriginalComesBackSoon(t *testing.T) {
 	}
 	if e.ho.len() != 0 || names(e.tel, telemetry.NameDuplicate) != 1 {
 		t.Fatalf("hand-offs %d, duplicate events %d; want the copy done as a duplicate", e.ho.len(), names(e.tel, telemetry.NameDuplicate))
+	}
+}
+
+// TestDeferredWritesAreWaitedForBeforeTheAck: with Options.Defer, a
+// request's writes are made under the deferring context and the wait runs
+// once, after them and before the results; a failed wait refuses every
+// entry so the producer retries.
+func TestDeferredWritesAreWaitedForBeforeTheAck(t *testing.T) {
+	type key struct{}
+	for _, fail := range []bool{false, true} {
+		e := newEnv(t)
+		waits, deferredArchive := 0, false
+		e.node.o.Defer = func(ctx context.Context) (context.Context, func() error) {
+			return context.WithValue(ctx, key{}, true), func() error {
+				waits++
+				deferredArchive = e.arch.lastCtx != nil && e.arch.lastCtx.Value(key{}) == true
+				if fail {
+					return errors.New("fsync failed")
+				}
+				return nil
+			}
+		}
+		res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 20, "mailer", "send"), e.entry(t, 21, "mailer", "send")})
+		if waits != 1 || !deferredArchive {
+			t.Fatalf("fail=%v: %d waits, archive under the deferring context %v", fail, waits, deferredArchive)
+		}
+		for i, r := range res {
+			if fail && (r.ErrorCode != server.EntryErrInternal || r.EventID != "") || !fail && r.EventID == "" {
+				t.Fatalf("fail=%v: entry %d: %+v", fail, i, r)
+			}
+		}
 	}
 }

@@ -160,7 +160,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
 
-	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, Clock: o.Clock})
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, Clock: o.Clock, OnApplied: s.notify.Notify})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
@@ -241,7 +241,11 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility})
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+		Defer: func(ctx context.Context) (context.Context, func() error) {
+			ctx, d := embedded.DeferSync(ctx)
+			return ctx, d.Wait
+		}})
 	if err != nil {
 		return nil, err
 	}

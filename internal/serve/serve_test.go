@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,7 +223,10 @@ func TestRegistryWritesAreUsableAtOnce(t *testing.T) {
 	b, _ := e.AppendJSON(nil)
 	putEvent(t, s.Info().URL, src, b)
 	waitFor(t, "the delivered event", func() bool { return strings.Contains(strings.Join(names(t, s, "late"), ","), telemetry.NameDelivered) })
-	if got := names(t, s, "late"); len(got) != 1 {
+	// The shield samples 1% of accepted commands' skew: that event may
+	// come too.
+	got := slices.DeleteFunc(names(t, s, "late"), func(n string) bool { return n == telemetry.NameSkewSample })
+	if len(got) != 1 {
 		t.Fatalf("events = %v, want one delivery and nothing else (no unknown_source)", got)
 	}
 }

@@ -177,7 +177,8 @@ func (s *Store) ArchiveAppend(ctx context.Context, e ArchivedEvent) error {
 const MaxArchiveBatch = 1000
 
 // ArchiveAppendBatch stores events (1 to 1000) durably in one write: all
-// of them or, on an error, none. An event id already archived, or
+// of them or, on an error, none. With a context from DeferSync it returns
+// once the write is queued. An event id already archived, or
 // repeated in events, is stored once.
 func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) error {
 	if len(events) == 0 || len(events) > MaxArchiveBatch {
@@ -197,7 +198,7 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	if err != nil {
 		return err
 	}
-	return g.wait()
+	return settle(ctx, g)
 }
 
 // checkArchived validates e and fills its derived fields.

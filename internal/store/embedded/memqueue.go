@@ -1,6 +1,9 @@
 package embedded
 
-import "container/heap"
+import (
+	"container/heap"
+	"fmt"
+)
 
 // The queues' messages live in memory (and durably in the write-ahead
 // log): a map by id and a heap in visibility order per queue. Everything
@@ -29,7 +32,37 @@ type memMsg struct {
 	seg *segment
 	off int64
 	n   int
+	// rec is the record itself in an ephemeral store, whose log is not
+	// written anywhere.
+	rec []byte
 	idx int // in vis
+}
+
+// msgRef is where a message's record is, taken under Store.qmu with a
+// reference on its segment; load reads it afterwards, without the lock.
+type msgRef struct {
+	seg *segment
+	off int64
+	n   int
+	rec []byte
+}
+
+func (m *memMsg) ref() msgRef {
+	m.seg.refs.Add(1)
+	return msgRef{m.seg, m.off, m.n, m.rec}
+}
+
+// load returns a copy of the record and releases the reference.
+func (r msgRef) load() ([]byte, error) {
+	defer r.seg.refs.Add(-1)
+	if r.rec != nil {
+		return append([]byte(nil), r.rec...), nil
+	}
+	rec := make([]byte, r.n)
+	if _, err := r.seg.f.ReadAt(rec, r.off); err != nil {
+		return nil, fmt.Errorf("read message record from log segment %s: %w", r.seg.name, err)
+	}
+	return rec, nil
 }
 
 func (q *memQueue) add(m *memMsg) {

@@ -387,17 +387,6 @@ func newMsgRecord(id string, body []byte, attrs map[string]string, sentAt time.T
 	return encodeMsg(&h, &Message{ID: id, Body: body, Attributes: attrs}), h
 }
 
-// readRecord reads m's record from the log; the caller took a reference on
-// m.seg (under s.qmu) and releases it here.
-func readRecord(seg *segment, off int64, n int) ([]byte, error) {
-	defer seg.refs.Add(-1)
-	rec := make([]byte, n)
-	if _, err := seg.f.ReadAt(rec, off); err != nil {
-		return nil, fmt.Errorf("read message record from log segment %s: %w", seg.name, err)
-	}
-	return rec, nil
-}
-
 // Receive returns up to max (1 to 10) visible messages of queue in the
 // order they became visible, and makes them invisible for visibility (0:
 // the queue's timeout). A message already received MaxReceives times is
@@ -421,9 +410,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	now := s.clock.Now().UTC()
 	type got struct {
 		h   msgHeader
-		seg *segment
-		off int64
-		n   int
+		ref msgRef
 	}
 	var out []got
 	f := newFrame()
@@ -458,8 +445,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		m.h.HasReceipt = true
 		heap.Fix(&q.vis, m.idx)
 		f.state(queue, m)
-		m.seg.refs.Add(1)
-		out = append(out, got{m.h, m.seg, m.off, m.n})
+		out = append(out, got{m.h, m.ref()})
 	}
 	var g *walGroup
 	if !f.empty() {
@@ -471,7 +457,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	}
 	res := make([]Received, 0, len(out))
 	for _, o := range out {
-		rec, rerr := readRecord(o.seg, o.off, o.n)
+		rec, rerr := o.ref.load()
 		if err != nil {
 			continue // every reference is released
 		}
@@ -500,8 +486,7 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	if dq == nil {
 		return corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
 	}
-	m.seg.refs.Add(1)
-	rec, err := readRecord(m.seg, m.off, m.n)
+	rec, err := m.ref().load()
 	if err != nil {
 		return err
 	}
@@ -725,7 +710,8 @@ type Delivery struct {
 
 // Deliver sends d's message and, in the same log frame (one atomic, durable
 // write), completes its claim and appends its event: all of them happen or
-// none. It returns the message id. Errors as Send's and SendAndComplete's;
+// none. It returns the message id once the frame is durable, or queued if
+// ctx is from DeferSync. Errors as Send's and SendAndComplete's;
 // an event that cannot be encoded refuses the delivery before anything is
 // written.
 func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
@@ -761,7 +747,7 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("send %s to %s: %w", id, d.Queue, err)
 	}
-	if err := g.wait(); err != nil {
+	if err := settle(ctx, g); err != nil {
 		return "", err
 	}
 	return id, nil

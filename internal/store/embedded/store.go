@@ -53,6 +53,12 @@ type Options struct {
 	// process. Default: 2 s.
 	OpenTimeout time.Duration
 
+	// OnApplied, when set, is called after telemetry or archived events
+	// written to the log were applied to the file, where readers find
+	// them: a server wakes its telemetry readers there. It runs on the
+	// store's applier goroutine and must not block.
+	OnApplied func()
+
 	// segmentBytes overrides walSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
 	segmentBytes int64
@@ -105,6 +111,10 @@ type Store struct {
 	// The write-ahead log and what lives there (wal.go, apply.go).
 	wal *wal
 	ap  *applier
+	// applyEvery paces the applies (applyEvery, or applyEveryFile when
+	// bbolt commits sync to disk).
+	applyEvery time.Duration
+	onApplied  func()
 	// logErr is the last error of the log's upkeep (deleting or compacting
 	// segments); the writes go on.
 	logErr atomic.Pointer[error]
@@ -228,8 +238,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
 		queues: make(map[string]*memQueue), telLast: make(map[string]uint64), completing: make(map[string]uint64)}
+	s.applyEvery, s.onApplied = applyEvery, opts.OnApplied
 	if !opts.Ephemeral {
 		s.path = path
+		s.applyEvery = applyEveryFile
 	}
 	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes); err != nil {
 		db.Close()

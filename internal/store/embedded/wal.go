@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -157,8 +158,8 @@ func (f *frame) del(queue, id string) {
 
 // segment is one log file.
 type segment struct {
-	first uint64 // lsn of its first frame; its name
-	f     *os.File
+	first uint64   // lsn of its first frame; its name
+	f     *os.File // nil in an ephemeral log
 	name  string
 	// size is the offset the next frame goes to (frames queued for the
 	// flusher included). Guarded by wal.mu.
@@ -328,6 +329,12 @@ func (w *wal) flusher() {
 }
 
 func (w *wal) write(g *walGroup) error {
+	if w.ephemeral {
+		// Nothing to write: an ephemeral store keeps its messages'
+		// records in memory (memMsg.rec) and its ops to apply in the
+		// frames.
+		return nil
+	}
 	var touched []*segment
 	for _, c := range g.chunks {
 		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
@@ -368,13 +375,10 @@ func syncDir(dir string) error {
 // createSegment creates the segment whose first frame is lsn first.
 func (w *wal) createSegment(first uint64) (*segment, error) {
 	name := segmentName(first)
-	var f *os.File
-	var err error
 	if w.ephemeral {
-		f, err = openEphemeral("snavio-wal-"+name, 0, 0)
-	} else {
-		f, err = os.OpenFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		return &segment{first: first, name: name}, nil
 	}
+	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create log segment %s: %w", name, err)
 	}
@@ -395,6 +399,9 @@ func (w *wal) close() {
 func (w *wal) closeFiles() error {
 	var first error
 	for _, s := range w.segs {
+		if s.f == nil {
+			continue
+		}
 		if err := s.f.Close(); err != nil && first == nil {
 			first = err
 		}
@@ -420,11 +427,11 @@ func (w *wal) dropOldest(applied uint64) (bool, error) {
 	}
 	w.segs = w.segs[1:]
 	w.mu.Unlock()
-	if err := s.f.Close(); err != nil {
-		return true, fmt.Errorf("close log segment %s: %w", s.name, err)
-	}
 	if w.ephemeral {
 		return true, nil
+	}
+	if err := s.f.Close(); err != nil {
+		return true, fmt.Errorf("close log segment %s: %w", s.name, err)
 	}
 	if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil {
 		return true, fmt.Errorf("delete log segment %s: %w", s.name, err)
@@ -536,4 +543,55 @@ func scanSegment(f *os.File, fn func(lsn uint64, ops []walOp) error) (end int64,
 		}
 		end += frameHeaderLen + int64(n)
 	}
+}
+
+// --- deferred durability ---
+
+// Deferred collects the log groups of the writes made with a context
+// from DeferSync: those writes return once their frames are queued, and
+// Wait returns once all of them are durable. A PutEvents request's
+// archive, deliveries and hand-offs are queued together this way and
+// meet in one or two group commits, instead of each waiting for its own
+// in turn. Until Wait returns nothing may be acknowledged to anyone.
+type Deferred struct {
+	mu     sync.Mutex
+	groups []*walGroup
+}
+
+type deferredKey struct{}
+
+// DeferSync returns a context whose log writes do not wait, and the
+// Deferred to wait on for them.
+func DeferSync(ctx context.Context) (context.Context, *Deferred) {
+	d := &Deferred{}
+	return context.WithValue(ctx, deferredKey{}, d), d
+}
+
+// Wait returns once every write deferred so far is durable, with the
+// first failure.
+func (d *Deferred) Wait() error {
+	d.mu.Lock()
+	gs := d.groups
+	d.groups = nil
+	d.mu.Unlock()
+	var first error
+	for _, g := range gs {
+		if err := g.wait(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// settle waits for g unless ctx defers it.
+func settle(ctx context.Context, g *walGroup) error {
+	if d, ok := ctx.Value(deferredKey{}).(*Deferred); ok {
+		d.mu.Lock()
+		if n := len(d.groups); n == 0 || d.groups[n-1] != g {
+			d.groups = append(d.groups, g)
+		}
+		d.mu.Unlock()
+		return nil
+	}
+	return g.wait()
 }

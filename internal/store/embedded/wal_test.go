@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -372,4 +374,84 @@ func FuzzRecoverSegment(f *testing.F) {
 			t.Fatalf("live count %d for %d messages", sg.live, len(s.queues["q"].msgs))
 		}
 	})
+}
+
+// TestDeferredWritesSettleOnWait: under DeferSync a write returns once
+// queued; Wait returns once all are durable, and reports a log failure
+// the writes themselves did not.
+func TestDeferredWritesSettleOnWait(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s := openTest(t, Options{Path: path})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, d := DeferSync(ctx)
+	var ids []string
+	for i := range 5 {
+		id, err := s.Send(dctx, "q", []byte{byte('a' + i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := s.ArchiveAppend(dctx, ArchivedEvent{EventID: "ev", Source: "t/x", DetailType: "d", Detail: []byte("{}"), ReceivedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 5 {
+		t.Fatalf("after Wait: %d of 5 messages", len(got))
+	}
+	if _, ok, err := s.ArchiveGet(ctx, "ev"); err != nil || !ok {
+		t.Fatalf("archived after Wait: %v %v", ok, err)
+	}
+	// A failing log: the deferred write is queued, Wait reports it.
+	s.wal.mu.Lock()
+	active := s.wal.segs[len(s.wal.segs)-1]
+	s.wal.mu.Unlock()
+	active.f.Close()
+	dctx, d = DeferSync(ctx)
+	if _, err := s.Send(dctx, "q", []byte("z"), nil); err != nil {
+		t.Fatalf("a deferred send fails only if it cannot be queued: %v", err)
+	}
+	if err := d.Wait(); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("Wait over a failed log: %v", err)
+	}
+	s.wal.mu.Lock()
+	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
+	s.wal.mu.Unlock()
+}
+
+// TestOnAppliedWakesReaders: OnApplied is called once telemetry written to
+// the log can be read.
+func TestOnAppliedWakesReaders(t *testing.T) {
+	ctx := context.Background()
+	applied := make(chan struct{}, 16)
+	s := openTest(t, Options{Ephemeral: true, OnApplied: func() {
+		select {
+		case applied <- struct{}{}:
+		default:
+		}
+	}})
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnApplied was not called within 10 s of an append")
+	}
+	// Read without waiting on the store: the record is in the file.
+	var n int
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		tb := tx.Bucket(bOutbox).Bucket(bTenants).Bucket([]byte("t"))
+		if tb != nil {
+			n = tb.Bucket(bEv).Stats().KeyN
+		}
+		return nil
+	}); err != nil || n != 1 {
+		t.Fatalf("after OnApplied: %d records in the file, %v", n, err)
+	}
 }
