@@ -404,9 +404,9 @@ func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
 	return tenant, seq, r.b, r.err
 }
 
-func appendArchOp(f *frame, rec []byte) {
+func appendArchOp(f *frame, e *ArchivedEvent) {
 	p := f.op(opArch)
-	f.b = append(f.b, rec...)
+	f.b = appendArchived(f.b, e)
 	f.end(p)
 	f.applies = append(f.applies, applyItem{opArch, f.b[p:]})
 }

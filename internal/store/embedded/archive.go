@@ -192,7 +192,7 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 		if err := checkArchived(&e); err != nil {
 			return err
 		}
-		appendArchOp(f, encodeArchived(&e))
+		appendArchOp(f, &e)
 	}
 	g, err := s.wal.add(f)
 	if err != nil {

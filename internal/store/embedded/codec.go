@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -157,12 +158,24 @@ func putHeader(rec []byte, h *msgHeader) {
 
 // encodeMsg returns the record of message m with header h.
 func encodeMsg(h *msgHeader, m *Message) []byte {
+	return appendMsg(make([]byte, 0, msgLen(m)), h, m)
+}
+
+// msgLen bounds the length of m's record.
+func msgLen(m *Message) int {
 	n := msgHeaderLen + 1 + len(m.ID) + 1 + len(m.Body)
 	for k, v := range m.Attributes {
 		n += 2*binary.MaxVarintLen32 + len(k) + len(v)
 	}
-	b := make([]byte, msgHeaderLen, n)
-	putHeader(b, h)
+	return n
+}
+
+// appendMsg appends the record of message m with header h to b.
+func appendMsg(b []byte, h *msgHeader, m *Message) []byte {
+	b = slices.Grow(b, msgLen(m))
+	start := len(b)
+	b = b[:start+msgHeaderLen]
+	putHeader(b[start:], h)
 	b = appendStr(b, m.ID)
 	b = binary.AppendUvarint(b, uint64(len(m.Attributes)))
 	for k, v := range m.Attributes {
@@ -266,11 +279,14 @@ func decodeQueue(rec []byte) (Queue, error) {
 //	0 version      1
 //	1 received_at  8 (ns)
 //	9 id, source, detail-type, target, command, then the detail
-func encodeArchived(e *ArchivedEvent) []byte {
-	b := make([]byte, 0, 9+5*2+len(e.EventID)+len(e.Source)+len(e.DetailType)+len(e.Target)+len(e.Command)+len(e.Detail))
+func encodeArchived(e *ArchivedEvent) []byte { return appendArchived(nil, e) }
+
+// appendArchived appends e's record to b.
+func appendArchived(b []byte, e *ArchivedEvent) []byte {
+	b = slices.Grow(b, 9+5*2+len(e.EventID)+len(e.Source)+len(e.DetailType)+len(e.Target)+len(e.Command)+len(e.Detail))
 	b = append(b, recV1)
 	b = binary.BigEndian.AppendUint64(b, uint64(nanos(e.ReceivedAt)))
-	for _, s := range []string{e.EventID, e.Source, e.DetailType, e.Target, e.Command} {
+	for _, s := range [...]string{e.EventID, e.Source, e.DetailType, e.Target, e.Command} {
 		b = appendStr(b, s)
 	}
 	return append(b, e.Detail...)

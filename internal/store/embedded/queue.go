@@ -371,20 +371,23 @@ func newID(now time.Time) (string, error) {
 	binary.BigEndian.PutUint32(b[0:], uint32(now.UnixMilli()>>16))
 	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:]), nil
 }
 
 // Send stores a message in queue and returns its id. The message is
 // durable when Send returns.
 func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error) {
 	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs})
-}
-
-// newMsgRecord encodes a new message, visible from sentAt.
-func newMsgRecord(id string, body []byte, attrs map[string]string, sentAt time.Time) ([]byte, msgHeader) {
-	sent := nanos(sentAt)
-	h := msgHeader{VisibleAt: sent, SentAt: sent}
-	return encodeMsg(&h, &Message{ID: id, Body: body, Attributes: attrs}), h
 }
 
 // Receive returns up to max (1 to 10) visible messages of queue in the
@@ -732,13 +735,14 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
 		}
 	}
-	rec, h := newMsgRecord(id, d.Body, d.Attributes, now)
-	f := newFrame()
-	off := f.msg(d.Queue, rec)
+	sent := nanos(now)
+	h := msgHeader{VisibleAt: sent, SentAt: sent}
+	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+len(d.Body)+512)}
+	off, n := f.newMsg(d.Queue, &h, &Message{ID: id, Body: d.Body, Attributes: d.Attributes})
 	if d.Claim != nil {
 		appendClaimOp(f, d.Claim)
 	}
-	f.inserts = append(f.inserts, insert{m: &memMsg{id: id, h: h, n: len(rec)}, off: off})
+	f.inserts = append(f.inserts, insert{m: &memMsg{id: id, h: h, n: n}, off: off})
 	var tels []telRecord
 	if d.Event != nil {
 		tels = []telRecord{tel}

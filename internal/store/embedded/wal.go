@@ -140,6 +140,17 @@ func (f *frame) msg(queue string, rec []byte) int {
 	return off
 }
 
+// newMsg appends the record of a message sent to queue and returns its
+// offset in the frame and its length.
+func (f *frame) newMsg(queue string, h *msgHeader, m *Message) (off, n int) {
+	p := f.op(opMsg)
+	f.b = appendStr(f.b, queue)
+	off = len(f.b)
+	f.b = appendMsg(f.b, h, m)
+	f.end(p)
+	return off, len(f.b) - off
+}
+
 func (f *frame) state(queue string, m *memMsg) {
 	p := f.op(opState)
 	f.b = appendStr(f.b, queue)
@@ -257,7 +268,9 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 		seg.maxApply = f.lsn
 	}
 	g := w.cur
-	if n := len(g.chunks); n > 0 && g.chunks[n-1].seg == seg {
+	if w.ephemeral {
+		// Nothing is written: no copy to make.
+	} else if n := len(g.chunks); n > 0 && g.chunks[n-1].seg == seg {
 		g.chunks[n-1].b = append(g.chunks[n-1].b, f.b...)
 	} else {
 		var buf []byte

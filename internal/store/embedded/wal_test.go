@@ -325,7 +325,7 @@ func FuzzRecoverSegment(f *testing.F) {
 	fr.state("q", &memMsg{id: "m1"})
 	fr.del("q", "m1")
 	appendTelOp(fr, []byte("t"), 1, encodeTelemetry(&TelemetryRecord{Name: "n", Event: []byte("{}")}))
-	appendArchOp(fr, encodeArchived(&ArchivedEvent{EventID: "e"}))
+	appendArchOp(fr, &ArchivedEvent{EventID: "e"})
 	appendClaimOp(fr, &ClaimCompletion{ID: "c", Owner: "o"})
 	fr.seal()
 	binary.BigEndian.PutUint32(fr.b[0:], uint32(len(fr.b)-frameHeaderLen))
