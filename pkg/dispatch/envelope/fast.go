@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	"encoding/binary"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -34,6 +35,15 @@ const (
 	fastChecked
 )
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// hasZero sets the high bit of the zero bytes of x (and possibly of bytes
+// above a zero byte, which only makes the caller look closer).
+func hasZero(x uint64) uint64 { return (x - lsb) & ^x & msb }
+
 // isWS reports JSON whitespace (RFC 8259).
 func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
@@ -52,7 +62,17 @@ func plainString(d []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(d) || d[i] != '"' {
 		return nil, i, false
 	}
-	for j := i + 1; j < len(d); j++ {
+	j := i + 1
+	// Eight bytes at a time while none is special: below 0x20, at or
+	// above 0x7f, a quote or a backslash (x-0x20 borrows, x+1 carries
+	// into the high bit, x^q is zero in a matching byte).
+	for ; j+8 <= len(d); j += 8 {
+		x := binary.LittleEndian.Uint64(d[j:])
+		if ((x-lsb*0x20)|(x+lsb)|x|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\')))&msb != 0 {
+			break
+		}
+	}
+	for ; j < len(d); j++ {
 		switch c := d[j]; {
 		case c == '"':
 			return d[i+1 : j], j + 1, true

@@ -256,3 +256,29 @@ func FuzzAppendQuote(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainString: the eight-bytes-at-a-time scan finds what a byte loop
+// finds.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`"0123456789abcdef0123"`, `"0123456\"89"`, "\"0123456\x7f89\"", "\"01234567\x1f\"", `"abcdefg\`, "\"ab\xc3\xa9cdefghij\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, next, ok := plainString(in, 0)
+		var want []byte
+		wnext, wok := 0, false
+		if len(in) > 0 && in[0] == '"' {
+			for j := 1; j < len(in); j++ {
+				if c := in[j]; c == '"' {
+					want, wnext, wok = in[1:j], j+1, true
+					break
+				} else if c == '\\' || c < 0x20 || c >= 0x7f {
+					break
+				}
+			}
+		}
+		if ok != wok || !bytes.Equal(got, want) || ok && next != wnext {
+			t.Fatalf("plainString(%q) = %q, %d, %v; want %q, %d, %v", in, got, next, ok, want, wnext, wok)
+		}
+	})
+}
