@@ -226,20 +226,22 @@ func (s *Serve) drainAlerts(ctx context.Context) error {
 		s.alertCursor = s.loadAlertCursor()
 		s.alertLoaded = true
 	}
+	// Most of the stream (delivered events) never alerts: skipped by
+	// name, without decoding. Names outside the catalog (the platform's
+	// own events) are decoded and logged below.
+	mayAlert := func(name string) bool {
+		alert, known := telemetry.AlertsByName(name)
+		return alert || !known
+	}
 	for {
-		recs, err := s.store.ReadAllTelemetry(ctx, s.alertCursor, 500)
+		recs, last, err := s.store.ScanAllTelemetry(ctx, s.alertCursor, 500, mayAlert)
 		if err != nil {
 			return fmt.Errorf("alert drain: %w", err)
 		}
-		if len(recs) == 0 {
+		if last == s.alertCursor {
 			return nil
 		}
 		for _, r := range recs {
-			if alert, known := telemetry.AlertsByName(r.Name); known && !alert {
-				// Most of the stream (delivered events): no need to decode.
-				s.alertCursor = r.Global
-				continue
-			}
 			ev, err := r.Decode()
 			if err != nil {
 				// The platform's own events (escalations, cache refreshes)
@@ -252,6 +254,7 @@ func (s *Serve) drainAlerts(ctx context.Context) error {
 			}
 			s.alertCursor = r.Global
 		}
+		s.alertCursor = last
 		s.saveAlertCursor()
 	}
 }

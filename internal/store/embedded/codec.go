@@ -366,6 +366,16 @@ func decodeTelemetryHeader(rec []byte) (global uint64, appendedAt int64, err err
 	return global, appendedAt, r.err
 }
 
+// telemetryName reads a record's event name only.
+func telemetryName(rec []byte) (string, error) {
+	r := reader{b: rec}
+	r.version("telemetry")
+	r.u64()
+	r.u64()
+	name := r.str(maxKeyLen)
+	return name, r.err
+}
+
 // Stream positions: version, last, cursor, ack_at (ns, 0: never).
 const metaLen = 25
 

@@ -329,6 +329,62 @@ func (s *Store) ReadAllTelemetry(ctx context.Context, after uint64, limit int) (
 	return out, err
 }
 
+// ScanAllTelemetry examines up to limit (1 to 1000) records of all
+// tenants with a global number after after, in append order, and returns
+// those whose name keep accepts, decoded, with the global number of the
+// last record it examined (after, if none): a reader that wants a few
+// kinds of event skips the others without decoding them.
+func (s *Store) ScanAllTelemetry(ctx context.Context, after uint64, limit int, keep func(name string) bool) ([]TelemetryRecord, uint64, error) {
+	if err := s.awaitApplied(ctx); err != nil {
+		return nil, after, err
+	}
+	if err := checkPage("scan all telemetry", limit); err != nil {
+		return nil, after, err
+	}
+	var out []TelemetryRecord
+	last := after
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		out, last = nil, after
+		tenants, all, _ := outboxBuckets(tx)
+		if all == nil || after == ^uint64(0) {
+			return nil
+		}
+		c := all.Cursor()
+		n := 0
+		for k, v := c.Seek(u64(after + 1)); k != nil && n < limit; k, v = c.Next() {
+			n++
+			global := binary.BigEndian.Uint64(k)
+			if len(v) < 9 {
+				return corrupt("telemetry index", fmt.Sprint(global), errors.New("short entry"))
+			}
+			seq, tenant := binary.BigEndian.Uint64(v[:8]), v[8:]
+			tb := tenants.Bucket(tenant)
+			if tb == nil {
+				return corrupt("telemetry index", string(tenant), errors.New("no such stream"))
+			}
+			rv := tb.Bucket(bEv).Get(u64(seq))
+			if rv == nil {
+				return corrupt("telemetry index", fmt.Sprintf("%s#%d", tenant, seq), errors.New("no such record"))
+			}
+			name, err := telemetryName(rv)
+			if err != nil {
+				return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
+			}
+			last = global
+			if !keep(name) {
+				continue
+			}
+			r, err := decodeRecord(rv, string(tenant), seq)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, last, err
+}
+
 // AckTelemetry records that tenant's consumer has processed its stream up
 // to and including seq. The cursor never moves back (an older seq is a
 // no-op); a seq after the stream's last record is an error.

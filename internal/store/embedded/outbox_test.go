@@ -216,3 +216,40 @@ func TestOutboxConcurrentAppendsAreOrdered(t *testing.T) {
 		t.Fatalf("%d records, want %d", total, writers*each)
 	}
 }
+
+// TestScanAllTelemetrySkipsByName: the scan returns only the records whose
+// name is kept, decoded, and says how far it examined, so a reader of a
+// few kinds of event moves past the rest without decoding them.
+func TestScanAllTelemetrySkipsByName(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Ephemeral: true})
+	var entries []OutboxEntry
+	for i := range 7 {
+		var ev telemetry.Event = delivered(fmt.Sprint(i))
+		if i%3 == 0 {
+			ev = telemetry.Dropped{Tenant: "acme", Reason: telemetry.DroppedQueueUnconsumed, DroppedEvents: int64(i)}
+		}
+		entries = append(entries, OutboxEntry{Tenant: "acme", Event: ev})
+	}
+	if _, err := s.AppendTelemetry(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	keep := func(name string) bool { return name == telemetry.NameDropped }
+	got, last, err := s.ScanAllTelemetry(ctx, 0, 5, keep)
+	if err != nil || last != 5 || len(got) != 2 || got[0].Global != 1 || got[1].Global != 4 {
+		t.Fatalf("first page: %d records (%+v), last %d, %v", len(got), got, last, err)
+	}
+	if ev, err := got[1].Decode(); err != nil || ev.(telemetry.Dropped).DroppedEvents != 3 {
+		t.Fatalf("record 4 decodes to %+v, %v", ev, err)
+	}
+	got, last, err = s.ScanAllTelemetry(ctx, last, 5, keep)
+	if err != nil || last != 7 || len(got) != 1 || got[0].Global != 7 {
+		t.Fatalf("second page: %+v, last %d, %v", got, last, err)
+	}
+	if got, last, err = s.ScanAllTelemetry(ctx, last, 5, keep); err != nil || last != 7 || len(got) != 0 {
+		t.Fatalf("at the end: %+v, last %d, %v", got, last, err)
+	}
+	if _, _, err := s.ScanAllTelemetry(ctx, 0, 0, keep); err == nil {
+		t.Fatal("limit 0 accepted")
+	}
+}

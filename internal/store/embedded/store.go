@@ -4,16 +4,28 @@
 // semantics, the telemetry outbox with per-tenant streams, and the archive
 // of accepted events.
 //
-// Everything lives in one bbolt file under the data directory (see
-// docs/store/embedded.md for the measured choice of engine). Every write is
-// a bbolt transaction committed with fsync before the call returns, so an
-// acknowledged write survives kill -9. Concurrent writers are group
-// committed: while one transaction is being synced, the writes that arrive
-// are queued and committed together in the next, so throughput grows with
-// concurrency instead of being one fsync per call.
+// The store is a bbolt file under the data directory and, beside it, a
+// write-ahead log (the file's name with "-wal": a directory of segment
+// files). See docs/store/embedded.md for the measured choices.
 //
-// With Options.Ephemeral the same code runs on an anonymous in-memory file
-// (memfd on Linux) with fsync off: nothing touches the disk.
+//   - The hot path writes only to the log: a delivered message with its
+//     telemetry event and claim completion, an archived request, a
+//     telemetry append, a receive or delete is one frame, and concurrent
+//     frames share one write and one fdatasync (group commit). A write
+//     returns once its frame is durable, so an acknowledged write survives
+//     kill -9.
+//   - Queue messages live in memory and in the log only; Open rebuilds the
+//     queues from the log. Telemetry records, archived events and claim
+//     completions are also applied to the bbolt file, by one goroutine in
+//     large transactions, where they are read (a read first waits for the
+//     writes made before it to be applied). Everything else (registry,
+//     flow control, queue configuration, telemetry cursors) is written to
+//     the bbolt file directly, one transaction per call, concurrent calls
+//     group committed, as before the log.
+//
+// With Options.Ephemeral the same code runs in memory: bbolt on an
+// anonymous memory file (memfd on Linux) with fsync off, and a log that
+// is written nowhere.
 //
 // The store never reads the wall clock on its own: the flow ports take the
 // caller's now, and the queue, outbox and archive methods read
