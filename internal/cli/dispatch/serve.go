@@ -49,8 +49,11 @@ control API (/v1/), /metrics, /healthz and /readyz, and the background
 jobs (snapshot generation, queue monitor, fairness rollups and auditor,
 alert drain, retention purges).
 
-State lives in one file under the data directory (--data-dir, default the
-profile's data_dir); --ephemeral keeps it in memory. The data directory
+State lives under the data directory (--data-dir, default the profile's
+data_dir): the store file snavio.db and its write-ahead log snavio.db-wal/,
+where every acknowledged write is synced before the acknowledgement (the
+queues' messages live there; the rest is applied to the file in batches);
+--ephemeral keeps it all in memory. The data directory
 also holds the operator token (operator.token, 0600, made on first start),
 which local profiles pick up, and the snapshot signing key.
 
