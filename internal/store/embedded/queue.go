@@ -284,6 +284,9 @@ func (s *Store) loadQueues() error {
 
 // queueOf returns the queue name; s.qmu is held.
 func (s *Store) queueOf(name string) (*memQueue, error) {
+	if s.closing.Load() {
+		return nil, ErrClosed
+	}
 	q := s.queues[name]
 	if q == nil {
 		if err := checkQueueName(name); err != nil {
@@ -313,6 +316,9 @@ func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
 func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if s.closing.Load() {
+		return nil, ErrClosed
 	}
 	now := nanos(s.clock.Now())
 	s.qmu.Lock()

@@ -116,6 +116,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// closing is set when Close starts: the queue methods, which may not
+	// write, refuse from then on as the writing ones do.
+	closing atomic.Bool
 
 	// commits and writes count group commits and the writes they took.
 	commits, committed atomic.Uint64
@@ -364,6 +367,7 @@ func (s *Store) LogDir() string { return s.wal.dir }
 // closes the file. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
 		// The log first: its queued frames are written, then applied.
 		s.wal.close()
 		close(s.ap.stop)

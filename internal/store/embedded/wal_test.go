@@ -455,3 +455,37 @@ func TestOnAppliedWakesReaders(t *testing.T) {
 		t.Fatalf("after OnApplied: %d records in the file, %v", n, err)
 	}
 }
+
+// TestQueueMethodsAfterCloseAreRefused: after Close every queue method
+// returns ErrClosed, including those that would not write.
+func TestQueueMethodsAfterCloseAreRefused(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(Options{Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Receive(ctx, "q", 1, 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("Receive: %v", err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("x"), nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send: %v", err)
+	}
+	if _, err := s.ListQueues(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("ListQueues: %v", err)
+	}
+	if _, err := s.GetQueue(ctx, "q"); !errors.Is(err, ErrClosed) {
+		t.Errorf("GetQueue: %v", err)
+	}
+	if _, err := s.PurgeQueue(ctx, "q"); !errors.Is(err, ErrClosed) {
+		t.Errorf("PurgeQueue: %v", err)
+	}
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t"}}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("AppendTelemetry: %v", err)
+	}
+}
