@@ -24,8 +24,7 @@ var errOutside = errors.New("outside the window")
 
 // checkCalls records the calls of a check function.
 type checkCalls struct {
-	at     []time.Time
-	reject bool
+	at []time.Time
 }
 
 func (c *checkCalls) fn(mode uint8) func(time.Time) error {
