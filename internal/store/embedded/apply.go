@@ -458,13 +458,13 @@ func (s *Store) maintain() {
 	for {
 		applied := s.ap.applied.Load()
 		s.qmu.Lock()
-		dropped, err := s.wal.dropOldest(applied)
+		seg := s.wal.detachOldest(applied)
 		s.qmu.Unlock()
-		if err != nil {
-			s.logErr.Store(&err)
-			return
-		}
-		if dropped {
+		if seg != nil {
+			if err := s.wal.remove(seg); err != nil {
+				s.logErr.Store(&err)
+				return
+			}
 			continue
 		}
 		sealed := s.wal.sealed()

@@ -422,34 +422,39 @@ func (w *wal) closeFiles() error {
 	return first
 }
 
-// dropOldest deletes the oldest segment if it is sealed and nothing needs
-// it: all its ops applied (applied), no message in it (checked by the
-// caller under qmu) and no read in progress. It reports whether it did.
-func (w *wal) dropOldest(applied uint64) (bool, error) {
+// detachOldest takes the oldest segment out of the log if it is sealed
+// and nothing needs it: all its ops applied (applied), no message in it
+// (the caller holds Store.qmu, which guards the count) and no read in
+// progress. The caller deletes it with remove, without holding locks.
+func (w *wal) detachOldest(applied uint64) *segment {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if len(w.segs) < 2 || w.closing {
-		w.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	s := w.segs[0]
 	// Its frames are all durable once the frame before the next
 	// segment's first is.
 	if s.maxApply > applied || s.live > 0 || s.refs.Load() > 0 || w.segs[1].first-1 > w.synced.Load() {
-		w.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	w.segs = w.segs[1:]
-	w.mu.Unlock()
+	return s
+}
+
+// remove closes and deletes a detached segment's file. (The directory's
+// sync is slow; it must not hold the locks every write takes.)
+func (w *wal) remove(s *segment) error {
 	if w.ephemeral {
-		return true, nil
+		return nil
 	}
 	if err := s.f.Close(); err != nil {
-		return true, fmt.Errorf("close log segment %s: %w", s.name, err)
+		return fmt.Errorf("close log segment %s: %w", s.name, err)
 	}
 	if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil {
-		return true, fmt.Errorf("delete log segment %s: %w", s.name, err)
+		return fmt.Errorf("delete log segment %s: %w", s.name, err)
 	}
-	return true, syncDir(w.dir)
+	return syncDir(w.dir)
 }
 
 // sealed returns the sealed segments, oldest first.
