@@ -71,6 +71,10 @@ type Options struct {
 	// store's applier goroutine and must not block.
 	OnApplied func()
 
+	// applyEvery overrides the pace of the applies (tests: a log whose
+	// writes stay unapplied, as a crash leaves them).
+	applyEvery time.Duration
+
 	// segmentBytes overrides walSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
 	segmentBytes int64
@@ -257,6 +261,9 @@ func Open(opts Options) (*Store, error) {
 	if !opts.Ephemeral {
 		s.path = path
 		s.applyEvery = applyEveryFile
+	}
+	if opts.applyEvery > 0 {
+		s.applyEvery = opts.applyEvery
 	}
 	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes); err != nil {
 		db.Close()

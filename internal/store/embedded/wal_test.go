@@ -16,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -490,5 +491,92 @@ func TestQueueMethodsAfterCloseAreRefused(t *testing.T) {
 	}
 	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t"}}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("AppendTelemetry: %v", err)
+	}
+}
+
+// copyDir copies the regular files of src (one level of subdirectories)
+// to dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			copyDir(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecoveryAppliesWhatTheFileMissed: telemetry, archived events and a
+// claim completion that are durable in the log but were not yet applied
+// to the file when the process stopped (its files copied as a kill -9
+// leaves them) are applied at Open.
+func TestRecoveryAppliesWhatTheFileMissed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live", "snavio.db")
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(now)
+	s := openTest(t, Options{Path: path, Clock: clk, applyEvery: time.Hour})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	// The first apply runs at once; after it, nothing more is applied
+	// for an hour.
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: delivered("first")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.awaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.Claim(ctx, flow.DedupeRecord{ID: "cmd", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: now.Add(time.Minute)}, now); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("x"), Claim: &ClaimCompletion{ID: "cmd", Owner: "o", ExpiresAt: now.Add(time.Hour), Now: now},
+		Event: &OutboxEntry{Tenant: "t", Event: delivered("cmd")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: delivered("third")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ArchiveAppend(ctx, ArchivedEvent{EventID: "ev", Source: "t/x", DetailType: "d", Detail: []byte("{}"), ReceivedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	s.ap.mu.Lock()
+	pending := len(s.ap.items)
+	s.ap.mu.Unlock()
+	if pending != 4 { // the claim completion, two events, the archived event
+		t.Fatalf("%d items waiting to be applied, want 4", pending)
+	}
+	copyDir(t, filepath.Dir(path), filepath.Join(dir, "copy"))
+
+	r := openTest(t, Options{Path: filepath.Join(dir, "copy", "snavio.db"), Clock: clk})
+	recs, err := r.ReadTelemetry(ctx, "t", 0, 10)
+	if err != nil || len(recs) != 3 || recs[2].Seq != 3 {
+		t.Fatalf("telemetry after recovery: %d records, %v", len(recs), err)
+	}
+	if _, ok, err := r.ArchiveGet(ctx, "ev"); err != nil || !ok {
+		t.Fatalf("archived event after recovery: %v %v", ok, err)
+	}
+	_, ex, err := r.Claim(ctx, flow.DedupeRecord{ID: "cmd", State: flow.ClaimInProgress, Owner: "o2", ExpiresAt: now.Add(time.Minute)}, now)
+	if err != nil || ex.State != flow.ClaimDelivered {
+		t.Fatalf("claim after recovery: %+v %v (the delivery's completion was not applied)", ex, err)
+	}
+	// The next append continues the stream without a gap.
+	if seqs, err := r.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: delivered("fourth")}}); err != nil || seqs[0] != 4 {
+		t.Fatalf("append after recovery: %v %v", seqs, err)
 	}
 }
