@@ -499,16 +499,7 @@ func (s *Store) compact(seg *segment) error {
 			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
 		}
 	}
-	if f.empty() {
-		s.qmu.Unlock()
-		return nil
-	}
-	g, err := s.wal.add(f)
-	s.qmu.Unlock()
-	if err != nil {
-		return err
-	}
-	return g.wait()
+	return s.commitUnlock(f)
 }
 
 // recoverLog rebuilds the queues from the log in dir and applies to the

@@ -282,6 +282,22 @@ func (s *Store) loadQueues() error {
 	})
 }
 
+// commitUnlock queues f to the log if it holds any op, releases s.qmu,
+// which the caller holds so that f's place in the log follows its changes
+// to the queues, and waits for f to be durable.
+func (s *Store) commitUnlock(f *frame) error {
+	if f.empty() {
+		s.qmu.Unlock()
+		return nil
+	}
+	g, err := s.wal.add(f)
+	s.qmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return g.wait()
+}
+
 // queueOf returns the queue name; s.qmu is held.
 func (s *Store) queueOf(name string) (*memQueue, error) {
 	if s.closing.Load() {
@@ -456,14 +472,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		f.state(queue, m)
 		out = append(out, got{m.h, m.ref()})
 	}
-	var g *walGroup
-	if !f.empty() {
-		g, err = s.wal.add(f)
-	}
-	s.qmu.Unlock()
-	if err == nil && g != nil {
-		err = g.wait()
-	}
+	err = s.commitUnlock(f)
 	res := make([]Received, 0, len(out))
 	for _, o := range out {
 		rec, rerr := o.ref.load()
@@ -597,15 +606,7 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 		q.remove(m)
 		f.del(queue, id)
 	}
-	var g *walGroup
-	if !f.empty() {
-		g, err = s.wal.add(f)
-	}
-	s.qmu.Unlock()
-	if err == nil && g != nil {
-		err = g.wait()
-	}
-	if err != nil {
+	if err := s.commitUnlock(f); err != nil {
 		return nil, err
 	}
 	return errs, nil
@@ -643,12 +644,7 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	m.h.VisibleAt = at
 	heap.Fix(&q.vis, m.idx)
 	f.state(queue, m)
-	g, err := s.wal.add(f)
-	s.qmu.Unlock()
-	if err != nil {
-		return err
-	}
-	return g.wait()
+	return s.commitUnlock(f)
 }
 
 // PurgeQueue deletes every message of queue, visible or in flight, and returns
@@ -667,12 +663,7 @@ func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
 		s.qmu.Unlock()
 		return 0, fmt.Errorf("purge: %w", err)
 	}
-	g, err := s.wal.add(f)
-	s.qmu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	if err := g.wait(); err != nil {
+	if err := s.commitUnlock(f); err != nil {
 		return 0, err
 	}
 	return f.purged, nil
@@ -844,15 +835,7 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 		f.state(queue, m)
 		released++
 	}
-	var g *walGroup
-	if !f.empty() {
-		g, err = s.wal.add(f)
-	}
-	s.qmu.Unlock()
-	if err == nil && g != nil {
-		err = g.wait()
-	}
-	if err != nil {
+	if err := s.commitUnlock(f); err != nil {
 		return 0, err
 	}
 	return released, nil
