@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/snavio/snavio/pkg/dispatch/flow"
@@ -393,17 +394,7 @@ func newID(now time.Time) (string, error) {
 	binary.BigEndian.PutUint32(b[0:], uint32(now.UnixMilli()>>16))
 	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:]), nil
+	return uuid.UUID(b).String(), nil
 }
 
 // Send stores a message in queue and returns its id. The message is
