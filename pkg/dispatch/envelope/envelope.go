@@ -27,6 +27,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/snavio/snavio/pkg/dispatch/jcs"
 )
 
 // EventType is the only accepted metadata.type, and the EventBridge
@@ -208,7 +210,7 @@ const wireOverhead = len(`{"metadata":{"id":,"timestamp":,"type":,"hmac":,"versi
 func appendStrings(dst []byte, err error, pairs ...string) ([]byte, error) {
 	for i := 0; i < len(pairs); i += 2 {
 		var qerr error
-		dst, qerr = appendQuote(dst, pairs[i])
+		dst, qerr = jcs.AppendQuote(dst, pairs[i])
 		if err == nil && qerr != nil {
 			err = qerr
 		}
@@ -217,20 +219,6 @@ func appendStrings(dst []byte, err error, pairs ...string) ([]byte, error) {
 		}
 	}
 	return dst, err
-}
-
-// appendQuote is jsontext.AppendQuote with a shortcut for the strings an
-// envelope carries: printable ASCII without quotes or backslashes goes
-// between quotes as it is, which is what AppendQuote does with it.
-func appendQuote(dst []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return jsontext.AppendQuote(dst, s)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"'), nil
 }
 
 type envError string

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 )
 
@@ -237,21 +235,6 @@ func FuzzParseFastPath(f *testing.F) {
 		p := NewParser(Limits{MaxBytes: 8192, MaxDepth: 1 + int(lim%80), MaxMembers: 1 + int(lim/80)*8})
 		if d := diffParse(p, in, mode); d != "" {
 			t.Fatalf("%q (check mode %d, limits %+v): %s", in, mode%3, p.limits, d)
-		}
-	})
-}
-
-// FuzzAppendQuote: AppendJSON's quoting shortcut writes exactly what
-// jsontext.AppendQuote writes, with the same error.
-func FuzzAppendQuote(f *testing.F) {
-	for _, s := range []string{"", "discord-bot", goodTS, `a"b`, `a\b`, "a\x7fb", "a\x1fb", "café", "\xff", "</script>&\u2028"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, gerr := appendQuote([]byte("x"), s)
-		want, werr := jsontext.AppendQuote([]byte("x"), s)
-		if !bytes.Equal(got, want) || (gerr == nil) != (werr == nil) {
-			t.Fatalf("appendQuote(%q) = %q, %v; jsontext.AppendQuote %q, %v", s, got, gerr, want, werr)
 		}
 	})
 }

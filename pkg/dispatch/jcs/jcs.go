@@ -437,6 +437,21 @@ func (c *checker) number() bool {
 	return bytes.Equal(AppendNumber(buf[:0], f), tok)
 }
 
+// AppendQuote is jsontext.AppendQuote with a shortcut for the usual
+// string of an envelope or an event: printable ASCII without quotes or
+// backslashes goes between quotes as it is, which is what AppendQuote
+// does with it (FuzzAppendQuote).
+func AppendQuote(dst []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return jsontext.AppendQuote(dst, s)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"'), nil
+}
+
 // AppendNumber appends f in the ECMAScript Number.prototype.toString form
 // used by RFC 8785 (section 3.2.2.3). f must be finite.
 func AppendNumber(dst []byte, f float64) []byte {

@@ -187,3 +187,18 @@ func hasHighRune(b []byte) bool {
 	}
 	return false
 }
+
+// FuzzAppendQuote: the quoting shortcut writes exactly what
+// jsontext.AppendQuote writes, with the same error.
+func FuzzAppendQuote(f *testing.F) {
+	for _, s := range []string{"", "discord-bot", "2026-11-24T12:00:00.000Z", `a"b`, `a\b`, "a\x7fb", "a\x1fb", "café", "\xff", "</script>&\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, gerr := AppendQuote([]byte("x"), s)
+		want, werr := jsontext.AppendQuote([]byte("x"), s)
+		if !bytes.Equal(got, want) || (gerr == nil) != (werr == nil) {
+			t.Fatalf("AppendQuote(%q) = %q, %v; jsontext.AppendQuote %q, %v", s, got, gerr, want, werr)
+		}
+	})
+}

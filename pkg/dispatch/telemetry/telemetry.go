@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/snavio/snavio/pkg/dispatch/jcs"
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 )
 
@@ -384,7 +385,7 @@ func appendDelivered(b []byte, v *Delivered) ([]byte, error) {
 		b = append(b, ',', '"')
 		b = append(b, name...)
 		b = append(b, '"', ':')
-		b, qerr := appendQuote(b, val)
+		b, qerr := jcs.AppendQuote(b, val)
 		if qerr != nil && err == nil {
 			err = fmt.Errorf("%s: %w", name, qerr)
 		}
@@ -412,20 +413,6 @@ func appendDelivered(b []byte, v *Delivered) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '}'), nil
-}
-
-// appendQuote is jsontext.AppendQuote with a shortcut for the usual field:
-// printable ASCII without quotes or backslashes goes between quotes as it
-// is, which is what AppendQuote does with it (FuzzMarshalDelivered).
-func appendQuote(dst []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return jsontext.AppendQuote(dst, s)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"'), nil
 }
 
 // AlertsByName says whether events named name alert (Alert depends on an
