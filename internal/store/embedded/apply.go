@@ -120,12 +120,20 @@ func (s *Store) synced(frames []*frame) {
 	a := s.ap
 	a.mu.Lock()
 	items := false
+	var ops []walOp
 	for _, f := range frames {
-		if len(f.applies) > 0 {
-			a.items = append(a.items, f.applies...)
-			a.lastItem = f.lsn
-			items = true
+		if !f.applies {
+			continue
 		}
+		// The frame was built by this process: its ops are well formed.
+		ops, _ = splitOps(ops[:0], f.b[frameHeaderLen:], 0)
+		for _, op := range ops {
+			if appliesToFile(op.kind) {
+				a.items = append(a.items, applyItem{op.kind, op.payload})
+			}
+		}
+		a.lastItem = f.lsn
+		items = true
 	}
 	a.upTo = frames[len(frames)-1].lsn
 	a.mu.Unlock()
@@ -391,7 +399,7 @@ func appendTelOp(f *frame, tenant []byte, seq uint64, rec []byte) {
 	f.b = binary.BigEndian.AppendUint64(f.b, seq)
 	f.b = append(f.b, rec...)
 	f.end(p)
-	f.applies = append(f.applies, applyItem{opTel, f.b[p:]})
+	f.applies = true
 }
 
 func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
@@ -408,7 +416,7 @@ func appendArchOp(f *frame, e *ArchivedEvent) {
 	p := f.op(opArch)
 	f.b = appendArchived(f.b, e)
 	f.end(p)
-	f.applies = append(f.applies, applyItem{opArch, f.b[p:]})
+	f.applies = true
 }
 
 func appendClaimOp(f *frame, c *ClaimCompletion) {
@@ -418,7 +426,7 @@ func appendClaimOp(f *frame, c *ClaimCompletion) {
 	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.ExpiresAt)))
 	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.Now)))
 	f.end(p)
-	f.applies = append(f.applies, applyItem{opClaim, f.b[p:]})
+	f.applies = true
 }
 
 func decodeClaimOp(p []byte) (ClaimCompletion, error) {
@@ -430,25 +438,6 @@ func decodeClaimOp(p []byte) (ClaimCompletion, error) {
 		r.fail(fmt.Errorf("%d trailing bytes", len(r.b)))
 	}
 	return c, r.err
-}
-
-// fixups after the patch: a frame's applies alias f.b, which grows while
-// ops are appended; rebase them once the frame is complete.
-func (f *frame) seal() {
-	if len(f.applies) == 0 {
-		return
-	}
-	// The payloads were sliced from f.b as it was then; f.b may have
-	// moved since. Each payload's position is found again from the ops.
-	i := 0
-	for p := frameHeaderLen; p < len(f.b); {
-		k, l := f.b[p], int(binary.BigEndian.Uint32(f.b[p+1:]))
-		if k == opTel || k == opArch || k == opClaim {
-			f.applies[i].payload = f.b[p+opHeaderLen : p+opHeaderLen+l]
-			i++
-		}
-		p += opHeaderLen + l
-	}
 }
 
 // maintain deletes the segments nothing needs any more, and copies the
@@ -548,7 +537,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 				if err := s.recoverOp(sg, lsn, op); err != nil {
 					return fmt.Errorf("frame %d: %w", lsn, err)
 				}
-				if op.kind == opTel || op.kind == opArch || op.kind == opClaim {
+				if appliesToFile(op.kind) {
 					sg.maxApply = lsn
 					if lsn > applied {
 						pending = append(pending, applyItem{op.kind, append([]byte(nil), op.payload...)})

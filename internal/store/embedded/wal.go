@@ -92,8 +92,8 @@ type frame struct {
 	// this frame; purged is how many it removed.
 	purge  string
 	purged int
-	// applies are the ops to apply to the bbolt file.
-	applies []applyItem
+	// applies: some of its ops are applied to the bbolt file (applied).
+	applies bool
 
 	// Set by add: the frame's lsn, segment and offset in it.
 	lsn  uint64
@@ -236,7 +236,6 @@ func newGroup() *walGroup { return &walGroup{done: make(chan struct{})} }
 // add queues f (finishing its header) and returns the group to wait on.
 // The caller holds the locks that order f against the in-memory state.
 func (w *wal) add(f *frame) (*walGroup, error) {
-	f.seal()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -264,7 +263,7 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	binary.BigEndian.PutUint64(f.b[8:], f.lsn)
 	binary.BigEndian.PutUint32(f.b[4:], crc32.Checksum(f.b[8:], castagnoli()))
 	seg.size += int64(len(f.b))
-	if len(f.applies) > 0 {
+	if f.applies {
 		seg.maxApply = f.lsn
 	}
 	g := w.cur
@@ -485,6 +484,27 @@ type walOp struct {
 	off     int64
 }
 
+// splitOps appends to ops the ops of a frame's body p, which starts at
+// offset base in its segment.
+func splitOps(ops []walOp, p []byte, base int64) ([]walOp, error) {
+	for len(p) > 0 {
+		if len(p) < opHeaderLen {
+			return ops, errors.New("truncated op")
+		}
+		k, l := p[0], binary.BigEndian.Uint32(p[1:])
+		if int64(l) > int64(len(p)-opHeaderLen) {
+			return ops, fmt.Errorf("op of %d bytes past the frame's end", l)
+		}
+		ops = append(ops, walOp{kind: k, payload: p[opHeaderLen : opHeaderLen+l], off: base + opHeaderLen})
+		base += int64(opHeaderLen + l)
+		p = p[opHeaderLen+l:]
+	}
+	return ops, nil
+}
+
+// appliesToFile reports whether ops of kind are applied to the bbolt file.
+func appliesToFile(kind byte) bool { return kind == opTel || kind == opArch || kind == opClaim }
+
 // listSegments returns the segment files of dir, oldest first.
 func listSegments(dir string) ([]uint64, error) {
 	ents, err := os.ReadDir(dir)
@@ -541,20 +561,8 @@ func scanSegment(f *os.File, fn func(lsn uint64, ops []walOp) error) (end int64,
 			return end, true, nil
 		}
 		lsn := binary.BigEndian.Uint64(hdr[8:])
-		ops = ops[:0]
-		p := buf[8:]
-		base := end + frameHeaderLen
-		for len(p) > 0 {
-			if len(p) < opHeaderLen {
-				return end, false, fmt.Errorf("frame %d: truncated op", lsn)
-			}
-			k, l := p[0], binary.BigEndian.Uint32(p[1:])
-			if int64(l) > int64(len(p)-opHeaderLen) {
-				return end, false, fmt.Errorf("frame %d: op of %d bytes past the frame's end", lsn, l)
-			}
-			ops = append(ops, walOp{kind: k, payload: p[opHeaderLen : opHeaderLen+l], off: base + opHeaderLen})
-			base += int64(opHeaderLen + l)
-			p = p[opHeaderLen+l:]
+		if ops, err = splitOps(ops[:0], buf[8:], end+frameHeaderLen); err != nil {
+			return end, false, fmt.Errorf("frame %d: %w", lsn, err)
 		}
 		if err := fn(lsn, ops); err != nil {
 			return end, false, err

@@ -328,7 +328,6 @@ func FuzzRecoverSegment(f *testing.F) {
 	appendTelOp(fr, []byte("t"), 1, encodeTelemetry(&TelemetryRecord{Name: "n", Event: []byte("{}")}))
 	appendArchOp(fr, &ArchivedEvent{EventID: "e"})
 	appendClaimOp(fr, &ClaimCompletion{ID: "c", Owner: "o"})
-	fr.seal()
 	binary.BigEndian.PutUint32(fr.b[0:], uint32(len(fr.b)-frameHeaderLen))
 	binary.BigEndian.PutUint64(fr.b[8:], 1)
 	binary.BigEndian.PutUint32(fr.b[4:], crc32.Checksum(fr.b[8:], castagnoli()))
