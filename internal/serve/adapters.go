@@ -26,13 +26,13 @@ const (
 const HandoffQueue = "snavio-internal-slow-handoff"
 
 // sender delivers commands to the embedded store's queues. A message, its
-// delivered event and (on a strict route) its claim's completion commit in
-// one transaction: a crash cannot leave a delivered message without its
+// delivered event and (on a strict route) its claim's completion are one
+// atomic, durable write: a crash cannot leave a delivered message without its
 // event, nor let a retry deliver a strict-mode command twice.
 type sender struct {
 	s    *embedded.Store
 	clk  clock.Clock
-	sink *outboxSink // files the event and wakes telemetry readers
+	sink *outboxSink // files the event under its tenant
 }
 
 var _ dispatch.Sender = sender{}
@@ -57,9 +57,6 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	}
 	d.Completed = d.Claim != nil
 	d.EventWritten = del.Event != nil
-	if d.EventWritten {
-		x.sink.appended()
-	}
 	return nil
 }
 

@@ -174,7 +174,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	metrics := server.NewMetrics()
-	s.sink = &outboxSink{store: st, notify: s.notify.Notify, log: o.Logger}
+	s.sink = &outboxSink{store: st, log: o.Logger}
 	reg := st.Registry()
 
 	// Snapshots: signed with a key kept in the data directory.

@@ -72,7 +72,6 @@ func tenantOf(e telemetry.Event) (tenant string, catalog bool) {
 type outboxSink struct {
 	store  *embedded.Store
 	alerts *alerts.Router
-	notify func()
 	log    *slog.Logger
 	// lost counts events the store refused (it was closing or broken).
 	lost atomic.Int64
@@ -89,7 +88,8 @@ func (s *outboxSink) Emit(e telemetry.Event) {
 		s.log.Error("telemetry outbox append failed; event lost", "event", e.EventName(), "err", err)
 		return
 	}
-	s.appended()
+	// Telemetry readers are woken by the store once the event is
+	// readable (embedded.Options.OnApplied).
 	if !catalog && e.Alert() && s.alerts != nil {
 		if _, err := s.alerts.Handle(ctx, PlatformTenant, e); err != nil {
 			s.log.Warn("delivering a platform alert failed", "event", e.EventName(), "err", err)
@@ -99,15 +99,8 @@ func (s *outboxSink) Emit(e telemetry.Event) {
 
 // entry is e as the outbox files it: under its tenant's stream. Writers
 // that append an event with other state (the sender's transactional
-// outbox) use it, then call appended.
+// outbox) use it.
 func (s *outboxSink) entry(e telemetry.Event) *embedded.OutboxEntry {
 	tenant, _ := tenantOf(e)
 	return &embedded.OutboxEntry{Tenant: tenant, Event: e}
-}
-
-// appended wakes the telemetry readers after an append.
-func (s *outboxSink) appended() {
-	if s.notify != nil {
-		s.notify()
-	}
 }
