@@ -182,7 +182,10 @@ func (s *state) fastField(d []byte, i, f int) (int, bool) {
 	return i, true
 }
 
-func (s *state) fastMetadata(d []byte, i int) (int, bool) {
+// fastObject reads the object at d[i], handing each member's name and the
+// position of its value to field, which reads the value and returns the
+// position after it.
+func fastObject(d []byte, i int, field func(name []byte, j int) (int, bool)) (int, bool) {
 	if i >= len(d) || d[i] != '{' {
 		return i, false
 	}
@@ -192,32 +195,40 @@ func (s *state) fastMetadata(d []byte, i int) (int, bool) {
 		if !ok {
 			return i, false
 		}
-		switch string(name) {
-		case "id":
-			j, ok = s.fastField(d, j, fID)
-		case "timestamp":
-			j, ok = s.fastField(d, j, fTimestamp)
-		case "type":
-			j, ok = s.fastField(d, j, fType)
-		case "hmac":
-			j, ok = s.fastField(d, j, fHMAC)
-		case "version_id":
-			j, ok = s.fastField(d, j, fVersion)
-		case "replay":
-			j, ok = s.fastReplay(d, j)
-		case "replay_reason":
-			j, ok = s.fastField(d, j, fReplayReason)
-		case "replay_id":
-			j, ok = s.fastField(d, j, fReplayID)
-		default:
-			return i, false
-		}
-		if !ok {
+		if j, ok = field(name, j); !ok {
 			return i, false
 		}
 		if i, more, ok = after(d, j); !ok {
 			return i, false
 		}
+	}
+	return i, true
+}
+
+func (s *state) fastMetadata(d []byte, i int) (int, bool) {
+	i, ok := fastObject(d, i, func(name []byte, j int) (int, bool) {
+		switch string(name) {
+		case "id":
+			return s.fastField(d, j, fID)
+		case "timestamp":
+			return s.fastField(d, j, fTimestamp)
+		case "type":
+			return s.fastField(d, j, fType)
+		case "hmac":
+			return s.fastField(d, j, fHMAC)
+		case "version_id":
+			return s.fastField(d, j, fVersion)
+		case "replay":
+			return s.fastReplay(d, j)
+		case "replay_reason":
+			return s.fastField(d, j, fReplayReason)
+		case "replay_id":
+			return s.fastField(d, j, fReplayID)
+		}
+		return j, false
+	})
+	if !ok {
+		return i, false
 	}
 	const required = 1<<fID | 1<<fTimestamp | 1<<fType | 1<<fHMAC | 1<<fVersion
 	const replayFields = 1<<fReplayReason | 1<<fReplayID
@@ -248,34 +259,19 @@ func (s *state) fastReplay(d []byte, i int) (int, bool) {
 }
 
 func (s *state) fastCommand(d []byte, i int, lim Limits) (int, bool) {
-	if i >= len(d) || d[i] != '{' {
-		return i, false
-	}
-	i = skipWS(d, i+1)
-	for more := true; more; {
-		name, j, ok := member(d, i)
-		if !ok {
-			return i, false
-		}
+	i, ok := fastObject(d, i, func(name []byte, j int) (int, bool) {
 		switch string(name) {
 		case "target":
-			j, ok = s.fastField(d, j, fTarget)
+			return s.fastField(d, j, fTarget)
 		case "name":
-			j, ok = s.fastField(d, j, fName)
+			return s.fastField(d, j, fName)
 		case "payload":
-			j, ok = s.fastPayload(d, j, lim)
-		default:
-			return i, false
+			return s.fastPayload(d, j, lim)
 		}
-		if !ok {
-			return i, false
-		}
-		if i, more, ok = after(d, j); !ok {
-			return i, false
-		}
-	}
+		return j, false
+	})
 	const required = 1<<fTarget | 1<<fName | 1<<fPayload
-	return i, s.have&required == required
+	return i, ok && s.have&required == required
 }
 
 // fastPayload reads the payload. One already canonical and within the
