@@ -172,46 +172,23 @@ func encodeOutboxEntry(e OutboxEntry, now time.Time) (telRecord, error) {
 // addTelemetry numbers recs in their tenants' streams and across all of
 // them, appends them to f and queues f to the log, all under s.tmu so that
 // the numbers follow the log's order. seqs, if not nil, receives each
-// record's sequence number. On an error nothing is numbered.
+// record's sequence number.
 func (s *Store) addTelemetry(f *frame, recs []telRecord, seqs []uint64) (*walGroup, error) {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
-	global := s.telGlobal
-	var firstOf map[string]uint64 // each touched tenant's position before
 	for i, r := range recs {
-		last, ok := s.telLast[string(r.tenant)]
-		if firstOf == nil {
-			firstOf = make(map[string]uint64, 1)
-		}
-		if _, seen := firstOf[string(r.tenant)]; !seen {
-			if ok {
-				firstOf[string(r.tenant)] = last
-			} else {
-				firstOf[string(r.tenant)] = ^uint64(0) // none
-			}
-		}
-		last++
+		last := s.telLast[string(r.tenant)] + 1
 		s.telLast[string(r.tenant)] = last
-		global++
-		binary.BigEndian.PutUint64(r.record[telOffGlobal:], global)
+		s.telGlobal++
+		binary.BigEndian.PutUint64(r.record[telOffGlobal:], s.telGlobal)
 		appendTelOp(f, r.tenant, last, r.record)
 		if seqs != nil {
 			seqs[i] = last
 		}
 	}
-	g, err := s.wal.add(f)
-	if err != nil {
-		for t, last := range firstOf {
-			if last == ^uint64(0) {
-				delete(s.telLast, t)
-			} else {
-				s.telLast[t] = last
-			}
-		}
-		return nil, err
-	}
-	s.telGlobal = global
-	return g, nil
+	// The log refuses a frame only once it is closed or failed, after
+	// which nothing is numbered again: the numbers taken need no undoing.
+	return s.wal.add(f)
 }
 
 // loadTelemetryPositions reads each stream's last sequence number and the
