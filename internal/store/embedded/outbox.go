@@ -268,41 +268,7 @@ func (s *Store) ReadTelemetry(ctx context.Context, tenant string, after uint64, 
 // ReadAllTelemetry returns up to limit (1 to 1000) records of all tenants
 // with a global number after after, in append order: the operator's view.
 func (s *Store) ReadAllTelemetry(ctx context.Context, after uint64, limit int) ([]TelemetryRecord, error) {
-	if err := s.awaitApplied(ctx); err != nil {
-		return nil, err
-	}
-	if err := checkPage("read all telemetry", limit); err != nil {
-		return nil, err
-	}
-	var out []TelemetryRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		out = nil
-		tenants, all, _ := outboxBuckets(tx)
-		if all == nil || after == ^uint64(0) {
-			return nil
-		}
-		c := all.Cursor()
-		for k, v := c.Seek(u64(after + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			if len(v) < 9 {
-				return corrupt("telemetry index", fmt.Sprint(binary.BigEndian.Uint64(k)), errors.New("short entry"))
-			}
-			seq, tenant := binary.BigEndian.Uint64(v[:8]), string(v[8:])
-			tb := tenants.Bucket([]byte(tenant))
-			if tb == nil {
-				return corrupt("telemetry index", tenant, errors.New("no such stream"))
-			}
-			rv := tb.Bucket(bEv).Get(u64(seq))
-			if rv == nil {
-				return corrupt("telemetry index", fmt.Sprintf("%s#%d", tenant, seq), errors.New("no such record"))
-			}
-			r, err := decodeRecord(rv, tenant, seq)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
+	out, _, err := s.scanAll(ctx, "read all telemetry", after, limit, nil)
 	return out, err
 }
 
@@ -312,10 +278,16 @@ func (s *Store) ReadAllTelemetry(ctx context.Context, after uint64, limit int) (
 // last record it examined (after, if none): a reader that wants a few
 // kinds of event skips the others without decoding them.
 func (s *Store) ScanAllTelemetry(ctx context.Context, after uint64, limit int, keep func(name string) bool) ([]TelemetryRecord, uint64, error) {
+	return s.scanAll(ctx, "scan all telemetry", after, limit, keep)
+}
+
+// scanAll is ScanAllTelemetry; a nil keep keeps every record. what names
+// the caller in errors.
+func (s *Store) scanAll(ctx context.Context, what string, after uint64, limit int, keep func(name string) bool) ([]TelemetryRecord, uint64, error) {
 	if err := s.awaitApplied(ctx); err != nil {
 		return nil, after, err
 	}
-	if err := checkPage("scan all telemetry", limit); err != nil {
+	if err := checkPage(what, limit); err != nil {
 		return nil, after, err
 	}
 	var out []TelemetryRecord
@@ -343,13 +315,15 @@ func (s *Store) ScanAllTelemetry(ctx context.Context, after uint64, limit int, k
 			if rv == nil {
 				return corrupt("telemetry index", fmt.Sprintf("%s#%d", tenant, seq), errors.New("no such record"))
 			}
-			name, err := telemetryName(rv)
-			if err != nil {
-				return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
-			}
 			last = global
-			if !keep(name) {
-				continue
+			if keep != nil {
+				name, err := telemetryName(rv)
+				if err != nil {
+					return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
+				}
+				if !keep(name) {
+					continue
+				}
 			}
 			r, err := decodeRecord(rv, string(tenant), seq)
 			if err != nil {
