@@ -579,3 +579,59 @@ func TestRecoveryAppliesWhatTheFileMissed(t *testing.T) {
 		t.Fatalf("append after recovery: %v %v", seqs, err)
 	}
 }
+
+// TestPageSize checks that a new file gets 16 KiB pages and that a file
+// made with bbolt's default 4 KiB pages (every store before the change)
+// opens, keeps its page size, and reads and takes writes as before.
+func TestPageSize(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pageOf := func(s *Store) int { return s.db.Info().PageSize }
+
+	fresh := openTest(t, Options{Path: filepath.Join(dir, "new.db")})
+	if got := pageOf(fresh); got != pageSize {
+		t.Fatalf("a new store's page size is %d, want %d", got, pageSize)
+	}
+
+	path := filepath.Join(dir, "old.db")
+	old, err := Open(Options{Path: path, pageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	write := func(s *Store, i int) {
+		t.Helper()
+		if err := s.ArchiveAppend(ctx, ArchivedEvent{EventID: fmt.Sprintf("e%d", i), Source: "acme/billing", DetailType: "snavio.command-sent", Detail: detail("payments", "refund"), ReceivedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "acme", Event: delivered(fmt.Sprintf("c%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		write(old, i)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openTest(t, Options{Path: path})
+	if got := pageOf(s); got != 4096 {
+		t.Fatalf("reopened 4 KiB store has page size %d: a file must keep the page size it was made with", got)
+	}
+	for i := 50; i < 60; i++ {
+		write(s, i)
+	}
+	recs, err := s.ReadTelemetry(ctx, "acme", 0, MaxReadPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 60 || recs[59].Seq != 60 {
+		t.Fatalf("telemetry after reopen: %d records, want 60 numbered 1..60", len(recs))
+	}
+	for _, id := range []string{"e0", "e49", "e59"} {
+		if _, ok, err := s.ArchiveGet(ctx, id); err != nil || !ok {
+			t.Fatalf("archived %s after reopen: found %v, err %v", id, ok, err)
+		}
+	}
+}
