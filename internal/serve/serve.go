@@ -98,6 +98,10 @@ type Options struct {
 	WebhookSecret []byte
 	// Shadow runs rate limiting and fairness in shadow mode.
 	Shadow bool
+	// SkewSampleRate is the share of accepted commands that emit
+	// snavio.telemetry.skew_sample (shield.Config.SampleRate): 0 is the
+	// default, 1%; a negative rate emits none.
+	SkewSampleRate float64
 	// InProgressTTL is how long a strict command's claim may stay in
 	// progress before a retry takes it over (default 30 s), and
 	// HandoffVisibility how long a hand-off taken by a slow worker stays
@@ -229,7 +233,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	polls := &tenantPolls{}
-	sh, err := shield.New(shield.Config{}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink})
+	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink})
 	if err != nil {
 		return nil, err
 	}

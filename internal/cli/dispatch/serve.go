@@ -17,6 +17,7 @@ import (
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
 )
 
 // ServeOptions are the inputs of `snavio dispatch serve`.
@@ -34,6 +35,7 @@ type ServeOptions struct {
 	ArchiveRetention   time.Duration
 	SnapshotInterval   time.Duration
 	ShutdownTimeout    time.Duration
+	SkewSampleRate     float64
 }
 
 func newServeCmd(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
@@ -104,6 +106,7 @@ Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
 	fl.DurationVar(&opts.ArchiveRetention, "archive-retention", 7*24*time.Hour, "how long the archive keeps accepted events")
 	fl.DurationVar(&opts.SnapshotInterval, "snapshot-interval", 5*time.Minute, "how often registry snapshots are generated")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take")
+	fl.Float64Var(&opts.SkewSampleRate, "skew-sample-rate", shield.DefaultSampleRate, "share of accepted commands that emit snavio.telemetry.skew_sample to their tenant, from 0 (none) to 1 (every one)")
 	return cmd
 }
 
@@ -122,10 +125,22 @@ func (o *ServeOptions) validate() error {
 			return cmdutil.Usagef("%s %v: want a positive duration such as 30s or 24h", name, d)
 		}
 	}
+	if !(o.SkewSampleRate >= 0 && o.SkewSampleRate <= 1) {
+		return cmdutil.Usagef("--skew-sample-rate %v: want a share from 0 (no samples) to 1 (every accepted command), such as 0.01", o.SkewSampleRate)
+	}
 	if (o.WebhookURL == "") != (o.WebhookSecretFile == "") {
 		return cmdutil.Usagef("--alert-webhook and --alert-webhook-secret-file go together: give both or neither")
 	}
 	return nil
+}
+
+// skewSampleRate maps the flag (0 disables) to serve.Options (0 is the
+// default, a negative rate disables).
+func skewSampleRate(flag float64) float64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
@@ -162,7 +177,7 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 	s, err := serve.Start(ctx, serve.Options{
 		DataDir: o.DataDir, Ephemeral: o.Ephemeral, Listen: o.Listen, Demo: o.Demo,
 		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
-		WebhookURL: o.WebhookURL, WebhookSecret: secret,
+		WebhookURL: o.WebhookURL, WebhookSecret: secret, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
 		Jobs: serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
 	})
 	if err != nil {
