@@ -21,9 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -159,24 +158,12 @@ func New(o Options) (*Node, error) {
 	}
 	if o.NewID == nil {
 		clk := o.Clock
-		o.NewID = func() string { return timeOrderedID(clk.Now()) }
+		o.NewID = func() string { return uuidv7.String(clk.Now()) }
 	}
 	return &Node{o: o, handedOff: make(chan struct{}, 1)}, nil
 }
 
 var _ server.Pipeline = (*Node)(nil)
-
-// timeOrderedID returns a UUID version 7 (RFC 9562): now's Unix
-// milliseconds, then random bits.
-func timeOrderedID(now time.Time) string {
-	u := uuid.New() // version 4: random, with the variant bits set
-	ms := uint64(now.UnixMilli())
-	for i := range 6 {
-		u[i] = byte(ms >> (40 - 8*i))
-	}
-	u[6] = u[6]&0x0f | 0x70
-	return u.String()
-}
 
 // Stats returns a copy of the counters.
 func (n *Node) Stats() Stats {

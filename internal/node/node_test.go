@@ -308,12 +308,14 @@ func TestRunSlowStopsOnCancel(t *testing.T) {
 	<-done
 }
 
+// TestEventIDsAreTimeOrderedUUIDs checks the default event ids follow the
+// node's clock.
 func TestEventIDsAreTimeOrderedUUIDs(t *testing.T) {
-	clk := clock.NewFake(t0)
+	e := newEnv(t)
 	var ids []string
 	for range 3 {
-		ids = append(ids, timeOrderedID(clk.Now()))
-		clk.Advance(time.Millisecond)
+		ids = append(ids, e.node.o.NewID())
+		e.clk.Advance(time.Millisecond)
 	}
 	for i, id := range ids {
 		u, err := uuid.Parse(id)

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"strconv"
 	"time"
@@ -54,26 +52,6 @@ type awsError struct {
 }
 
 func (e *awsError) Error() string { return e.Type + ": " + e.Message }
-
-// newRequestID returns a random request id in the UUID text form AWS uses
-// for x-amzn-RequestId.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
-}
 
 // writeAWSJSON writes a 200 AWS JSON 1.1 response.
 func writeAWSJSON(w http.ResponseWriter, requestID string, body []byte) {

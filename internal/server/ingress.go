@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Limits bound the work the server accepts at once. Nothing waits for a
@@ -139,7 +141,7 @@ func (in *Ingress) throttled(what string, limit int) *awsError {
 
 // ServeHTTP answers one PutEvents request.
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := newRequestID()
+	reqID := uuid.NewString()
 	fail := func(e *awsError) {
 		in.metrics.reject("putevents", e.Reason)
 		writeAWSError(w, reqID, e)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
 )
 
 // PutEvents limits, as EventBridge documents them.
@@ -122,7 +123,7 @@ func DiscardPipeline() Pipeline {
 	return PipelineFunc(func(_ context.Context, entries []Entry) []EntryResult {
 		out := make([]EntryResult, len(entries))
 		for i := range out {
-			out[i] = Accepted(newRequestID())
+			out[i] = Accepted(uuid.NewString())
 		}
 		return out
 	})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 func TestMessageRecordRoundTrip(t *testing.T) {
@@ -251,7 +253,12 @@ func TestMessageIDsAreTimeOrderedUUIDs(t *testing.T) {
 	var prev string
 	for i := range 3 {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		id, err := newID(now)
+		clk := clock.NewFake(now)
+		s := openTest(t, Options{Ephemeral: true, Clock: clk})
+		if _, err := s.CreateQueue(context.Background(), QueueConfig{Name: "q"}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := s.Send(context.Background(), "q", []byte("m"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

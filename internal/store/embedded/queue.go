@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 )
 
@@ -382,21 +381,6 @@ func checkMessage(queue string, body []byte, attrs map[string]string) error {
 	return nil
 }
 
-// newID returns a UUID version 7 (RFC 9562): now's Unix milliseconds, then
-// random bits. Time-ordered ids are appended to the message bucket instead
-// of being inserted at random pages.
-func newID(now time.Time) (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("message id: %w", err)
-	}
-	binary.BigEndian.PutUint16(b[4:], uint16(now.UnixMilli()))
-	binary.BigEndian.PutUint32(b[0:], uint32(now.UnixMilli()>>16))
-	b[6] = b[6]&0x0f | 0x70
-	b[8] = b[8]&0x3f | 0x80
-	return uuid.UUID(b).String(), nil
-}
-
 // Send stores a message in queue and returns its id. The message is
 // durable when Send returns.
 func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error) {
@@ -713,11 +697,9 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 		return "", err
 	}
 	now := s.clock.Now()
-	id, err := newID(now)
-	if err != nil {
-		return "", err
-	}
+	id := uuidv7.String(now)
 	var tel telRecord
+	var err error
 	if d.Event != nil {
 		if tel, err = encodeOutboxEntry(*d.Event, now.UTC()); err != nil {
 			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
