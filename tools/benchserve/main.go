@@ -187,9 +187,13 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		verdict = "MISSED"
 	}
 	if cs.Commits > 0 {
-		fmt.Printf("  store file: %d writes in %d commits (%.1f writes/commit, %.3f commits/command)\n", cs.Writes, cs.Commits, float64(cs.Writes)/float64(cs.Commits), float64(cs.Commits)/float64(max(results.accepted, 1)))
+		fmt.Printf("  bbolt (applies, purges, flow state): %d writes in %d commits (%.1f writes/commit, %.3f commits/command)\n", cs.Writes, cs.Commits, float64(cs.Writes)/float64(cs.Commits), float64(cs.Commits)/float64(max(results.accepted, 1)))
 	}
-	fmt.Printf("  write-ahead log: %d frames in %d syncs (%.1f frames/sync), %d segments at the end%s\n", ls.Frames, ls.Syncs, float64(ls.Frames)/float64(max(ls.Syncs, 1)), ls.Segments, upkeep(ls.UpkeepError))
+	if ls.Syncs > 0 {
+		fmt.Printf("  write-ahead log: %d frames in %d syncs (%.1f frames/sync), %d segments at the end%s\n", ls.Frames, ls.Syncs, float64(ls.Frames)/float64(ls.Syncs), ls.Segments, upkeep(ls.UpkeepError))
+	} else {
+		fmt.Printf("  write-ahead log: %d frames, kept in memory (nothing to sync)%s\n", ls.Frames, upkeep(ls.UpkeepError))
+	}
 	fmt.Printf("  ratio full/sink %.2fx (goal >= 0.50x: %s)\n", ratio, verdict)
 	heap.print()
 	return nil
