@@ -22,11 +22,11 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -277,20 +277,25 @@ func writeHeapProfile(path string) error {
 
 type results struct {
 	accepted, refused int64
-	// latencies of every PutEvents request (all clients), for percentiles.
-	latencies []time.Duration
+	// latencies of every PutEvents request (all clients), in µs, in a
+	// fixed-size histogram: the run's heap is measured, and a list of
+	// every latency grew it by about 2 MiB a minute.
+	latencies *hdrhistogram.Histogram
+}
+
+// newLatencies returns a histogram of 1 µs to 5 min with 3 significant
+// digits (a few tens of KiB, whatever the run's length).
+func newLatencies() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(5*time.Minute/time.Microsecond), 3)
 }
 
 // latencyLine gives p50, p99 and the maximum of the request latencies.
 func (r *results) latencyLine() string {
-	if len(r.latencies) == 0 {
+	if r.latencies == nil || r.latencies.TotalCount() == 0 {
 		return "no PutEvents completed"
 	}
-	slices.Sort(r.latencies)
-	at := func(q float64) time.Duration {
-		return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))].Round(time.Microsecond)
-	}
-	return fmt.Sprintf("PutEvents p50 %v, p99 %v, max %v", at(0.50), at(0.99), at(1))
+	at := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return fmt.Sprintf("PutEvents p50 %v, p99 %v, max %v", at(r.latencies.ValueAtQuantile(50)), at(r.latencies.ValueAtQuantile(99)), at(r.latencies.Max()))
 }
 
 // load runs clients PutEvents loops of batches of 10 signed commands for
@@ -302,7 +307,10 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
-	lat := make([][]time.Duration, clients)
+	lat := make([]*hdrhistogram.Histogram, clients)
+	for c := range lat {
+		lat[c] = newLatencies()
+	}
 	start := time.Now()
 	for c := range clients {
 		wg.Add(1)
@@ -344,7 +352,7 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 				var out struct{ FailedEntryCount int64 }
 				b, _ := io.ReadAll(resp.Body)
 				_ = resp.Body.Close()
-				lat[c] = append(lat[c], time.Since(sent))
+				_ = lat[c].RecordValue(max(1, time.Since(sent).Microseconds())) // beyond 5 min it is refused; the run would have failed by then
 				if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil {
 					atomic.AddInt64(&res.refused, 10)
 					continue
@@ -371,8 +379,9 @@ loop:
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
+	res.latencies = newLatencies()
 	for _, l := range lat {
-		res.latencies = append(res.latencies, l...)
+		res.latencies.Merge(l)
 	}
 	if err, ok := failure.Load().(error); ok {
 		return 0, res, err
