@@ -195,6 +195,14 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		fmt.Printf("  write-ahead log: %d frames, kept in memory (nothing to sync)%s\n", ls.Frames, upkeep(ls.UpkeepError))
 	}
 	fmt.Printf("  ratio full/sink %.2fx (goal >= 0.50x: %s)\n", ratio, verdict)
+	// The same comparison in CPU, which moves less with the machine's
+	// noise than rates do: what the pipeline adds to each command over
+	// the sink (transport, decode and load generator being the same).
+	if sinkCPU > 0 && fullCPU > 0 && sinkRes.accepted > 0 && results.accepted > 0 {
+		sinkUS := float64(sinkCPU.Microseconds()) / float64(sinkRes.accepted)
+		fullUS := float64(fullCPU.Microseconds()) / float64(results.accepted)
+		fmt.Printf("  CPU: the pipeline adds %.0f µs/command to the sink's %.0f (sink/full CPU %.2fx; with both runs CPU-bound, 0.5x needs at most %.0f µs added)\n", fullUS-sinkUS, sinkUS, sinkUS/fullUS, sinkUS)
+	}
 	heap.print()
 	return nil
 }
