@@ -5,8 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	stdjson "encoding/json"
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,28 +19,11 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/internal/benchdata"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
-
-// payload1K is a canonical JSON object of exactly 1024 bytes (the same
-// shape as the shield's benchmarks, whose BenchmarkFloorShield is the
-// floor of these).
-func payload1K() string {
-	var sb strings.Builder
-	sb.WriteString("{")
-	for i := 0; ; i++ {
-		field := fmt.Sprintf(`"k%03d":"value number %04d",`, i, i)
-		if sb.Len()+len(field) > 1024-40 {
-			break
-		}
-		sb.WriteString(field)
-	}
-	pad := 1024 - sb.Len() - len(`"zz":""}`)
-	sb.WriteString(`"zz":"` + strings.Repeat("p", pad) + `"}`)
-	return sb.String()
-}
 
 // discard is a Sender that drops deliveries.
 type discard struct{ n atomic.Int64 }
@@ -73,7 +54,7 @@ func newBench(b *testing.B, strict bool) *benchFixture {
 	d, clk, _ := buildStack(b, route, cc, telemetry.Discard{}, out, func(f func()) { go f() })
 	f := &fixture{clk: clk}
 	f.key, _ = newKey()
-	detail := f.message(b, uuidN(1), "mailer", "send", payload1K())
+	detail := f.message(b, uuidN(1), "mailer", "send", benchdata.Payload1K())
 	bf := &benchFixture{d: d, detail: detail, out: out}
 	if !strict {
 		// Warm up: the first message escalates for a token and starts the
@@ -172,7 +153,7 @@ func BenchmarkPeerWatermill(b *testing.B) {
 	defer cancel()
 	go func() { _ = router.Run(ctx) }()
 	<-router.Running()
-	payload := []byte(payload1K())
+	payload := []byte(benchdata.Payload1K())
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
 	b.ResetTimer()
@@ -200,7 +181,7 @@ func BenchmarkStrictSlowPath(b *testing.B) {
 	const n = 4096
 	msgs := make([][]byte, n)
 	for i := range msgs {
-		msgs[i] = f.message(b, uuidN(100000+i), "mailer", "send", payload1K())
+		msgs[i] = f.message(b, uuidN(100000+i), "mailer", "send", benchdata.Payload1K())
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -219,7 +200,7 @@ func BenchmarkStrictSlowPath(b *testing.B) {
 		if i%n == 0 {
 			b.StopTimer()
 			for j := range msgs {
-				msgs[j] = f.message(b, uuidN(100000+i+j), "mailer", "send", payload1K())
+				msgs[j] = f.message(b, uuidN(100000+i+j), "mailer", "send", benchdata.Payload1K())
 			}
 			b.StartTimer()
 		}

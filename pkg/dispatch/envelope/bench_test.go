@@ -1,32 +1,16 @@
 package envelope
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-)
 
-// payload1K is a canonical JSON object of exactly 1024 bytes, the payload
-// of the shield's and the dispatcher's benchmarks.
-func payload1K() string {
-	var sb strings.Builder
-	sb.WriteString("{")
-	for i := 0; ; i++ {
-		field := fmt.Sprintf(`"k%03d":"value number %04d",`, i, i)
-		if sb.Len()+len(field) > 1024-40 {
-			break
-		}
-		sb.WriteString(field)
-	}
-	pad := 1024 - sb.Len() - len(`"zz":""}`)
-	sb.WriteString(`"zz":"` + strings.Repeat("p", pad) + `"}`)
-	return sb.String()
-}
+	"github.com/snavio/snavio/pkg/dispatch/internal/benchdata"
+)
 
 // message1K is a valid envelope with the canonical 1 KiB payload: what a
 // producer that signs through package signing sends.
 func message1K() []byte {
-	return []byte(strings.Replace(good(), `{"user":"u-1","n":1}`, payload1K(), 1))
+	return []byte(strings.Replace(good(), `{"user":"u-1","n":1}`, benchdata.Payload1K(), 1))
 }
 
 // BenchmarkParse1K: one valid envelope with a canonical 1 KiB payload, the

@@ -4,31 +4,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	stdjson "encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/internal/benchdata"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
-
-// payload1K is a canonical JSON object of exactly 1024 bytes.
-func payload1K() []byte {
-	var sb strings.Builder
-	sb.WriteString("{")
-	for i := 0; ; i++ {
-		field := fmt.Sprintf(`"k%03d":"value number %04d",`, i, i)
-		if sb.Len()+len(field) > 1024-40 {
-			break
-		}
-		sb.WriteString(field)
-	}
-	pad := 1024 - sb.Len() - len(`"zz":""}`)
-	sb.WriteString(`"zz":"` + strings.Repeat("p", pad) + `"}`)
-	return []byte(sb.String())
-}
 
 type benchEnv struct {
 	sh      *Shield
@@ -40,7 +24,7 @@ type benchEnv struct {
 func newBench(b *testing.B, sentAt time.Time, mut func([]byte) []byte) *benchEnv {
 	b.Helper()
 	k := key(b, "hmac-v2", 2)
-	p := payload1K()
+	p := []byte(benchdata.Payload1K())
 	if len(p) != 1024 {
 		b.Fatalf("payload is %d bytes", len(p))
 	}
