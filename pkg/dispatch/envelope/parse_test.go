@@ -369,14 +369,7 @@ func TestParseAllocs(t *testing.T) {
 
 func BenchmarkParse(b *testing.B) {
 	p := NewParser(Limits{})
-	in := []byte(good())
-	b.ReportAllocs()
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if _, _, err := p.Parse(in, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchParse(b, []byte(good()), func(in []byte) error { _, _, err := p.Parse(in, nil); return err })
 }
 
 // TestParseWorstCaseAllocation feeds the parser the most expensive inputs
