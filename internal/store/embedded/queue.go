@@ -313,6 +313,22 @@ func (s *Store) queueOf(name string) (*memQueue, error) {
 	return q, nil
 }
 
+// lockQueue takes s.qmu and returns the queue name. It keeps the lock
+// only when it returns no error; an error is prefixed with what (the
+// operation), unless what is empty.
+func (s *Store) lockQueue(name, what string) (*memQueue, error) {
+	s.qmu.Lock()
+	q, err := s.queueOf(name)
+	if err != nil {
+		s.qmu.Unlock()
+		if what != "" {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+		return nil, err
+	}
+	return q, nil
+}
+
 // GetQueue returns the queue name.
 func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
 	if err := ctx.Err(); err != nil {
@@ -414,11 +430,9 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	}
 	var out []got
 	f := newFrame()
-	s.qmu.Lock()
-	q, err := s.queueOf(queue)
+	q, err := s.lockQueue(queue, "receive")
 	if err != nil {
-		s.qmu.Unlock()
-		return nil, fmt.Errorf("receive: %w", err)
+		return nil, err
 	}
 	vt := visibility
 	if vt == 0 {
@@ -561,11 +575,9 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 	}
 	errs = make([]error, len(receipts))
 	f := newFrame()
-	s.qmu.Lock()
-	q, err := s.queueOf(queue)
+	q, err := s.lockQueue(queue, "delete")
 	if err != nil {
-		s.qmu.Unlock()
-		return nil, fmt.Errorf("delete: %w", err)
+		return nil, err
 	}
 	for i, r := range receipts {
 		id, nonce, err := parseReceipt(r)
@@ -605,11 +617,9 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	}
 	at := nanos(s.clock.Now().Add(visibility))
 	f := newFrame()
-	s.qmu.Lock()
-	q, err := s.queueOf(queue)
+	q, err := s.lockQueue(queue, "change visibility")
 	if err != nil {
-		s.qmu.Unlock()
-		return fmt.Errorf("change visibility: %w", err)
+		return err
 	}
 	m := q.msgs[id]
 	if m == nil || !m.h.HasReceipt || m.h.Nonce != nonce {
@@ -633,10 +643,8 @@ func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
 	f.b = appendStr(f.b, queue)
 	f.end(p)
 	f.purge = queue
-	s.qmu.Lock()
-	if _, err := s.queueOf(queue); err != nil {
-		s.qmu.Unlock()
-		return 0, fmt.Errorf("purge: %w", err)
+	if _, err := s.lockQueue(queue, "purge"); err != nil {
+		return 0, err
 	}
 	if err := s.commitUnlock(f); err != nil {
 		return 0, err
@@ -749,10 +757,8 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 			return nil, fmt.Errorf("claim %q: %w", c.ID, flow.ErrNotOwner)
 		}
 	}
-	s.qmu.Lock()
-	q, err := s.queueOf(d.Queue)
+	q, err := s.lockQueue(d.Queue, "")
 	if err != nil {
-		s.qmu.Unlock()
 		return nil, err
 	}
 	if n := len(q.msgs) + q.reserved; n >= q.q.MaxDepth {
@@ -792,11 +798,9 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 	}
 	now := nanos(s.clock.Now())
 	f := newFrame()
-	s.qmu.Lock()
-	q, err := s.queueOf(queue)
+	q, err := s.lockQueue(queue, "release in-flight messages")
 	if err != nil {
-		s.qmu.Unlock()
-		return 0, fmt.Errorf("release in-flight messages: %w", err)
+		return 0, err
 	}
 	released := 0
 	for _, m := range q.msgs {
