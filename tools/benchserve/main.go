@@ -165,11 +165,17 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	// CPU per command (the load generator's included, in both runs) is the
 	// steadier figure on a shared machine: it does not move when other
 	// processes take the cores.
-	perCmd := func(cpu time.Duration, n int64) string {
+	usPerCmd := func(cpu time.Duration, n int64) (float64, bool) {
 		if cpu <= 0 || n == 0 {
-			return "n/a"
+			return 0, false
 		}
-		return fmt.Sprintf("%.0f µs", float64(cpu.Microseconds())/float64(n))
+		return float64(cpu.Microseconds()) / float64(n), true
+	}
+	perCmd := func(cpu time.Duration, n int64) string {
+		if us, ok := usPerCmd(cpu, n); ok {
+			return fmt.Sprintf("%.0f µs", us)
+		}
+		return "n/a"
 	}
 	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "sink (pipeline discards)", sinkRate, perCmd(sinkCPU, sinkRes.accepted), sinkRes.latencyLine())
 	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "full pipeline", fullRate, perCmd(fullCPU, results.accepted), results.latencyLine())
@@ -198,9 +204,9 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	// The same comparison in CPU, which moves less with the machine's
 	// noise than rates do: what the pipeline adds to each command over
 	// the sink (transport, decode and load generator being the same).
-	if sinkCPU > 0 && fullCPU > 0 && sinkRes.accepted > 0 && results.accepted > 0 {
-		sinkUS := float64(sinkCPU.Microseconds()) / float64(sinkRes.accepted)
-		fullUS := float64(fullCPU.Microseconds()) / float64(results.accepted)
+	sinkUS, okSink := usPerCmd(sinkCPU, sinkRes.accepted)
+	fullUS, okFull := usPerCmd(fullCPU, results.accepted)
+	if okSink && okFull {
 		fmt.Printf("  CPU: the pipeline adds %.0f µs/command to the sink's %.0f (sink/full CPU %.2fx; with both runs CPU-bound, 0.5x needs at most %.0f µs added)\n", fullUS-sinkUS, sinkUS, sinkUS/fullUS, sinkUS)
 	}
 	heap.print()
