@@ -78,6 +78,9 @@ type Options struct {
 	// the operator token and the signing key, so the local profile finds
 	// them).
 	Ephemeral bool
+	// SyncEvery is the store's sync interval (embedded.Options.SyncEvery):
+	// 0 syncs every write before it is acknowledged.
+	SyncEvery time.Duration
 	// Listen is the address (default 127.0.0.1:8787; port 0 picks one).
 	Listen string
 	// Demo seeds a tenant, queues, a route, an ACL and a key.
@@ -164,7 +167,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
 
-	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, Clock: o.Clock, OnApplied: s.notify.Notify})
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Clock: o.Clock, OnApplied: s.notify.Notify})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
@@ -357,7 +360,10 @@ type Info struct {
 	URL       string `json:"url"`
 	StorePath string `json:"store"`
 	// LogPath is the store's write-ahead log directory ("" in memory).
-	LogPath           string    `json:"store_log,omitempty"`
+	LogPath string `json:"store_log,omitempty"`
+	// Fsync says when the log is synced: "always" (before each
+	// acknowledgement) or the interval ("" in memory).
+	Fsync             string    `json:"fsync,omitempty"`
 	Ephemeral         bool      `json:"ephemeral"`
 	DataDir           string    `json:"data_dir"`
 	OperatorToken     string    `json:"operator_token_file"`
@@ -380,7 +386,15 @@ func (s *Serve) Info() Info {
 		path = "(in memory: nothing survives a restart)"
 	}
 	u := s.srv.URL()
-	return Info{
+	fsync := ""
+	switch {
+	case s.o.Ephemeral:
+	case s.o.SyncEvery > 0:
+		fsync = s.o.SyncEvery.String()
+	default:
+		fsync = "always"
+	}
+	return Info{Fsync: fsync,
 		URL: u, StorePath: path, LogPath: s.store.LogDir(), Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
 		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
 		SigningKey: s.keyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,

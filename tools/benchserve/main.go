@@ -4,7 +4,7 @@
 // HTTP server with the pipeline replaced by a sink that discards, in one
 // run; and the heap over the full run, to show memory stays flat.
 //
-//	go run ./tools/benchserve [-duration 60s] [-clients 8] [-ephemeral]
+//	go run ./tools/benchserve [-duration 60s] [-clients 8] [-ephemeral | -fsync 100ms]
 //
 // `make bench-serve` runs it. A consumer drains the target queue the way a
 // target team would, so the queue stays within its depth limit.
@@ -55,6 +55,7 @@ func main() {
 	sinkDur := flag.Duration("sink-duration", 20*time.Second, "how long the sink runs")
 	clients := flag.Int("clients", 2*runtime.GOMAXPROCS(0), "concurrent PutEvents clients")
 	ephemeral := flag.Bool("ephemeral", false, "keep the store in memory (default: a file, fsync on commit, as serve runs by default)")
+	fsync := flag.String("fsync", "always", "when the file store's log is synced, as serve's --fsync: always (before each acknowledgement) or an interval such as 100ms")
 	payload := flag.Int("payload", 1024, "payload bytes per command")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the full-pipeline run to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the full-pipeline run to this file")
@@ -68,18 +69,29 @@ func main() {
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
+	var syncEvery time.Duration
+	if *fsync != "always" {
+		d, err := time.ParseDuration(*fsync)
+		if err != nil || d <= 0 {
+			log.Fatalf("-fsync %q: use always or a positive interval such as 100ms", *fsync)
+		}
+		if *ephemeral {
+			log.Fatalf("-fsync %s: the in-memory store (-ephemeral) has no log to sync", *fsync)
+		}
+		syncEvery = d
+	}
 	if *consumers < 1 {
 		log.Fatalf("-consumers %d: give at least 1", *consumers)
 	}
 	if *retention < 0 || *retention > 0 && *retention < 4*time.Second {
 		log.Fatalf("-retention %v: give 0 (serve's defaults) or at least 4s", *retention)
 	}
-	if err := run(*dur, *sinkDur, *clients, *consumers, *retention, *ephemeral, *payload, *deletes == "batch"); err != nil {
+	if err := run(*dur, *sinkDur, *clients, *consumers, *retention, *ephemeral, syncEvery, *payload, *deletes == "batch"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Duration, ephemeral bool, payloadBytes int, deleteBatch bool) error {
+func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Duration, ephemeral bool, syncEvery time.Duration, payloadBytes int, deleteBatch bool) error {
 	dir, err := os.MkdirTemp("", "benchserve")
 	if err != nil {
 		return err
@@ -111,7 +123,7 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	if retention > 0 {
 		jobs = serve.Schedule{TelemetryRetention: retention, ArchiveRetention: retention, Purge: retention / 4}
 	}
-	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, Listen: "127.0.0.1:0", Jobs: jobs})
+	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs})
 	if err != nil {
 		return err
 	}
@@ -150,7 +162,10 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		return err
 	}
 
-	store := "file (fsync per group commit)"
+	store := "file (--fsync always: synced before each acknowledgement)"
+	if syncEvery > 0 {
+		store = fmt.Sprintf("file (--fsync %v: acknowledged once written, synced within %v)", syncEvery, syncEvery)
+	}
 	if ephemeral {
 		store = "in memory"
 	}
@@ -195,8 +210,8 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	if cs.Commits > 0 {
 		fmt.Printf("  bbolt (applies, purges, flow state): %d writes in %d commits (%.1f writes/commit, %.3f commits/command)\n", cs.Writes, cs.Commits, float64(cs.Writes)/float64(cs.Commits), float64(cs.Commits)/float64(max(results.accepted, 1)))
 	}
-	if ls.Syncs > 0 {
-		fmt.Printf("  write-ahead log: %d frames in %d syncs (%.1f frames/sync), %d segments at the end%s\n", ls.Frames, ls.Syncs, float64(ls.Frames)/float64(ls.Syncs), ls.Segments, upkeep(ls.UpkeepError))
+	if ls.Writes > 0 {
+		fmt.Printf("  write-ahead log: %d frames in %d writes (%.1f frames/write) and %d syncs, %d segments at the end%s\n", ls.Frames, ls.Writes, float64(ls.Frames)/float64(ls.Writes), ls.Syncs, ls.Segments, upkeep(ls.UpkeepError))
 	} else {
 		fmt.Printf("  write-ahead log: %d frames, kept in memory (nothing to sync)%s\n", ls.Frames, upkeep(ls.UpkeepError))
 	}

@@ -80,10 +80,11 @@ func signal(c chan struct{}) {
 	}
 }
 
-// synced is the log's onSynced: it runs in the flusher, in lsn order,
-// once frames are durable. It makes their messages receivable, carries
-// out their purges and moves, and queues their ops to apply.
-func (s *Store) synced(frames []*frame) {
+// logCommitted is the log's onCommitted: it runs in the flusher, in lsn
+// order, once frames are durable (or written, with a sync interval). It
+// makes their messages receivable, carries out their purges and moves,
+// and queues their ops to apply.
+func (s *Store) logCommitted(frames []*frame) {
 	s.qmu.Lock()
 	for _, f := range frames {
 		for _, in := range f.inserts {
@@ -184,6 +185,12 @@ func (s *Store) applyOnce() {
 	a.mu.Unlock()
 	var err error
 	if len(items) > 0 {
+		// The write-ahead rule, with a sync interval: what the file
+		// records (an applied lsn, a completed claim) is never ahead of
+		// what a power loss leaves in the log.
+		err = s.wal.syncThrough(upTo)
+	}
+	if err == nil && len(items) > 0 {
 		err = s.update(context.Background(), func(tx *bolt.Tx) error { return applyTx(tx, items, upTo) })
 	}
 	if err == nil {
@@ -526,7 +533,8 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		if err != nil {
 			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
 		}
-		sg := &segment{first: first, f: fl, name: name, synced: true}
+		sg := &segment{first: first, f: fl, name: name}
+		sg.synced.Store(true)
 		segs = append(segs, sg)
 		end, torn, err := scanSegment(fl, func(lsn uint64, ops []walOp) error {
 			if lsn <= last || lsn < first {

@@ -19,6 +19,9 @@ import (
 // crashChildEnv makes the test binary the crash test's writer.
 const crashChildEnv = "SNAVIO_EMBEDDED_CRASH_CHILD"
 
+// crashSyncEnv gives the child's Options.SyncEvery ("" for 0).
+const crashSyncEnv = "SNAVIO_EMBEDDED_CRASH_SYNC_EVERY"
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		os.Exit(crashChild(path))
@@ -33,7 +36,16 @@ func TestMain(m *testing.M) {
 // "a <id> <id>" only after the call returned, until killed.
 func crashChild(path string) int {
 	ctx := context.Background()
-	s, err := Open(Options{Path: path})
+	opts := Options{Path: path}
+	if v := os.Getenv(crashSyncEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.SyncEvery = d
+	}
+	s, err := Open(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -127,11 +139,23 @@ func evenSend(body string) bool {
 
 // TestCrashKeepsAcknowledgedWrites SIGKILLs a writer mid-stream, reopens
 // the file and checks that every acknowledged send and telemetry append is
-// there, and that the file still takes writes.
+// there, and that the file still takes writes: with a sync before each
+// acknowledgement, and with a sync interval (an hour: the acknowledged
+// writes that were never synced survive too, in the OS's page cache).
 func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
+	for _, every := range []string{"", "1h"} {
+		name := "sync each write"
+		if every != "" {
+			name = "sync every " + every
+		}
+		t.Run(name, func(t *testing.T) { testCrash(t, every) })
+	}
+}
+
+func testCrash(t *testing.T, syncEvery string) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +163,7 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	for run, killAfter := range []int{50, 300, 3000} {
 		path := filepath.Join(t.TempDir(), "data", "snavio.db")
 		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashSyncEnv+"="+syncEvery)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package embedded
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
@@ -27,6 +28,14 @@ func openTest(t *testing.T, opts Options) *Store {
 func TestFlowStoreDurable(t *testing.T) {
 	dispatchtest.TestFlowStore(t, func(t *testing.T) flow.Store {
 		return openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")})
+	})
+}
+
+// The claims a delivery completes go through the log: with a sync
+// interval they are applied after the log's sync instead of with it.
+func TestFlowStoreSyncInterval(t *testing.T) {
+	dispatchtest.TestFlowStore(t, func(t *testing.T) flow.Store {
+		return openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: time.Second})
 	})
 }
 

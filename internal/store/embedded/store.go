@@ -64,6 +64,15 @@ type Options struct {
 	// OpenTimeout bounds the wait for the file lock held by another
 	// process. Default: 2 s.
 	OpenTimeout time.Duration
+	// SyncEvery chooses what a power loss can take. 0 (the default)
+	// syncs the log (fdatasync) before acknowledging any write: nothing
+	// acknowledged is lost. A positive interval acknowledges a write once
+	// it is written to the log file, in the OS's page cache, which a
+	// killed or crashed process does not lose, and syncs within the
+	// interval (and before anything is applied to the file, and at
+	// Close): a power loss or kernel crash can take the writes of the
+	// last interval, and nothing else. Ignored when Ephemeral.
+	SyncEvery time.Duration
 
 	// OnApplied, when set, is called after telemetry or archived events
 	// written to the log were applied to the file, where readers find
@@ -78,6 +87,10 @@ type Options struct {
 	// pageSize overrides the page size of a new file (tests: a file made
 	// before pages were 16 KiB).
 	pageSize int
+
+	// syncTicks, with SyncEvery, replaces the sync loop's ticker (tests:
+	// a sync exactly when the test says).
+	syncTicks <-chan time.Time
 
 	// segmentBytes overrides walSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
@@ -212,6 +225,9 @@ var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups,
 
 // Open opens (creating if needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
+	if opts.SyncEvery < 0 {
+		return nil, fmt.Errorf("embedded store: sync interval %v: give 0 (sync every write) or a positive interval", opts.SyncEvery)
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.System()
 	}
@@ -281,13 +297,21 @@ func Open(opts Options) (*Store, error) {
 	if opts.applyEvery > 0 {
 		s.applyEvery = opts.applyEvery
 	}
-	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes); err != nil {
+	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes, opts.SyncEvery); err != nil {
 		db.Close()
 		return nil, err
 	}
 	s.wg.Add(1)
 	go s.committer()
 	go s.wal.flusher()
+	if s.wal.syncEvery > 0 {
+		ticks := opts.syncTicks
+		if ticks == nil {
+			t := time.NewTicker(s.wal.syncEvery)
+			s.wal.stopTicker, ticks = t.Stop, t.C
+		}
+		go s.wal.syncLoop(ticks)
+	}
 	go s.applyLoop()
 	signal(s.ap.kick) // delete the segments recovery left that nothing needs
 	return s, nil
@@ -295,11 +319,14 @@ func Open(opts Options) (*Store, error) {
 
 // openLog loads the queues, recovers the write-ahead log in dir (none for
 // an ephemeral store) and opens its active segment.
-func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64) error {
+func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEvery time.Duration) error {
 	if err := s.loadQueues(); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, cur: newGroup(), onSynced: s.synced, flusherDone: make(chan struct{}), segmentBytes: segmentBytes}
+	w := &wal{ephemeral: ephemeral, cur: newGroup(), onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes}
+	if !ephemeral && syncEvery > 0 {
+		w.syncEvery, w.syncStop, w.syncDone = syncEvery, make(chan struct{}), make(chan struct{})
+	}
 	if w.segmentBytes <= 0 {
 		w.segmentBytes = walSegmentBytes
 	}
@@ -342,7 +369,7 @@ func (s *Store) LogStats() LogStats {
 	s.wal.mu.Lock()
 	n := len(s.wal.segs)
 	s.wal.mu.Unlock()
-	st := LogStats{Frames: s.wal.frames.Load(), Syncs: s.wal.syncs.Load(), Segments: n}
+	st := LogStats{Frames: s.wal.frames.Load(), Writes: s.wal.writes.Load(), Syncs: s.wal.syncs.Load(), Segments: n}
 	if e := s.logErr.Load(); e != nil {
 		st.UpkeepError = (*e).Error()
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The write-ahead log: the durable home of the hot path's writes (queue
@@ -23,7 +24,11 @@ import (
 // claim completions). A write is one frame appended to the active segment;
 // one flusher goroutine writes every frame queued while the previous
 // group was syncing with one write and one fdatasync (group commit), then
-// acknowledges them all. The queues live in memory and in the log only;
+// acknowledges them all. With a sync interval (Options.SyncEvery) a group
+// is acknowledged once written: it is then in the OS's page cache, which
+// a killed process does not take with it, and a sync loop makes it durable
+// against a power loss within the interval (the applier also syncs before
+// it applies anything to the file, so the file is never ahead of the log). The queues live in memory and in the log only;
 // the telemetry records, archived events and claim completions are also
 // applied to the bbolt file in large background transactions (apply.go),
 // which is where they are read. A segment is deleted once everything in
@@ -184,7 +189,8 @@ type segment struct {
 	// refs counts reads in progress; a segment is deleted only without.
 	refs atomic.Int32
 	// synced: the directory entry of a new file was synced.
-	synced bool
+	// (Atomic: with a sync interval, syncs run beside the flusher.)
+	synced atomic.Bool
 }
 
 func segmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
@@ -221,14 +227,28 @@ type wal struct {
 
 	synced atomic.Uint64 // every frame up to it is durable
 
-	// onSynced runs in the flusher, in lsn order, after a group is durable
-	// and before its writers are woken.
-	onSynced func(frames []*frame)
+	// syncEvery is 0 to sync each group before acknowledging it, or the
+	// longest a written group waits for its sync (Options.SyncEvery).
+	syncEvery time.Duration
+	// With syncEvery: the segments written since the last sync and the
+	// lsn of the last frame written (guarded by mu); syncMu orders syncs.
+	dirty   []*segment
+	written uint64
+	syncMu  sync.Mutex
+	// syncStop ends the sync loop; syncDone is closed when it has;
+	// stopTicker stops its ticker (nil in tests, which tick themselves).
+	syncStop, syncDone chan struct{}
+	stopTicker         func()
+
+	// onCommitted runs in the flusher, in lsn order, after a group is
+	// durable (or written, with syncEvery) and before its writers are
+	// woken.
+	onCommitted func(frames []*frame)
 	// onRotate is called (without locks) when a segment is sealed.
 	onRotate func()
 
-	frames, syncs atomic.Uint64
-	flusherDone   chan struct{}
+	frames, writes, syncs atomic.Uint64
+	flusherDone           chan struct{}
 }
 
 func newGroup() *walGroup { return &walGroup{done: make(chan struct{})} }
@@ -305,10 +325,11 @@ func (w *wal) flusher() {
 			w.mu.Unlock()
 			return
 		}
-		if w.ephemeral {
-			// Nothing to wait for on a memory file: let the writers
-			// the last group woke queue their next frames first, as the
-			// committer does (store.go's groupYields).
+		if w.ephemeral || w.syncEvery > 0 {
+			// Nothing to wait for on a memory file, nor for a write
+			// without its sync: let the writers the last group woke
+			// queue their next frames first, as the committer does
+			// (store.go's groupYields).
 			w.mu.Unlock()
 			for range groupYields {
 				runtime.Gosched()
@@ -333,8 +354,19 @@ func (w *wal) flusher() {
 		if err != nil {
 			g.err = fmt.Errorf("%w: %v", ErrLogFailed, err)
 		} else {
-			w.onSynced(g.frames)
-			w.synced.Store(g.frames[len(g.frames)-1].lsn)
+			w.onCommitted(g.frames)
+			// After the callback, which counts the group's messages in
+			// their segments: a segment is deleted only once the frames
+			// up to the next one's are durable and none of its messages
+			// is queued (detachOldest).
+			last := g.frames[len(g.frames)-1].lsn
+			if w.syncEvery > 0 {
+				w.mu.Lock()
+				w.written = last
+				w.mu.Unlock()
+			} else {
+				w.synced.Store(last)
+			}
 		}
 		close(g.done)
 	}
@@ -347,29 +379,113 @@ func (w *wal) write(g *walGroup) error {
 		// frames.
 		return nil
 	}
+	w.writes.Add(1)
 	var touched []*segment
 	for _, c := range g.chunks {
-		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
-			return fmt.Errorf("write %s: %w", c.seg.name, err)
-		}
-		touched = append(touched, c.seg)
-	}
-	if w.ephemeral {
-		return nil
-	}
-	for _, s := range touched {
-		if err := fdatasync(s.f); err != nil {
-			return fmt.Errorf("sync %s: %w", s.name, err)
-		}
-		if !s.synced {
+		if w.syncEvery > 0 && !c.seg.synced.Load() {
+			// The first write to a new segment: the ones before it are
+			// made durable first, and its directory entry, so that a
+			// power loss can tear only the last segment, which recovery
+			// cuts at its last whole frame.
+			if err := w.sync(); err != nil {
+				return err
+			}
 			if err := syncDir(w.dir); err != nil {
 				return err
 			}
-			s.synced = true
+			c.seg.synced.Store(true)
+		}
+		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
+			return fmt.Errorf("write %s: %w", c.seg.name, err)
+		}
+		if w.syncEvery > 0 {
+			w.mu.Lock()
+			if !slices.Contains(w.dirty, c.seg) {
+				w.dirty = append(w.dirty, c.seg)
+			}
+			w.mu.Unlock()
+			continue
+		}
+		touched = append(touched, c.seg)
+	}
+	if w.syncEvery > 0 {
+		return nil
+	}
+	return w.syncSegments(touched)
+}
+
+// syncSegments makes what was written to segs durable, with their
+// directory entries.
+func (w *wal) syncSegments(segs []*segment) error {
+	for _, s := range segs {
+		if err := fdatasync(s.f); err != nil {
+			return fmt.Errorf("sync %s: %w", s.name, err)
+		}
+		if !s.synced.Load() {
+			if err := syncDir(w.dir); err != nil {
+				return err
+			}
+			s.synced.Store(true)
 		}
 	}
 	w.syncs.Add(1)
 	return nil
+}
+
+// sync makes every frame written so far durable (with syncEvery; without,
+// each group is synced as it is written). A failure fails the log, as a
+// failed group sync does.
+func (w *wal) sync() error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.mu.Lock()
+	segs, upTo := w.dirty, w.written
+	w.dirty = nil
+	w.mu.Unlock()
+	// A write is added to dirty once made, and a sync takes dirty only
+	// after the one before it finished: with none left, every frame up
+	// to written is durable.
+	if len(segs) == 0 {
+		if upTo > w.synced.Load() {
+			w.synced.Store(upTo)
+		}
+		return nil
+	}
+	if err := w.syncSegments(segs); err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+		return fmt.Errorf("%w: %v", ErrLogFailed, err)
+	}
+	if upTo > w.synced.Load() {
+		w.synced.Store(upTo)
+	}
+	return nil
+}
+
+// syncThrough returns once every frame up to lsn is durable.
+func (w *wal) syncThrough(lsn uint64) error {
+	if w.syncEvery == 0 || w.synced.Load() >= lsn {
+		return nil
+	}
+	return w.sync()
+}
+
+// syncLoop syncs what was written at each tick (every syncEvery) until
+// the log closes.
+func (w *wal) syncLoop(ticks <-chan time.Time) {
+	defer close(w.syncDone)
+	for {
+		select {
+		case <-ticks:
+			// A failure is kept in w.err: every later write is refused.
+			_ = w.sync()
+		case <-w.syncStop:
+			return
+		}
+	}
 }
 
 func syncDir(dir string) error {
@@ -405,6 +521,16 @@ func (w *wal) close() {
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	<-w.flusherDone
+	if w.syncEvery > 0 {
+		close(w.syncStop)
+		<-w.syncDone
+		if w.stopTicker != nil {
+			w.stopTicker()
+		}
+		// Everything written is durable once Close returns. A failure
+		// is kept in w.err, as in the loop.
+		_ = w.sync()
+	}
 }
 
 // closeFiles closes every segment file.
@@ -465,8 +591,10 @@ func (w *wal) sealed() []*segment {
 
 // LogStats says how the write-ahead log is doing since Open.
 type LogStats struct {
-	// Frames written in Syncs group commits (fdatasyncs; 0 in memory).
-	Frames, Syncs uint64
+	// Frames written in Writes group commits (0 in memory), made durable
+	// by Syncs fdatasyncs: one a group, or with Options.SyncEvery one
+	// for the groups written since the last.
+	Frames, Writes, Syncs uint64
 	// Segments is the number of log files now.
 	Segments int
 	// UpkeepError is the last failure to delete or compact a segment

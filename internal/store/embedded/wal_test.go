@@ -43,10 +43,15 @@ func receiveAll(t *testing.T, s *Store, queue string) map[string]Received {
 // delete, visibility change, purge, redrive) is rebuilt from the log after
 // a restart, with the telemetry and archive the log applied.
 func TestLogReopenKeepsQueueState(t *testing.T) {
+	t.Run("sync each write", func(t *testing.T) { testReopenKeepsQueueState(t, 0) })
+	t.Run("sync interval", func(t *testing.T) { testReopenKeepsQueueState(t, time.Hour) })
+}
+
+func testReopenKeepsQueueState(t *testing.T, syncEvery time.Duration) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "snavio.db")
-	s, err := Open(Options{Path: path, Clock: clk})
+	s, err := Open(Options{Path: path, Clock: clk, SyncEvery: syncEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +107,7 @@ func TestLogReopenKeepsQueueState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = openTest(t, Options{Path: path, Clock: clk})
+	s = openTest(t, Options{Path: path, Clock: clk, SyncEvery: syncEvery})
 	stats, err := s.ListQueues(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -633,5 +638,114 @@ func TestPageSize(t *testing.T) {
 		if _, ok, err := s.ArchiveGet(ctx, id); err != nil || !ok {
 			t.Fatalf("archived %s after reopen: found %v, err %v", id, ok, err)
 		}
+	}
+}
+
+// TestSyncIntervalAcknowledgesOnceWritten: with a sync interval a write
+// returns once it is in the log file, unsynced; the sync comes at the
+// loop's tick, before anything is applied to the file, when a new segment
+// is started and at Close. Nothing written is lost across Close.
+func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	ticks := make(chan time.Time)
+	opts := Options{Path: path, SyncEvery: time.Hour, syncTicks: ticks, segmentBytes: 16 << 10}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := s.Send(ctx, "q", []byte(fmt.Sprint("m", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.LogStats(); st.Writes < 1 || st.Syncs != 0 {
+		t.Fatalf("log stats %+v: want the sends written and not synced", st)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 5 {
+		t.Fatalf("received %d of 5 written messages", len(got))
+	}
+	// A tick syncs; the second send on the unbuffered channel returns
+	// only once the loop is back from the first tick's sync.
+	ticks <- time.Time{}
+	ticks <- time.Time{}
+	if st := s.LogStats(); st.Syncs != 1 || s.wal.synced.Load() != s.wal.next-1 {
+		t.Fatalf("log stats %+v, synced %d of %d frames: want one sync of everything", st, s.wal.synced.Load(), s.wal.next-1)
+	}
+	// The write-ahead rule: telemetry is applied to the file only once the
+	// log holding it is synced.
+	if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t", Reason: telemetry.DroppedQueueUnconsumed}}}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage); err != nil || len(recs) != 1 {
+		t.Fatalf("telemetry: %d records, %v", len(recs), err)
+	}
+	if applied, synced := s.ap.applied.Load(), s.wal.synced.Load(); synced < applied {
+		t.Fatalf("applied up to frame %d with the log synced up to %d", applied, synced)
+	}
+	// A new segment: the one before is synced first.
+	syncs := s.LogStats().Syncs
+	body := bytes.Repeat([]byte("x"), 1000)
+	n := 0
+	for ; s.LogStats().Segments < 3; n++ {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.LogStats(); st.Syncs < syncs+2 {
+		t.Fatalf("log stats %+v: two new segments, %d syncs before: want one sync each", st, syncs)
+	}
+	sent := s.wal.next - 1
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.wal.synced.Load() != sent {
+		t.Fatalf("closed with frames up to %d synced of %d", s.wal.synced.Load(), sent)
+	}
+	s = openTest(t, opts)
+	if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 5+n {
+		t.Fatalf("after reopening: %d of %d messages", len(got), 5+n)
+	}
+}
+
+// TestSyncIntervalFailureStopsWrites: a failed background sync refuses
+// every later write, as a failed group sync does.
+func TestSyncIntervalFailureStopsWrites(t *testing.T) {
+	ctx := context.Background()
+	ticks := make(chan time.Time)
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: time.Hour, syncTicks: ticks})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The written frame's sync fails: its file is closed under the log,
+	// as a failing disk would fail it.
+	s.wal.mu.Lock()
+	active := s.wal.segs[len(s.wal.segs)-1]
+	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1] // Close must not close it again
+	s.wal.mu.Unlock()
+	if err := active.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ticks <- time.Time{}
+	ticks <- time.Time{}
+	if _, err := s.Send(ctx, "q", []byte("b"), nil); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("send after a failed sync: %v", err)
+	}
+}
+
+// TestSyncIntervalIsValidated: a negative interval is refused.
+func TestSyncIntervalIsValidated(t *testing.T) {
+	_, err := Open(Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "sync interval -1s") {
+		t.Fatalf("open with a negative sync interval: %v", err)
 	}
 }
