@@ -26,10 +26,11 @@ import (
 // group was syncing with one write and one fdatasync (group commit), then
 // acknowledges them all. With a sync interval (Options.SyncEvery) a group
 // is acknowledged once written: it is then in the OS's page cache, which
-// a killed process does not take with it, and a sync loop makes it durable
-// against a power loss within the interval (the applier also syncs before
-// it applies anything to the file, so the file is never ahead of the log). The queues live in memory and in the log only;
-// the telemetry records, archived events and claim completions are also
+// a killed process does not take with it, and a sync loop makes it
+// durable against a power loss within the interval (the applier also
+// syncs before it applies anything to the file, so the file is never
+// ahead of the log). The queues live in memory and in the log only; the
+// telemetry records, archived events and claim completions are also
 // applied to the bbolt file in large background transactions (apply.go),
 // which is where they are read. A segment is deleted once everything in
 // it is applied and none of its messages is still in a queue (compact
@@ -434,7 +435,8 @@ func (w *wal) syncSegments(segs []*segment) error {
 
 // sync makes every frame written so far durable (with syncEvery; without,
 // each group is synced as it is written). A failure fails the log, as a
-// failed group sync does.
+// failed group sync does, and is returned as it came (the callers wrap it
+// in ErrLogFailed).
 func (w *wal) sync() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
@@ -457,7 +459,7 @@ func (w *wal) sync() error {
 			w.err = err
 		}
 		w.mu.Unlock()
-		return fmt.Errorf("%w: %v", ErrLogFailed, err)
+		return err
 	}
 	if upTo > w.synced.Load() {
 		w.synced.Store(upTo)
@@ -470,7 +472,10 @@ func (w *wal) syncThrough(lsn uint64) error {
 	if w.syncEvery == 0 || w.synced.Load() >= lsn {
 		return nil
 	}
-	return w.sync()
+	if err := w.sync(); err != nil {
+		return fmt.Errorf("%w: %v", ErrLogFailed, err)
+	}
+	return nil
 }
 
 // syncLoop syncs what was written at each tick (every syncEvery) until
