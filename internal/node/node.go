@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
@@ -203,7 +205,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	}
 	events := make([]Archived, len(entries))
 	escalated := make([]bool, len(entries))
-	var wg sync.WaitGroup
+	commands := make([]int, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
 		events[i] = Archived{EventID: n.o.NewID(), Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
@@ -213,13 +215,35 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 			out[i] = server.Accepted(events[i].EventID)
 			continue
 		}
+		commands = append(commands, i)
+	}
+	// The commands run on as many goroutines as there are processors,
+	// this one included, each taking the next. The fast stage computes
+	// and queues its writes (a deferred context does not wait for them),
+	// so more goroutines buy no more parallelism; a goroutine per command
+	// grew a new stack for each (4% of the CPU in memory). Interleaved
+	// runs of make bench-serve: 0.50-0.54x against 0.42-0.50x in memory.
+	var next atomic.Int32
+	run := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(commands) {
+				return
+			}
+			i := commands[k]
+			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(len(commands), runtime.GOMAXPROCS(0)) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], escalated[i] = n.fast(ctx, e, events[i].EventID)
+			run()
 		}()
 	}
 	archErr := n.o.Archive.Append(ctx, events)
+	run()
 	wg.Wait()
 	if err := wait(); err != nil && archErr == nil {
 		archErr = err
