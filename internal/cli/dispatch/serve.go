@@ -72,8 +72,8 @@ the log (fdatasync) before any write is acknowledged: nothing acknowledged
 is lost. An interval, such as 100ms, acknowledges a write once it is in
 the log file (in the OS's page cache, which a killed or crashed server
 does not lose) and syncs within the interval: a power loss or kernel crash
-can take the last interval's writes, and nothing else. It carries about
-twice the commands a second on a disk whose syncs are slow. The data directory
+can take the last interval's writes, and nothing else. Where syncs are
+slow it carries about twice the commands a second (docs/store/embedded.md). The data directory
 also holds the operator token (operator.token, 0600, made on first start),
 which local profiles pick up, and the snapshot signing key.
 
