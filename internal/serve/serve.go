@@ -181,6 +181,9 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	metrics := server.NewMetrics()
+	if err := storeMetrics(metrics, st, o.Ephemeral, o.SyncEvery); err != nil {
+		return nil, err
+	}
 	s.sink = &outboxSink{store: st, log: o.Logger}
 	reg := st.Registry()
 
@@ -463,4 +466,38 @@ func (n *notifier) Changed() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.ch
+}
+
+// storeMetrics exports the store's write-ahead log and commit counts, read
+// at each scrape, and on file its sync interval: what --fsync costs is
+// the syncs' rate against the frames'.
+func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEvery time.Duration) error {
+	log := func(f func(embedded.LogStats) uint64) func() float64 {
+		return func() float64 { return float64(f(st.LogStats())) }
+	}
+	for _, mt := range []struct {
+		name, help string
+		fn         func() float64
+	}{
+		{"snavio_store_log_frames_total", "Frames appended to the store's write-ahead log (in memory too: there they are kept, not written).",
+			log(func(l embedded.LogStats) uint64 { return l.Frames })},
+		{"snavio_store_log_writes_total", "Group writes to the write-ahead log's files (0 in memory).",
+			log(func(l embedded.LogStats) uint64 { return l.Writes })},
+		{"snavio_store_log_syncs_total", "fdatasyncs of the write-ahead log: one per group write with --fsync always, one per interval (or apply) otherwise.",
+			log(func(l embedded.LogStats) uint64 { return l.Syncs })},
+		{"snavio_store_log_segments", "Write-ahead log segment files (sealed and active).",
+			log(func(l embedded.LogStats) uint64 { return uint64(l.Segments) })},
+		{"snavio_store_log_sync_interval_seconds", "The write-ahead log's sync interval (--fsync); 0: synced before each acknowledgement.",
+			func() float64 { return syncEvery.Seconds() }},
+		{"snavio_store_commits_total", "Group commits of the store file (applies, purges, flow state).",
+			func() float64 { return float64(st.CommitStats().Commits) }},
+	} {
+		if ephemeral && mt.name == "snavio_store_log_sync_interval_seconds" {
+			continue // nothing is synced
+		}
+		if err := m.ReadAtScrape(mt.name, mt.help, mt.fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +278,57 @@ func TestMalformedDetailIsInvalidForItsTenant(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	putEvent(t, s.Info().URL, DemoSource, []byte(`{"command":{"id":"x"}}`))
 	waitFor(t, "the invalid event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameInvalid) })
+}
+
+// TestStoreMetricsOnFile: /metrics reports the store's log, its syncs and
+// its sync interval (--fsync 100ms here): after a delivery the log has
+// frames and writes, and fewer syncs than writes.
+func TestStoreMetricsOnFile(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(context.Background(), Options{DataDir: dir, Listen: "127.0.0.1:0", Demo: true, SyncEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	k := demoKeyFrom(t, dir)
+	url := s.Info().URL
+	if got := s.Info().Fsync; got != "100ms" {
+		t.Fatalf("Info().Fsync = %q", got)
+	}
+	for i := range 5 {
+		putEvent(t, url, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000010%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+	}
+	metric := func(body, name string) float64 {
+		for line := range strings.SplitSeq(body, "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no %s in /metrics:\n%s", name, body)
+		return 0
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	frames, writes := metric(body, "snavio_store_log_frames_total"), metric(body, "snavio_store_log_writes_total")
+	if frames < 5 || writes < 1 || writes > frames {
+		t.Fatalf("log frames %v, writes %v: want the 5 deliveries' frames in at least one write", frames, writes)
+	}
+	if syncs := metric(body, "snavio_store_log_syncs_total"); syncs > writes {
+		t.Fatalf("%v syncs for %v writes with a sync interval", syncs, writes)
+	}
+	if got := metric(body, "snavio_store_log_sync_interval_seconds"); got != 0.1 {
+		t.Fatalf("sync interval %v s, want 0.1", got)
+	}
+	if metric(body, "snavio_store_log_segments") < 1 || metric(body, "snavio_store_commits_total") < 1 {
+		t.Fatalf("segments or commits missing:\n%s", body)
+	}
 }

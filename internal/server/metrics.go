@@ -276,6 +276,39 @@ func (m *Metrics) register(name string, kind MetricKind) histogramSeries {
 	return h
 }
 
+// ReadAtScrape registers a metric whose one value fn returns at each
+// scrape: a counter when its name ends in _total, a gauge otherwise. It is
+// for state kept elsewhere (the store's log counts); fn must be cheap and
+// safe to call concurrently. The name must be a Prometheus name starting
+// with snavio_ and not in use.
+func (m *Metrics) ReadAtScrape(name, help string, fn func() float64) error {
+	if !strings.HasPrefix(name, "snavio_") || !promName(name) {
+		return fmt.Errorf("server: metric name %q: want snavio_ then lower-case letters, digits and underscores", name)
+	}
+	if help == "" || fn == nil {
+		return fmt.Errorf("server: metric %s: give a help text and a function", name)
+	}
+	typ := typeGauge
+	if strings.HasSuffix(name, "_total") {
+		typ = typeCounter
+	}
+	f := newFamily(name, help, typ, nil)
+	f.fn = func(*scrape) (float64, bool) { return fn(), true }
+	return m.reg.register(f)
+}
+
+// promName reports whether s is lower-case letters, digits and
+// underscores, starting with a letter.
+func promName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isLower(c) || c == '_' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // reject counts a whole-request refusal.
 func (m *Metrics) reject(handler, reason string) {
 	if m == nil {

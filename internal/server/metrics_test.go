@@ -707,3 +707,43 @@ func FuzzExposition(f *testing.F) {
 		}
 	})
 }
+
+// TestReadAtScrape: a metric read from elsewhere at each scrape is a
+// counter when its name ends in _total and a gauge otherwise, carries the
+// value of that scrape, and bad or taken names are refused.
+func TestReadAtScrape(t *testing.T) {
+	m := NewMetrics()
+	var frames float64
+	if err := m.ReadAtScrape("snavio_test_frames_total", "Frames.", func() float64 { return frames }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ReadAtScrape("snavio_test_segments", "Segments.", func() float64 { return 3 }); err != nil {
+		t.Fatal(err)
+	}
+	frames = 7
+	fams := scrapeMetrics(t, m)
+	if f := fams["snavio_test_frames_total"]; f == nil || f.typ != "counter" || f.help != "Frames." {
+		t.Fatalf("counter family: %+v", f)
+	}
+	if f := fams["snavio_test_segments"]; f == nil || f.typ != "gauge" {
+		t.Fatalf("gauge family: %+v", f)
+	}
+	if got := sampleValue(t, fams, "snavio_test_frames_total", "snavio_test_frames_total", nil); got != 7 {
+		t.Fatalf("frames = %v, want 7 (the value at the scrape)", got)
+	}
+	for _, c := range []struct {
+		name, help string
+		fn         func() float64
+	}{
+		{"test_frames_total", "h", func() float64 { return 0 }},        // no snavio_ prefix
+		{"snavio_Frames", "h", func() float64 { return 0 }},            // upper case
+		{"snavio_frames-total", "h", func() float64 { return 0 }},      // a dash
+		{"snavio_test_frames_total", "h", func() float64 { return 0 }}, // taken
+		{"snavio_x", "", func() float64 { return 0 }},                  // no help
+		{"snavio_y", "h", nil},                                         // no function
+	} {
+		if err := m.ReadAtScrape(c.name, c.help, c.fn); err == nil {
+			t.Errorf("ReadAtScrape(%q, %q) registered", c.name, c.help)
+		}
+	}
+}
