@@ -445,21 +445,17 @@ func (w *wal) sync() error {
 	w.dirty = nil
 	w.mu.Unlock()
 	// A write is added to dirty once made, and a sync takes dirty only
-	// after the one before it finished: with none left, every frame up
-	// to written is durable.
-	if len(segs) == 0 {
-		if upTo > w.synced.Load() {
-			w.synced.Store(upTo)
+	// after the one before it finished: once these are synced (or with
+	// none left), every frame up to written is durable.
+	if len(segs) > 0 {
+		if err := w.syncSegments(segs); err != nil {
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = err
+			}
+			w.mu.Unlock()
+			return err
 		}
-		return nil
-	}
-	if err := w.syncSegments(segs); err != nil {
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
-		return err
 	}
 	if upTo > w.synced.Load() {
 		w.synced.Store(upTo)
