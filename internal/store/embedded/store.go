@@ -305,12 +305,7 @@ func Open(opts Options) (*Store, error) {
 	go s.committer()
 	go s.wal.flusher()
 	if s.wal.syncEvery > 0 {
-		ticks := opts.syncTicks
-		if ticks == nil {
-			t := time.NewTicker(s.wal.syncEvery)
-			s.wal.stopTicker, ticks = t.Stop, t.C
-		}
-		go s.wal.syncLoop(ticks)
+		go s.wal.syncLoop(opts.syncTicks)
 	}
 	go s.applyLoop()
 	signal(s.ap.kick) // delete the segments recovery left that nothing needs

@@ -236,10 +236,8 @@ type wal struct {
 	dirty   []*segment
 	written uint64
 	syncMu  sync.Mutex
-	// syncStop ends the sync loop; syncDone is closed when it has;
-	// stopTicker stops its ticker (nil in tests, which tick themselves).
+	// syncStop ends the sync loop; syncDone is closed when it has.
 	syncStop, syncDone chan struct{}
-	stopTicker         func()
 
 	// onCommitted runs in the flusher, in lsn order, after a group is
 	// durable (or written, with syncEvery) and before its writers are
@@ -474,10 +472,15 @@ func (w *wal) syncThrough(lsn uint64) error {
 	return nil
 }
 
-// syncLoop syncs what was written at each tick (every syncEvery) until
-// the log closes.
+// syncLoop syncs what was written every syncEvery until the log closes;
+// ticks, when not nil, replaces its ticker (tests).
 func (w *wal) syncLoop(ticks <-chan time.Time) {
 	defer close(w.syncDone)
+	if ticks == nil {
+		t := time.NewTicker(w.syncEvery)
+		defer t.Stop()
+		ticks = t.C
+	}
 	for {
 		select {
 		case <-ticks:
@@ -525,9 +528,6 @@ func (w *wal) close() {
 	if w.syncEvery > 0 {
 		close(w.syncStop)
 		<-w.syncDone
-		if w.stopTicker != nil {
-			w.stopTicker()
-		}
 		// Everything written is durable once Close returns. A failure
 		// is kept in w.err, as in the loop.
 		_ = w.sync()
