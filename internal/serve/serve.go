@@ -69,6 +69,26 @@ func ttlPolicy() snapshot.TTLPolicy {
 	return p
 }
 
+// Bounds of an --fsync interval.
+const (
+	MinSyncEvery = time.Millisecond
+	MaxSyncEvery = 10 * time.Minute
+)
+
+// ParseFsync reads an --fsync value: "always" (0: sync before each
+// acknowledgement) or an interval from MinSyncEvery to MaxSyncEvery
+// (Options.SyncEvery).
+func ParseFsync(v string) (time.Duration, error) {
+	if v == "always" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinSyncEvery || d > MaxSyncEvery {
+		return 0, fmt.Errorf("%q: want always (sync before each acknowledgement) or an interval from %v to %v, such as 100ms", v, MinSyncEvery, MaxSyncEvery)
+	}
+	return d, nil
+}
+
 // Options configure a Serve. DataDir is required.
 type Options struct {
 	// DataDir holds the store file, the operator token, tenant tokens and

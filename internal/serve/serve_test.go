@@ -332,3 +332,26 @@ func TestStoreMetricsOnFile(t *testing.T) {
 		t.Fatalf("segments or commits missing:\n%s", body)
 	}
 }
+
+// FuzzParseFsync: --fsync is always (0) or an interval within the bounds;
+// anything else is an error that quotes the value.
+func FuzzParseFsync(f *testing.F) {
+	for _, s := range []string{"always", "100ms", "1ms", "10m", "0s", "-1s", "soon", "11m", "1h", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := ParseFsync(v)
+		switch {
+		case err != nil:
+			if d != 0 || !strings.Contains(err.Error(), strconv.Quote(v)) {
+				t.Fatalf("ParseFsync(%q) = %v, %v", v, d, err)
+			}
+		case v == "always":
+			if d != 0 {
+				t.Fatalf("always = %v", d)
+			}
+		case d < MinSyncEvery || d > MaxSyncEvery:
+			t.Fatalf("ParseFsync(%q) = %v, outside the bounds", v, d)
+		}
+	})
+}

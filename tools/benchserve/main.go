@@ -69,16 +69,12 @@ func main() {
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
-	var syncEvery time.Duration
-	if *fsync != "always" {
-		d, err := time.ParseDuration(*fsync)
-		if err != nil || d <= 0 {
-			log.Fatalf("-fsync %q: use always or a positive interval such as 100ms", *fsync)
-		}
-		if *ephemeral {
-			log.Fatalf("-fsync %s: the in-memory store (-ephemeral) has no log to sync", *fsync)
-		}
-		syncEvery = d
+	syncEvery, err := serve.ParseFsync(*fsync)
+	if err != nil {
+		log.Fatalf("-fsync %v", err)
+	}
+	if syncEvery > 0 && *ephemeral {
+		log.Fatalf("-fsync %s: the in-memory store (-ephemeral) has no log to sync", *fsync)
 	}
 	if *consumers < 1 {
 		log.Fatalf("-consumers %d: give at least 1", *consumers)

@@ -42,12 +42,6 @@ type ServeOptions struct {
 	SyncEvery time.Duration
 }
 
-// Bounds of --fsync's interval.
-const (
-	minFsyncInterval = time.Millisecond
-	maxFsyncInterval = 10 * time.Minute
-)
-
 func newServeCmd(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
 	opts := &ServeOptions{}
 	cmd := &cobra.Command{
@@ -150,13 +144,11 @@ func (o *ServeOptions) validate() error {
 	if !(o.SkewSampleRate >= 0 && o.SkewSampleRate <= 1) {
 		return cmdutil.Usagef("--skew-sample-rate %v: want a share from 0 (no samples) to 1 (every accepted command), such as 0.01", o.SkewSampleRate)
 	}
-	if o.Fsync != "always" {
-		d, err := time.ParseDuration(o.Fsync)
-		if err != nil || d < minFsyncInterval || d > maxFsyncInterval {
-			return cmdutil.Usagef("--fsync %q: want always (sync before each acknowledgement) or an interval from %v to %v, such as 100ms", o.Fsync, minFsyncInterval, maxFsyncInterval)
-		}
-		o.SyncEvery = d
+	d, err := serve.ParseFsync(o.Fsync)
+	if err != nil {
+		return cmdutil.Usagef("--fsync %v", err)
 	}
+	o.SyncEvery = d
 	if (o.WebhookURL == "") != (o.WebhookSecretFile == "") {
 		return cmdutil.Usagef("--alert-webhook and --alert-webhook-secret-file go together: give both or neither")
 	}
