@@ -417,8 +417,8 @@ func (s *Serve) Info() Info {
 	default:
 		fsync = "always"
 	}
-	return Info{Fsync: fsync,
-		URL: u, StorePath: path, LogPath: s.store.LogDir(), Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
+	return Info{
+		URL: u, StorePath: path, LogPath: s.store.LogDir(), Fsync: fsync, Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
 		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
 		SigningKey: s.keyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
 		MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",
@@ -495,10 +495,11 @@ func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEve
 	log := func(f func(embedded.LogStats) uint64) func() float64 {
 		return func() float64 { return float64(f(st.LogStats())) }
 	}
-	for _, mt := range []struct {
+	type metric struct {
 		name, help string
 		fn         func() float64
-	}{
+	}
+	ms := []metric{
 		{"snavio_store_log_frames_total", "Frames appended to the store's write-ahead log (in memory too: there they are kept, not written).",
 			log(func(l embedded.LogStats) uint64 { return l.Frames })},
 		{"snavio_store_log_writes_total", "Group writes to the write-ahead log's files (0 in memory).",
@@ -507,14 +508,14 @@ func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEve
 			log(func(l embedded.LogStats) uint64 { return l.Syncs })},
 		{"snavio_store_log_segments", "Write-ahead log segment files (sealed and active).",
 			log(func(l embedded.LogStats) uint64 { return uint64(l.Segments) })},
-		{"snavio_store_log_sync_interval_seconds", "The write-ahead log's sync interval (--fsync); 0: synced before each acknowledgement.",
-			func() float64 { return syncEvery.Seconds() }},
 		{"snavio_store_commits_total", "Group commits of the store file (applies, purges, flow state).",
 			func() float64 { return float64(st.CommitStats().Commits) }},
-	} {
-		if ephemeral && mt.name == "snavio_store_log_sync_interval_seconds" {
-			continue // nothing is synced
-		}
+	}
+	if !ephemeral { // in memory nothing is synced
+		ms = append(ms, metric{"snavio_store_log_sync_interval_seconds", "The write-ahead log's sync interval (--fsync); 0: synced before each acknowledgement.",
+			func() float64 { return syncEvery.Seconds() }})
+	}
+	for _, mt := range ms {
 		if err := m.ReadAtScrape(mt.name, mt.help, mt.fn); err != nil {
 			return err
 		}
