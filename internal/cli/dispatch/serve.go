@@ -59,7 +59,9 @@ State lives under the data directory (--data-dir, default the profile's
 data_dir): the store file snavio.db and its write-ahead log snavio.db-wal/,
 where every acknowledged write is synced before the acknowledgement (the
 queues' messages live there; the rest is applied to the file in batches);
---ephemeral keeps it all in memory.
+--ephemeral keeps it all in memory. The data directory also holds the
+operator token (operator.token, 0600, made on first start), which local
+profiles pick up, and the snapshot signing key.
 
 --fsync chooses what a power loss can take. "always" (the default) syncs
 the log (fdatasync) before any write is acknowledged: nothing acknowledged
@@ -67,9 +69,7 @@ is lost. An interval, such as 100ms, acknowledges a write once it is in
 the log file (in the OS's page cache, which a killed or crashed server
 does not lose) and syncs within the interval: a power loss or kernel crash
 can take the last interval's writes, and nothing else. Where syncs are
-slow it carries about twice the commands a second (docs/store/embedded.md). The data directory
-also holds the operator token (operator.token, 0600, made on first start),
-which local profiles pick up, and the snapshot signing key.
+slow it carries about twice the commands a second (docs/store/embedded.md).
 
 It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
 it gracefully: requests in flight finish, the slow stage finishes its
