@@ -355,3 +355,52 @@ func FuzzParseFsync(f *testing.F) {
 		}
 	})
 }
+
+// TestLogSyncLatencyMetric: on file /metrics has the latency histogram of
+// the log's syncs (with --fsync always each acknowledged PutEvents waited
+// for one); in memory, where nothing is synced, it has none.
+func TestLogSyncLatencyMetric(t *testing.T) {
+	const fam = "snavio_store_log_sync_duration_seconds"
+	for _, ephemeral := range []bool{false, true} {
+		t.Run(fmt.Sprint("ephemeral=", ephemeral), func(t *testing.T) {
+			dir := t.TempDir()
+			s := startDemo(t, dir, ephemeral)
+			defer s.Shutdown(context.Background())
+			k := demoKeyFrom(t, dir)
+			for i := range 3 {
+				putEvent(t, s.Info().URL, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000020%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+			}
+			resp, err := http.Get(s.Info().URL + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			samples := map[string]float64{}
+			for line := range strings.SplitSeq(string(b), "\n") {
+				name, v, ok := strings.Cut(line, " ")
+				if !ok || !strings.HasPrefix(name, "snavio_store_log_sync") {
+					continue
+				}
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				samples[name] = f
+			}
+			if ephemeral {
+				if strings.Contains(string(b), fam) {
+					t.Fatalf("a sync latency histogram in memory:\n%s", b)
+				}
+				return
+			}
+			count, syncs := samples[fam+"_count"], samples["snavio_store_log_syncs_total"]
+			if count < 3 || count > syncs {
+				t.Fatalf("%v syncs observed of %v: want one per acknowledged PutEvents at least, and none not counted\n%s", count, syncs, b)
+			}
+			if samples[fam+"_sum"] <= 0 || samples[fam+`_bucket{le="+Inf"}`] != count {
+				t.Fatalf("sum %v, +Inf bucket %v, count %v:\n%s", samples[fam+"_sum"], samples[fam+`_bucket{le="+Inf"}`], count, b)
+			}
+		})
+	}
+}

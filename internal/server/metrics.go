@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,6 +296,34 @@ func (m *Metrics) ReadAtScrape(name, help string, fn func() float64) error {
 	f := newFamily(name, help, typ, nil)
 	f.fn = func(*scrape) (float64, bool) { return fn(), true }
 	return m.reg.register(f)
+}
+
+// Histogram registers a histogram with the given upper bounds (strictly
+// increasing, at least one) and returns the function that records a value
+// in it. It is for durations measured elsewhere (the store's log syncs);
+// the function is safe to call concurrently and never blocks. The name
+// must be a Prometheus name starting with snavio_, not ending in _total,
+// and not in use.
+func (m *Metrics) Histogram(name, help string, buckets []float64) (func(float64), error) {
+	if !strings.HasPrefix(name, "snavio_") || !promName(name) || strings.HasSuffix(name, "_total") {
+		return nil, fmt.Errorf("server: histogram name %q: want snavio_ then lower-case letters, digits and underscores, not ending in _total", name)
+	}
+	if help == "" {
+		return nil, fmt.Errorf("server: histogram %s: give a help text", name)
+	}
+	increasing := len(buckets) > 0
+	for i := 1; i < len(buckets); i++ {
+		increasing = increasing && buckets[i] > buckets[i-1]
+	}
+	if !increasing {
+		return nil, fmt.Errorf("server: histogram %s: buckets %v: give one or more strictly increasing upper bounds", name, buckets)
+	}
+	f := newFamily(name, help, typeHistogram, slices.Clone(buckets))
+	if err := m.reg.register(f); err != nil {
+		return nil, err
+	}
+	s := f.with()
+	return func(v float64) { s.observe(f, v) }, nil
 }
 
 // promName reports whether s is lower-case letters, digits and

@@ -747,3 +747,47 @@ func TestReadAtScrape(t *testing.T) {
 		}
 	}
 }
+
+func TestHistogram(t *testing.T) {
+	m := NewMetrics()
+	observe, err := m.Histogram("snavio_test_sync_duration_seconds", "Syncs.", []float64{.0001, .001, .01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{.00005, .0005, .0005, .5} {
+		observe(v)
+	}
+	fams := scrapeMetrics(t, m)
+	const fam = "snavio_test_sync_duration_seconds"
+	if f := fams[fam]; f == nil || f.typ != "histogram" || f.help != "Syncs." {
+		t.Fatalf("histogram family: %+v", f)
+	}
+	for le, want := range map[string]float64{"0.0001": 1, "0.001": 3, "0.01": 3, "+Inf": 4} {
+		if got := sampleValue(t, fams, fam, fam+"_bucket", map[string]string{"le": le}); got != want {
+			t.Errorf("bucket le=%s: %v, want %v", le, got, want)
+		}
+	}
+	if got := sampleValue(t, fams, fam, fam+"_count", nil); got != 4 {
+		t.Errorf("count %v, want 4", got)
+	}
+	if got := sampleValue(t, fams, fam, fam+"_sum", nil); math.Abs(got-.50105) > 1e-9 {
+		t.Errorf("sum %v, want 0.50105", got)
+	}
+	for _, c := range []struct {
+		name, help string
+		buckets    []float64
+	}{
+		{"test_sync_seconds", "h", []float64{1}},                 // no snavio_ prefix
+		{"snavio_syncs_total", "h", []float64{1}},                // a counter's name
+		{"snavio_Sync_seconds", "h", []float64{1}},               // upper case
+		{"snavio_test_sync_duration_seconds", "h", []float64{1}}, // taken
+		{"snavio_x_seconds", "", []float64{1}},                   // no help
+		{"snavio_y_seconds", "h", nil},                           // no buckets
+		{"snavio_z_seconds", "h", []float64{.1, .1}},             // not increasing
+		{"snavio_w_seconds", "h", []float64{1, .5}},              // decreasing
+	} {
+		if _, err := m.Histogram(c.name, c.help, c.buckets); err == nil {
+			t.Errorf("Histogram(%q, %q, %v) registered", c.name, c.help, c.buckets)
+		}
+	}
+}

@@ -80,6 +80,12 @@ type Options struct {
 	// store's applier goroutine and must not block.
 	OnApplied func()
 
+	// OnLogSync, when set, is given the duration of each sync of the
+	// write-ahead log (by Clock), for a latency histogram: the disk's
+	// fdatasync latency is what --fsync always waits for. It runs on the
+	// log's flusher or sync goroutine and must not block.
+	OnLogSync func(time.Duration)
+
 	// applyEvery overrides the pace of the applies (tests: a log whose
 	// writes stay unapplied, as a crash leaves them).
 	applyEvery time.Duration
@@ -301,6 +307,7 @@ func Open(opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.wal.onSync = opts.OnLogSync
 	s.wg.Add(1)
 	go s.committer()
 	go s.wal.flusher()
@@ -318,7 +325,7 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 	if err := s.loadQueues(); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, cur: newGroup(), onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes}
+	w := &wal{ephemeral: ephemeral, cur: newGroup(), onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now}
 	if !ephemeral && syncEvery > 0 {
 		w.syncEvery, w.syncStop, w.syncDone = syncEvery, make(chan struct{}), make(chan struct{})
 	}
@@ -364,7 +371,7 @@ func (s *Store) LogStats() LogStats {
 	s.wal.mu.Lock()
 	n := len(s.wal.segs)
 	s.wal.mu.Unlock()
-	st := LogStats{Frames: s.wal.frames.Load(), Writes: s.wal.writes.Load(), Syncs: s.wal.syncs.Load(), Segments: n}
+	st := LogStats{Frames: s.wal.frames.Load(), Writes: s.wal.writes.Load(), Syncs: s.wal.syncs.Load(), SyncTime: time.Duration(s.wal.syncNanos.Load()), Segments: n}
 	if e := s.logErr.Load(); e != nil {
 		st.UpkeepError = (*e).Error()
 	}

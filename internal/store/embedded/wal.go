@@ -246,7 +246,13 @@ type wal struct {
 	// onRotate is called (without locks) when a segment is sealed.
 	onRotate func()
 
+	// now times the syncs (the store's clock); onSync, when not nil, is
+	// given each sync's duration (Options.OnLogSync).
+	now    func() time.Time
+	onSync func(time.Duration)
+
 	frames, writes, syncs atomic.Uint64
+	syncNanos             atomic.Int64 // the syncs' total duration
 	flusherDone           chan struct{}
 }
 
@@ -416,6 +422,7 @@ func (w *wal) write(g *walGroup) error {
 // syncSegments makes what was written to segs durable, with their
 // directory entries.
 func (w *wal) syncSegments(segs []*segment) error {
+	start := w.now()
 	for _, s := range segs {
 		if err := fdatasync(s.f); err != nil {
 			return fmt.Errorf("sync %s: %w", s.name, err)
@@ -427,7 +434,12 @@ func (w *wal) syncSegments(segs []*segment) error {
 			s.synced.Store(true)
 		}
 	}
+	d := w.now().Sub(start)
 	w.syncs.Add(1)
+	w.syncNanos.Add(int64(d))
+	if w.onSync != nil {
+		w.onSync(d)
+	}
 	return nil
 }
 
@@ -596,6 +608,9 @@ type LogStats struct {
 	// by Syncs fdatasyncs: one a group, or with Options.SyncEvery one
 	// for the groups written since the last.
 	Frames, Writes, Syncs uint64
+	// SyncTime is how long the Syncs took in all (the disk's latency
+	// under the log: SyncTime/Syncs is the mean).
+	SyncTime time.Duration
 	// Segments is the number of log files now.
 	Segments int
 	// UpkeepError is the last failure to delete or compact a segment

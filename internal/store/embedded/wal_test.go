@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -747,5 +749,50 @@ func TestSyncIntervalIsValidated(t *testing.T) {
 	_, err := Open(Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: -time.Second})
 	if err == nil || !strings.Contains(err.Error(), "sync interval -1s") {
 		t.Fatalf("open with a negative sync interval: %v", err)
+	}
+}
+
+// TestLogSyncsAreTimed: each sync of the log is timed by the store's
+// clock, given to OnLogSync and summed in LogStats.SyncTime. The clock
+// steps a millisecond at every reading, so each sync takes at least one.
+func TestLogSyncsAreTimed(t *testing.T) {
+	ctx := context.Background()
+	var ticks atomic.Int64
+	t0 := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	clk := clock.Func(func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Millisecond) })
+	var mu sync.Mutex
+	var observed []time.Duration
+	s, err := Open(Options{Path: filepath.Join(t.TempDir(), "snavio.db"), Clock: clk, OnLogSync: func(d time.Duration) {
+		mu.Lock()
+		observed = append(observed, d)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Send(ctx, "q", []byte(fmt.Sprint("m", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.LogStats()
+	mu.Lock()
+	defer mu.Unlock()
+	if st.Syncs < 3 || uint64(len(observed)) != st.Syncs {
+		t.Fatalf("%d syncs, %d observed: want one observation per sync, and a sync per acknowledged send", st.Syncs, len(observed))
+	}
+	var sum time.Duration
+	for _, d := range observed {
+		if d < time.Millisecond {
+			t.Fatalf("a sync observed as %v: the clock stepped a millisecond between its readings", d)
+		}
+		sum += d
+	}
+	if st.SyncTime != sum {
+		t.Fatalf("SyncTime %v, the observations sum to %v", st.SyncTime, sum)
 	}
 }
