@@ -469,15 +469,24 @@ func (s *Store) maintain() {
 		if s.wal.ephemeral || len(sealed) <= walKeepSegments || sealed[0].maxApply > applied {
 			return
 		}
-		if err := s.compact(sealed[0]); err != nil {
+		moved, err := s.compact(sealed[0])
+		if err != nil {
 			s.logErr.Store(&err)
+			return
+		}
+		if moved == 0 {
+			// The segment holds no queued message, yet detachOldest
+			// kept it: the log is closing, or a read holds the segment.
+			// Nothing to do until the next apply; looping would spin
+			// (and did, during Close).
 			return
 		}
 	}
 }
 
-// compact copies the messages still in seg to the end of the log.
-func (s *Store) compact(seg *segment) error {
+// compact copies the messages still in seg to the end of the log and
+// returns how many it copied.
+func (s *Store) compact(seg *segment) (int, error) {
 	f := newFrame()
 	s.qmu.Lock()
 	for name, q := range s.queues {
@@ -488,14 +497,14 @@ func (s *Store) compact(seg *segment) error {
 			rec, err := m.ref().load()
 			if err != nil {
 				s.qmu.Unlock()
-				return fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, err)
+				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, err)
 			}
 			putHeader(rec, &m.h)
 			off := f.msg(name, rec)
 			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
 		}
 	}
-	return s.commitUnlock(f)
+	return len(f.moves), s.commitUnlock(f)
 }
 
 // recoverLog rebuilds the queues from the log in dir and applies to the

@@ -796,3 +796,52 @@ func TestLogSyncsAreTimed(t *testing.T) {
 		t.Fatalf("SyncTime %v, the observations sum to %v", st.SyncTime, sum)
 	}
 }
+
+// TestMaintainReturnsWhenNothingCanMove: the upkeep returns when the
+// oldest segment can be neither deleted (a read holds it here; during
+// Close, the closing log) nor compacted (it holds no queued message). It
+// used to compact nothing in a loop, and hung Close.
+func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), segmentBytes: 4 << 10})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	// A read in progress on the first segment, as msgRef.load holds one.
+	s.wal.mu.Lock()
+	first := s.wal.segs[0]
+	s.wal.mu.Unlock()
+	first.refs.Add(1)
+	body := bytes.Repeat([]byte("x"), 1000)
+	for i := range 40 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Receive(ctx, "q", 1, time.Hour)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("round %d: %v %v", i, got, err)
+		}
+		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.wal.sealed()); n <= walKeepSegments {
+		t.Fatalf("%d sealed segments: the test needs more than %d behind the held one", n, walKeepSegments)
+	}
+	returned := make(chan struct{})
+	go func() {
+		s.maintain()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("maintain did not return: it loops on a segment it can neither delete nor compact")
+	}
+	// The read ends: the next upkeep deletes every sealed segment.
+	first.refs.Add(-1)
+	s.maintain()
+	if st := s.LogStats(); st.Segments != 1 || st.UpkeepError != "" {
+		t.Fatalf("log stats %+v: want only the active segment left", st)
+	}
+}
