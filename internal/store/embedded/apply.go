@@ -508,9 +508,10 @@ func (s *Store) compact(seg *segment) (int, error) {
 }
 
 // recoverLog rebuilds the queues from the log in dir and applies to the
-// file what it had not applied. It returns the lsn of the next frame and
-// the segments found (the last one, if empty, becomes the active one).
-func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error) {
+// file what it had not applied. It returns the lsn of the next frame, the
+// segments found (the last one, if empty, becomes the active one) and the
+// spare files to reuse.
+func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []string, err error) {
 	var applied uint64
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if wb := tx.Bucket(bWAL); wb != nil {
@@ -520,11 +521,15 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		}
 		return nil
 	}); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	firsts, err := listSegments(dir)
+	firsts, spares, err := listSegments(dir)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
+	}
+	for len(spares) > walSpareSegments {
+		_ = os.Remove(spares[len(spares)-1])
+		spares = spares[:len(spares)-1]
 	}
 	defer func() {
 		if err != nil {
@@ -540,12 +545,12 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		name := segmentName(first)
 		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		if err != nil {
-			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
+			return 0, segs, nil, fmt.Errorf("open log segment %s: %w", name, err)
 		}
 		sg := &segment{first: first, f: fl, name: name}
 		sg.synced.Store(true)
 		segs = append(segs, sg)
-		end, torn, err := scanSegment(fl, func(lsn uint64, ops []walOp) error {
+		end, torn, err := scanSegment(fl, first, func(lsn uint64, ops []walOp) error {
 			if lsn <= last || lsn < first {
 				return fmt.Errorf("frame %d out of order (after %d)", lsn, last)
 			}
@@ -564,18 +569,25 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 			return nil
 		})
 		if err != nil {
-			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
+			return 0, segs, nil, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
+		}
+		if torn && i != len(firsts)-1 && firsts[i+1] == last+1 {
+			// A sealed segment made from a spare: its frames end where
+			// the next segment's begin, and the rest is the file's old
+			// life. Nothing is missing.
+			sg.size = end
+			continue
 		}
 		if torn {
 			if i != len(firsts)-1 {
-				return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
+				return 0, segs, nil, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
 			}
 			// A write the crash interrupted: it was never acknowledged.
 			if err := fl.Truncate(end); err != nil {
-				return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
+				return 0, segs, nil, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
 			}
 			if err := fl.Sync(); err != nil {
-				return 0, segs, fmt.Errorf("sync log segment %s: %w", name, err)
+				return 0, segs, nil, fmt.Errorf("sync log segment %s: %w", name, err)
 			}
 		}
 		sg.size = end
@@ -593,7 +605,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 	upTo := max(last, applied)
 	if len(pending) > 0 {
 		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, pending, upTo) }); err != nil {
-			return 0, segs, fmt.Errorf("embedded store: apply the log: %w", err)
+			return 0, segs, nil, fmt.Errorf("embedded store: apply the log: %w", err)
 		}
 	}
 	s.ap = newApplier(upTo)
@@ -601,7 +613,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 	if n := len(segs); n > 0 && segs[n-1].size == 0 {
 		next = max(next, segs[n-1].first)
 	}
-	return next, segs, nil
+	return next, segs, spares, nil
 }
 
 // recoverOp replays one op into the in-memory queues.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,11 @@ const crashChildEnv = "SNAVIO_EMBEDDED_CRASH_CHILD"
 
 // crashSyncEnv gives the child's Options.SyncEvery ("" for 0).
 const crashSyncEnv = "SNAVIO_EMBEDDED_CRASH_SYNC_EVERY"
+
+// crashSegmentEnv gives the child's segment size in bytes ("" for the
+// default): small segments rotate, are compacted, deleted and reused from
+// spares while the writer runs.
+const crashSegmentEnv = "SNAVIO_EMBEDDED_CRASH_SEGMENT_BYTES"
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashChildEnv); path != "" {
@@ -44,6 +50,14 @@ func crashChild(path string) int {
 			return 1
 		}
 		opts.SyncEvery = d
+	}
+	if v := os.Getenv(crashSegmentEnv); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.segmentBytes = n
 	}
 	s, err := Open(opts)
 	if err != nil {
@@ -147,15 +161,20 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	for _, every := range []string{"", "1h"} {
-		name := "sync each write"
-		if every != "" {
-			name = "sync every " + every
+		for _, segment := range []string{"", "16384"} {
+			name := "sync each write"
+			if every != "" {
+				name = "sync every " + every
+			}
+			if segment != "" {
+				name += ", " + segment + " B segments"
+			}
+			t.Run(name, func(t *testing.T) { testCrash(t, every, segment) })
 		}
-		t.Run(name, func(t *testing.T) { testCrash(t, every) })
 	}
 }
 
-func testCrash(t *testing.T, syncEvery string) {
+func testCrash(t *testing.T, syncEvery, segmentBytes string) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +182,7 @@ func testCrash(t *testing.T, syncEvery string) {
 	for run, killAfter := range []int{50, 300, 3000} {
 		path := filepath.Join(t.TempDir(), "data", "snavio.db")
 		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashSyncEnv+"="+syncEvery)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashSyncEnv+"="+syncEvery, crashSegmentEnv+"="+segmentBytes)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -209,6 +228,10 @@ func testCrash(t *testing.T, syncEvery string) {
 
 		s := openTest(t, Options{Path: path})
 		ctx := context.Background()
+		_, spares, err := listSegments(path + walSuffix)
+		if err != nil {
+			t.Fatal(err)
+		}
 		// The consumer's receives are durable too: give them back.
 		if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
 			t.Fatal(err)
@@ -260,6 +283,6 @@ func testCrash(t *testing.T, syncEvery string) {
 		if _, err := s.Send(ctx, "q", []byte("after"), nil); err != nil {
 			t.Fatalf("run %d: write after recovery: %v", run, err)
 		}
-		t.Logf("run %d: %d acknowledged sends (%d deleted, none back), %d telemetry appends and %d archived events survived SIGKILL (%d messages, %d records found)", run, len(sent), len(deleted), maxSeq, len(archived), len(found), len(recs))
+		t.Logf("run %d: %d acknowledged sends (%d deleted, none back), %d telemetry appends and %d archived events survived SIGKILL (%d messages, %d records found; %d segments, %d spare files at the kill)", run, len(sent), len(deleted), maxSeq, len(archived), len(found), len(recs), s.LogStats().Segments, len(spares))
 	}
 }

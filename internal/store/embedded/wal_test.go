@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,12 +199,12 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 	if st.Segments > walKeepSegments+2 || st.UpkeepError != "" {
 		t.Fatalf("log stats %+v: segments are not deleted", st)
 	}
-	ents, err := os.ReadDir(path + walSuffix)
+	firsts, spares, err := listSegments(path + walSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != st.Segments {
-		t.Fatalf("%d files for %d segments", len(ents), st.Segments)
+	if len(firsts) != st.Segments || len(spares) > walSpareSegments {
+		t.Fatalf("%d segment files for %d segments, and %d spares (at most %d)", len(firsts), st.Segments, len(spares), walSpareSegments)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 // lastSegment returns the path of the newest segment of the store at path.
 func lastSegment(t *testing.T, path string) string {
 	t.Helper()
-	firsts, err := listSegments(path + walSuffix)
+	firsts, _, err := listSegments(path + walSuffix)
 	if err != nil || len(firsts) == 0 {
 		t.Fatalf("segments: %v %v", firsts, err)
 	}
@@ -338,11 +339,13 @@ func FuzzRecoverSegment(f *testing.F) {
 	binary.BigEndian.PutUint32(fr.b[0:], uint32(len(fr.b)-frameHeaderLen))
 	binary.BigEndian.PutUint64(fr.b[8:], 1)
 	binary.BigEndian.PutUint32(fr.b[4:], crc32.Checksum(fr.b[8:], castagnoli()))
-	f.Add(fr.b)
-	f.Add(fr.b[:len(fr.b)-3])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), segmentName(1))
+	f.Add(fr.b, uint64(1))
+	f.Add(fr.b[:len(fr.b)-3], uint64(1))
+	f.Add([]byte{}, uint64(1))
+	f.Add(fr.b, uint64(2)) // a spare file's old frame
+	f.Fuzz(func(t *testing.T, data []byte, first uint64) {
+		first = max(first, 1)
+		p := filepath.Join(t.TempDir(), segmentName(first))
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -352,9 +355,12 @@ func FuzzRecoverSegment(f *testing.F) {
 		}
 		defer fl.Close()
 		s := &Store{queues: map[string]*memQueue{"q": newMemQueue(Queue{QueueConfig: QueueConfig{Name: "q"}})}}
-		sg := &segment{first: 1, f: fl}
+		sg := &segment{first: first, f: fl}
 		var last uint64
-		end, _, _ := scanSegment(fl, func(lsn uint64, ops []walOp) error {
+		end, _, _ := scanSegment(fl, first, func(lsn uint64, ops []walOp) error {
+			if lsn < first {
+				t.Fatalf("frame %d replayed in the segment whose first is %d", lsn, first)
+			}
 			if lsn <= last {
 				return errors.New("out of order")
 			}
@@ -843,5 +849,151 @@ func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 	s.maintain()
 	if st := s.LogStats(); st.Segments != 1 || st.UpkeepError != "" {
 		t.Fatalf("log stats %+v: want only the active segment left", st)
+	}
+}
+
+// TestSpareSegmentsAreReused: a deleted segment's file is kept as a spare
+// (walSpareSegments at most) and becomes a later segment. A marker written
+// far past the first segment's frames, where a small segment never
+// writes, turns up in a later segment's file or a spare: the same file.
+func TestSpareSegmentsAreReused(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s := openTest(t, Options{Path: path, segmentBytes: 4 << 10})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	const markAt = 1 << 20
+	marker := []byte("snavio-spare-marker")
+	s.wal.mu.Lock()
+	s.wal.segs[0].f.WriteAt(marker, markAt)
+	s.wal.mu.Unlock()
+	body := bytes.Repeat([]byte("x"), 1000)
+	for i := range 60 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Receive(ctx, "q", 1, time.Hour)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("round %d: %v %v", i, got, err)
+		}
+		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.maintain()
+	firsts, spares, err := listSegments(path + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(firsts, 1) || len(spares) > walSpareSegments {
+		t.Fatalf("segments %v, spares %v: want the first deleted and at most %d spares", firsts, spares, walSpareSegments)
+	}
+	files := spares
+	for _, f := range firsts {
+		files = append(files, filepath.Join(path+walSuffix, segmentName(f)))
+	}
+	found := ""
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) >= markAt+len(marker) && bytes.Equal(b[markAt:markAt+len(marker)], marker) {
+			found = p
+		}
+	}
+	if found == "" {
+		t.Fatalf("the first segment's file is in none of %v: deleted segments are not reused", files)
+	}
+	if st := s.LogStats(); st.UpkeepError != "" {
+		t.Fatalf("upkeep: %s", st.UpkeepError)
+	}
+}
+
+// staleFrame is a whole, valid frame with lsn, sending a message "stale"
+// to queue q: what a spare file holds from its earlier life.
+func staleFrame(lsn uint64) []byte {
+	f := newFrame()
+	h := msgHeader{VisibleAt: 1, SentAt: 1}
+	f.newMsg("q", &h, &Message{ID: "stale", Body: []byte("from an earlier life")})
+	binary.BigEndian.PutUint32(f.b[0:], uint32(len(f.b)-frameHeaderLen))
+	binary.BigEndian.PutUint64(f.b[8:], lsn)
+	binary.BigEndian.PutUint32(f.b[4:], crc32.Checksum(f.b[8:], castagnoli()))
+	return f.b
+}
+
+// TestRecoveryIgnoresASpareFilesOldFrames: a segment made from a spare
+// file holds, past its own frames, frames of its earlier life, whose lsns
+// are below its first. Recovery stops at them, in the last segment (and
+// cuts them) as in a sealed one whose next segment follows on; it refuses
+// a sealed segment whose frames stop short of the next one's first.
+func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s, err := Open(Options{Path: path, segmentBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 1000)
+	for range 10 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	firsts, _, err := listSegments(path + walSuffix)
+	if err != nil || len(firsts) < 3 {
+		t.Fatalf("segments %v, %v: the test needs three", firsts, err)
+	}
+	segPath := func(i int) string { return filepath.Join(path+walSuffix, segmentName(firsts[i])) }
+	appendTo := func(p string, b []byte) int64 {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	last := segPath(len(firsts) - 1)
+	lastSize := appendTo(last, staleFrame(1))
+	middleSize := appendTo(segPath(1), append(staleFrame(firsts[1]-1), staleFrame(1)...))
+	s = openTest(t, Options{Path: path, segmentBytes: 4 << 10})
+	got := receiveAll(t, s, "q")
+	if len(got) != 10 {
+		t.Fatalf("%d messages after recovery, want the 10 sent", len(got))
+	}
+	for _, m := range got {
+		if string(m.Body) != string(body) {
+			t.Fatalf("an old frame was replayed: %q", m.Body)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(last); err != nil || fi.Size() != lastSize {
+		t.Fatalf("the last segment's old frames not cut: %v bytes, want %d (%v)", fi.Size(), lastSize, err)
+	}
+
+	// A sealed segment whose frames stop before the next one's first
+	// lost frames: refused.
+	if err := os.Truncate(segPath(1), middleSize-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Path: path}); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("open over a sealed segment missing its last frame: %v", err)
 	}
 }
