@@ -451,6 +451,10 @@ func decodeClaimOp(p []byte) (ClaimCompletion, error) {
 // messages of the oldest forward when more than walKeepSegments sealed
 // segments are kept only for their messages.
 func (s *Store) maintain() {
+	// One at a time: the applier runs it, and so do tests, which then
+	// see every removal done when it returns.
+	s.maintainMu.Lock()
+	defer s.maintainMu.Unlock()
 	for {
 		applied := s.ap.applied.Load()
 		s.qmu.Lock()

@@ -162,6 +162,8 @@ type Store struct {
 	// logErr is the last error of the log's upkeep (deleting or compacting
 	// segments); the writes go on.
 	logErr atomic.Pointer[error]
+	// maintainMu runs maintain one call at a time.
+	maintainMu sync.Mutex
 
 	// qmu guards queues (memqueue.go) and the segments' live counts.
 	qmu    sync.Mutex
