@@ -480,9 +480,10 @@ func (s *Store) maintain() {
 		}
 		if moved == 0 {
 			// The segment holds no queued message, yet detachOldest
-			// kept it: the log is closing, or a read holds the segment.
-			// Nothing to do until the next apply; looping would spin
-			// (and did, during Close).
+			// kept it: the log is closing, a read holds the segment, or
+			// the next one's frames are not yet durable. Nothing to do
+			// until the next apply; looping would spin (and did, during
+			// Close).
 			return
 		}
 	}
