@@ -513,10 +513,10 @@ func (s *Store) compact(seg *segment) (int, error) {
 }
 
 // recoverLog rebuilds the queues from the log in dir and applies to the
-// file what it had not applied. It returns the lsn of the next frame, the
-// segments found (the last one, if empty, becomes the active one) and the
-// spare files to reuse.
-func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []string, err error) {
+// file what it had not applied. It returns the lsn of the next frame and
+// the segments found (the last one, if empty, becomes the active one). It
+// deletes the spare files it finds (walSpareSegments).
+func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error) {
 	var applied uint64
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if wb := tx.Bucket(bWAL); wb != nil {
@@ -526,15 +526,17 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 		}
 		return nil
 	}); err != nil {
-		return 0, nil, nil, err
+		return 0, nil, err
 	}
 	firsts, spares, err := listSegments(dir)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, err
 	}
-	for len(spares) > walSpareSegments {
-		_ = os.Remove(spares[len(spares)-1])
-		spares = spares[:len(spares)-1]
+	for _, sp := range spares {
+		// Maybe left by a power loss holding frames the log lost: a
+		// later segment made from it could read them as its own. An
+		// undone delete is deleted again at the next Open.
+		_ = os.Remove(sp)
 	}
 	defer func() {
 		if err != nil {
@@ -550,7 +552,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 		name := segmentName(first)
 		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		if err != nil {
-			return 0, segs, nil, fmt.Errorf("open log segment %s: %w", name, err)
+			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
 		}
 		sg := &segment{first: first, f: fl, name: name}
 		sg.synced.Store(true)
@@ -574,7 +576,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 			return nil
 		})
 		if err != nil {
-			return 0, segs, nil, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
+			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
 		}
 		if torn && i != len(firsts)-1 && firsts[i+1] == last+1 {
 			// A sealed segment made from a spare: its frames end where
@@ -585,14 +587,14 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 		}
 		if torn {
 			if i != len(firsts)-1 {
-				return 0, segs, nil, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
+				return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
 			}
 			// A write the crash interrupted: it was never acknowledged.
 			if err := fl.Truncate(end); err != nil {
-				return 0, segs, nil, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
+				return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
 			}
 			if err := fl.Sync(); err != nil {
-				return 0, segs, nil, fmt.Errorf("sync log segment %s: %w", name, err)
+				return 0, segs, fmt.Errorf("sync log segment %s: %w", name, err)
 			}
 		}
 		sg.size = end
@@ -610,7 +612,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 	upTo := max(last, applied)
 	if len(pending) > 0 {
 		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, pending, upTo) }); err != nil {
-			return 0, segs, nil, fmt.Errorf("embedded store: apply the log: %w", err)
+			return 0, segs, fmt.Errorf("embedded store: apply the log: %w", err)
 		}
 	}
 	s.ap = newApplier(upTo)
@@ -618,7 +620,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, spares []s
 	if n := len(segs); n > 0 && segs[n-1].size == 0 {
 		next = max(next, segs[n-1].first)
 	}
-	return next, segs, spares, nil
+	return next, segs, nil
 }
 
 // recoverOp replays one op into the in-memory queues.

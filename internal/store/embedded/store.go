@@ -345,7 +345,7 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 			return fmt.Errorf("embedded store: create the log directory %s: %w", dir, err)
 		}
 		var err error
-		if next, w.segs, w.spares, err = s.recoverLog(dir); err != nil {
+		if next, w.segs, err = s.recoverLog(dir); err != nil {
 			return err
 		}
 	}

@@ -997,3 +997,40 @@ func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
 		t.Fatalf("open over a sealed segment missing its last frame: %v", err)
 	}
 }
+
+// TestSparesFoundAtOpenAreDeleted: a spare left by an earlier run may,
+// after a power loss, hold frames of writes the log lost, with lsns the
+// log reuses; Open deletes it rather than make a segment of it.
+func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	s, err := Open(Options{Path: path, segmentBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	next := s.wal.next
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var lost []byte
+	for lsn := next; lsn < next+20; lsn++ {
+		lost = append(lost, staleFrame(lsn)...)
+	}
+	spare := filepath.Join(path+walSuffix, segmentName(next)+spareSuffix)
+	if err := os.WriteFile(spare, lost, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Options{Path: path, segmentBytes: 4 << 10})
+	if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the spare found at Open is still there: %v", err)
+	}
+	if len(s.wal.spares) != 0 {
+		t.Fatalf("spares to reuse after Open: %v", s.wal.spares)
+	}
+	if got := receiveAll(t, s, "q"); len(got) != 0 {
+		t.Fatalf("the lost frames were read: %+v", got)
+	}
+}
