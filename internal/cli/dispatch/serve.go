@@ -69,7 +69,8 @@ is lost. An interval, such as 100ms, acknowledges a write once it is in
 the log file (in the OS's page cache, which a killed or crashed server
 does not lose) and syncs within the interval: a power loss or kernel crash
 can take the last interval's writes, and nothing else. Where syncs are
-slow it carries about twice the commands a second (docs/store/embedded.md).
+slow it carries about twice the commands a second (docs/store/embedded.md);
+/metrics shows how long they take (snavio_store_log_sync_duration_seconds).
 
 It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
 it gracefully: requests in flight finish, the slow stage finishes its
