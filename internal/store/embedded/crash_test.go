@@ -268,9 +268,17 @@ func testCrash(t *testing.T, syncEvery, segmentBytes string) {
 				t.Fatalf("run %d: acknowledged archived event %s lost after SIGKILL: %v", run, id, err)
 			}
 		}
-		recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage)
-		if err != nil {
-			t.Fatal(err)
+		// Every page: a run can acknowledge more than one page holds.
+		var recs []TelemetryRecord
+		for after := uint64(0); ; after = recs[len(recs)-1].Seq {
+			page, err := s.ReadTelemetry(ctx, "t", after, MaxReadPage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, page...)
+			if len(page) < MaxReadPage {
+				break
+			}
 		}
 		if uint64(len(recs)) < maxSeq {
 			t.Fatalf("run %d: %d telemetry records after SIGKILL, but seq %d was acknowledged", run, len(recs), maxSeq)
