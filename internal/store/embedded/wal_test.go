@@ -175,16 +175,7 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 	}
 	body := bytes.Repeat([]byte("x"), 1000)
 	for i := range 200 {
-		if _, err := s.Send(ctx, "q", body, nil); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Receive(ctx, "q", 1, time.Hour)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("round %d: %v %v", i, got, err)
-		}
-		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
-			t.Fatal(err)
-		}
+		passThrough(t, s, body, i)
 		if _, err := s.AppendTelemetry(ctx, []OutboxEntry{{Tenant: "t", Event: telemetry.Dropped{Tenant: "t", Reason: telemetry.DroppedQueueUnconsumed}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -218,6 +209,25 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 	}
 	if recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage); err != nil || len(recs) != 200 {
 		t.Fatalf("telemetry: %d records, %v", len(recs), err)
+	}
+}
+
+// passThrough sends body to queue "q", receives it and deletes it: one
+// round of a queue whose messages go through, which fills the log's
+// segments with frames nothing needs afterwards. i numbers the round in
+// errors.
+func passThrough(t *testing.T, s *Store, body []byte, i int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Send(ctx, "q", body, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Receive(ctx, "q", 1, time.Hour)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("round %d: %v %v", i, got, err)
+	}
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -819,16 +829,7 @@ func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 	first.refs.Add(1)
 	body := bytes.Repeat([]byte("x"), 1000)
 	for i := range 40 {
-		if _, err := s.Send(ctx, "q", body, nil); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Receive(ctx, "q", 1, time.Hour)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("round %d: %v %v", i, got, err)
-		}
-		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
-			t.Fatal(err)
-		}
+		passThrough(t, s, body, i)
 	}
 	if n := len(s.wal.sealed()); n <= walKeepSegments {
 		t.Fatalf("%d sealed segments: the test needs more than %d behind the held one", n, walKeepSegments)
@@ -898,16 +899,7 @@ func TestSpareSegmentsAreReused(t *testing.T) {
 	body := bytes.Repeat([]byte("x"), 1000)
 	found := ""
 	for i := 0; i < 60 && found == ""; i++ {
-		if _, err := s.Send(ctx, "q", body, nil); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Receive(ctx, "q", 1, time.Hour)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("round %d: %v %v", i, got, err)
-		}
-		if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
-			t.Fatal(err)
-		}
+		passThrough(t, s, body, i)
 		s.maintain()
 		found = markedAs()
 	}
