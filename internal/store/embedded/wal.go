@@ -241,9 +241,8 @@ type wal struct {
 	closing bool
 	err     error
 	// spares are the paths of deleted segments' files kept for reuse
-	// (walSpareSegments at most, with the renaming ones).
-	spares   []string
-	renaming int
+	// (walSpareSegments at most).
+	spares []string
 
 	synced atomic.Uint64 // every frame up to it is durable
 
@@ -624,33 +623,25 @@ func (w *wal) remove(s *segment) error {
 	if err := s.f.Close(); err != nil {
 		return fmt.Errorf("close log segment %s: %w", s.name, err)
 	}
-	// Kept as a spare if there is room, reserved first (spares being
-	// renamed count). The rename is made durable, as an unlink is, before
-	// the spare can be reused: after a power loss the segment's name can
-	// then not come back holding a later segment's frames.
+	// Kept as a spare if there is room. Only maintain removes segments,
+	// one call at a time, and createSegment only takes spares: the room
+	// cannot be taken meanwhile. The rename is made durable, as an unlink
+	// is, before the spare can be reused: after a power loss the
+	// segment's name can then not come back holding a later segment's
+	// frames.
 	w.mu.Lock()
-	room := len(w.spares)+w.renaming < walSpareSegments && s.size <= 2*w.segmentBytes
-	if room {
-		w.renaming++
-	}
+	room := len(w.spares) < walSpareSegments && s.size <= 2*w.segmentBytes
 	w.mu.Unlock()
 	if room {
 		sp := filepath.Join(w.dir, s.name+spareSuffix)
-		err := os.Rename(filepath.Join(w.dir, s.name), sp)
-		renamed := err == nil
-		if renamed {
-			err = syncDir(w.dir)
-		}
-		w.mu.Lock()
-		w.renaming--
-		if err == nil {
+		if err := os.Rename(filepath.Join(w.dir, s.name), sp); err == nil {
+			if err := syncDir(w.dir); err != nil {
+				return err // not reused; the next Open deletes it
+			}
+			w.mu.Lock()
 			w.spares = append(w.spares, sp)
-		}
-		w.mu.Unlock()
-		if renamed {
-			// On a failed directory sync the spare is not reused; the
-			// next Open deletes it.
-			return err
+			w.mu.Unlock()
+			return nil
 		}
 	}
 	if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil {
