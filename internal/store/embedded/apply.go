@@ -578,15 +578,12 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		if err != nil {
 			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
 		}
-		if torn && i != len(firsts)-1 && firsts[i+1] == last+1 {
-			// A sealed segment made from a spare: its frames end where
-			// the next segment's begin, and the rest is the file's old
-			// life. Nothing is missing.
-			sg.size = end
-			continue
-		}
-		if torn {
-			if i != len(firsts)-1 {
+		// A sealed segment made from a spare ends in its file's old
+		// life; when its frames end where the next segment's begin,
+		// nothing is missing.
+		sealed := i != len(firsts)-1
+		if torn && !(sealed && firsts[i+1] == last+1) {
+			if sealed {
 				return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
 			}
 			// A write the crash interrupted: it was never acknowledged.
