@@ -548,6 +548,15 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 	}()
 	var pending []applyItem
 	var last uint64
+	// cuts are the torn tails to cut once the whole log is read; tornAt
+	// names the first segment whose tail tore before its frames reached
+	// the next segment's first.
+	type cut struct {
+		sg  *segment
+		end int64
+	}
+	var cuts []cut
+	var tornAt *cut
 	for i, first := range firsts {
 		name := segmentName(first)
 		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
@@ -578,23 +587,36 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		if err != nil {
 			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
 		}
-		// A sealed segment made from a spare ends in its file's old
-		// life; when its frames end where the next segment's begin,
-		// nothing is missing.
-		sealed := i != len(firsts)-1
-		if torn && !(sealed && firsts[i+1] == last+1) {
-			if sealed {
-				return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, name), end)
-			}
-			// A write the crash interrupted: it was never acknowledged.
-			if err := fl.Truncate(end); err != nil {
-				return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", name, err)
-			}
-			if err := fl.Sync(); err != nil {
-				return 0, segs, fmt.Errorf("sync log segment %s: %w", name, err)
-			}
+		if tornAt != nil && end > 0 {
+			// Frames after a tear that lost some: the log is damaged.
+			return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, tornAt.sg.name), tornAt.end)
 		}
 		sg.size = end
+		// A sealed segment made from a spare ends in its file's old
+		// life; when its frames end where the next segment's begin,
+		// nothing is missing and nothing is cut.
+		sealed := i != len(firsts)-1
+		if torn && !(sealed && firsts[i+1] == last+1) {
+			// The log's end: a write the crash interrupted, never
+			// acknowledged. It can tear a sealed segment too, when the
+			// crash came after the next segment was made (from a spare,
+			// which holds old frames only) and before this one's last
+			// frames were written; then no later segment may hold a
+			// frame, or the log is damaged.
+			cuts = append(cuts, cut{sg, end})
+			if sealed && tornAt == nil {
+				tornAt = &cut{sg, end}
+			}
+		}
+	}
+	// Cut only now: a damaged log is left as it was found.
+	for _, c := range cuts {
+		if err := c.sg.f.Truncate(c.end); err != nil {
+			return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", c.sg.name, err)
+		}
+		if err := c.sg.f.Sync(); err != nil {
+			return 0, segs, fmt.Errorf("sync log segment %s: %w", c.sg.name, err)
+		}
 	}
 	for _, q := range s.queues {
 		q.vis = q.vis[:0]

@@ -1035,3 +1035,78 @@ func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
 		t.Fatalf("the lost frames were read: %+v", got)
 	}
 }
+
+// TestRecoveryCutsASealedSegmentTornBeforeItsEnd: the crash came after
+// the next segment was made from a spare (old frames only) and before the
+// last frames of the one before were written. That segment tears short of
+// the next one's first: the log's end, cut like a torn last segment, and
+// Open works again after more writes. With a frame in a later segment the
+// same tear is damage (TestRecoveryIgnoresASpareFilesOldFrames).
+func TestRecoveryCutsASealedSegmentTornBeforeItsEnd(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	opts := Options{Path: path, segmentBytes: 4 << 10}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 1000)
+	for range 10 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	firsts, _, err := listSegments(path + walSuffix)
+	if err != nil || len(firsts) < 3 {
+		t.Fatalf("segments %v, %v: the test needs three", firsts, err)
+	}
+	n := len(firsts)
+	sealed := filepath.Join(path+walSuffix, segmentName(firsts[n-2]))
+	b, err := os.ReadFile(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its last frame unwritten (old bytes in its place), and the newest
+	// segment holding only a spare's old frame.
+	b = append(b[:len(b)-1], staleFrame(1)...)
+	if err := os.WriteFile(sealed, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path+walSuffix, segmentName(firsts[n-1])), staleFrame(1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatalf("open after a tear before the next segment's frames: %v", err)
+	}
+	before := receiveAll(t, s, "q")
+	if len(before) == 0 || len(before) >= 10 {
+		t.Fatalf("%d messages: want those before the tear only", len(before))
+	}
+	if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Send(ctx, "q", []byte("after"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, opts)
+	after := receiveAll(t, s, "q")
+	if len(after) != len(before)+1 || string(after[id].Body) != "after" {
+		t.Fatalf("after a second restart: %d messages, want %d and the new one", len(after), len(before)+1)
+	}
+	for _, m := range after {
+		if string(m.Body) == "from an earlier life" {
+			t.Fatal("an old frame was replayed")
+		}
+	}
+}
