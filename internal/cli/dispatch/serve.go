@@ -65,7 +65,9 @@ profiles pick up, and the snapshot signing key.
 
 --fsync chooses what a power loss can take. "always" (the default) syncs
 the log (fdatasync) before any write is acknowledged: nothing acknowledged
-is lost. An interval, such as 100ms, acknowledges a write once it is in
+is lost. Only a queue consumer's receive, delete or visibility change is
+acknowledged once written and synced within 10ms: a power loss in between
+delivers that message again (at least once, as SQS may). An interval, such as 100ms, acknowledges a write once it is in
 the log file (in the OS's page cache, which a killed or crashed server
 does not lose) and syncs within the interval: a power loss or kernel crash
 can take the last interval's writes, and nothing else. Where syncs are

@@ -65,8 +65,12 @@ type Options struct {
 	// process. Default: 2 s.
 	OpenTimeout time.Duration
 	// SyncEvery chooses what a power loss can take. 0 (the default)
-	// syncs the log (fdatasync) before acknowledging any write: nothing
-	// acknowledged is lost. A positive interval acknowledges a write once
+	// syncs the log (fdatasync) before acknowledging any write but a
+	// queue consumer's: nothing acknowledged is lost, except that a
+	// Receive, DeleteMessage(Batch) or ChangeMessageVisibility is
+	// acknowledged once written and synced within 10 ms, so a power
+	// loss in between can deliver its message again (at least once, as
+	// SQS may); a killed process loses none of them. A positive interval acknowledges a write once
 	// it is written to the log file, in the OS's page cache, which a
 	// killed or crashed process does not lose, and syncs within the
 	// interval (and before anything is applied to the file, and at
@@ -94,8 +98,9 @@ type Options struct {
 	// before pages were 16 KiB).
 	pageSize int
 
-	// syncTicks, with SyncEvery, replaces the sync loop's ticker (tests:
-	// a sync exactly when the test says).
+	// syncTicks replaces the sync loop's ticker (tests: a sync exactly
+	// when the test says; without SyncEvery, a sync of the writes that
+	// did not wait for one).
 	syncTicks <-chan time.Time
 
 	// segmentBytes overrides walSegmentBytes (tests: rotation and
@@ -313,7 +318,7 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.committer()
 	go s.wal.flusher()
-	if s.wal.syncEvery > 0 {
+	if s.wal.syncStop != nil {
 		go s.wal.syncLoop(opts.syncTicks)
 	}
 	go s.applyLoop()
@@ -327,9 +332,11 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 	if err := s.loadQueues(); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, cur: newGroup(), onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now}
-	if !ephemeral && syncEvery > 0 {
-		w.syncEvery, w.syncStop, w.syncDone = syncEvery, make(chan struct{}), make(chan struct{})
+	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now}
+	w.cur = w.newGroup()
+	if !ephemeral {
+		w.syncEvery, w.onDemand = syncEvery, syncEvery == 0
+		w.syncStop, w.syncDone = make(chan struct{}), make(chan struct{})
 	}
 	if w.segmentBytes <= 0 {
 		w.segmentBytes = walSegmentBytes

@@ -22,14 +22,27 @@ import (
 // The write-ahead log: the durable home of the hot path's writes (queue
 // messages and their state changes, telemetry records, archived events,
 // claim completions). A write is one frame appended to the active segment;
-// one flusher goroutine writes every frame queued while the previous
-// group was syncing with one write and one fdatasync (group commit), then
-// acknowledges them all. With a sync interval (Options.SyncEvery) a group
-// is acknowledged once written: it is then in the OS's page cache, which
-// a killed process does not take with it, and a sync loop makes it
-// durable against a power loss within the interval (the applier also
-// syncs before it applies anything to the file, so the file is never
-// ahead of the log). The queues live in memory and in the log only; the
+// one flusher goroutine writes every frame queued meanwhile with one
+// write (group commit). A written group is in the OS's page cache, which
+// a killed process does not take with it; what a power loss can take
+// depends on when it is synced:
+//
+//   - By default (sync on demand) a group is committed (its messages made
+//     receivable, its ops queued to apply) and acknowledged once synced,
+//     and the flusher syncs whatever is written as soon as a writer waits
+//     for durability (walGroup.wait): the PutEvents requests' deferred
+//     waits, sends, telemetry. A consumer's receive, delete or visibility
+//     change waits only for its write (walGroup.waitWritten) and is
+//     synced with the next such wait or within lazySyncEvery: a power
+//     loss just after it can undo it, and the message is delivered again
+//     (at least once, as SQS may). Syncing every group instead, the
+//     consumers' writes alone kept the log syncing 80-90% of the time.
+//   - With a sync interval (Options.SyncEvery) a group is committed and
+//     acknowledged once written, and a sync loop makes it durable within
+//     the interval (the applier also syncs before it applies anything to
+//     the file, so the file is never ahead of the log).
+//
+// The queues live in memory and in the log only; the
 // telemetry records, archived events and claim completions are also
 // applied to the bbolt file in large background transactions (apply.go),
 // which is where they are read. A segment is deleted once everything in
@@ -213,10 +226,13 @@ func segmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
 
 // walGroup is the frames one flush writes and syncs.
 type walGroup struct {
+	log    *wal
 	frames []*frame
 	chunks []chunk
-	done   chan struct{}
-	err    error
+	// written is closed once the group is written (werr: its failure);
+	// done once it is committed and durable (err: its failure).
+	written, done chan struct{}
+	werr, err     error
 }
 
 type chunk struct {
@@ -246,11 +262,20 @@ type wal struct {
 
 	synced atomic.Uint64 // every frame up to it is durable
 
-	// syncEvery is 0 to sync each group before acknowledging it, or the
+	// syncEvery is 0 to sync on demand (the package comment), or the
 	// longest a written group waits for its sync (Options.SyncEvery).
 	syncEvery time.Duration
-	// With syncEvery: the segments written since the last sync and the
-	// lsn of the last frame written (guarded by mu); syncMu orders syncs.
+	// onDemand: a file log without syncEvery; groups wait in pending
+	// (the flusher's) until a sync, which the flusher makes once demand
+	// (guarded by mu: the highest lsn a writer waits to be durable) is
+	// past committed.
+	onDemand bool
+	pending  []*walGroup
+	demand   uint64
+	// committed is the lsn of the last frame onCommitted has run for.
+	committed atomic.Uint64
+	// The segments written since the last sync and the lsn of the last
+	// frame written (guarded by mu); syncMu orders syncs.
 	dirty   []*segment
 	written uint64
 	syncMu  sync.Mutex
@@ -274,7 +299,9 @@ type wal struct {
 	flusherDone           chan struct{}
 }
 
-func newGroup() *walGroup { return &walGroup{done: make(chan struct{})} }
+func (w *wal) newGroup() *walGroup {
+	return &walGroup{log: w, written: make(chan struct{}), done: make(chan struct{})}
+}
 
 // add queues f (finishing its header) and returns the group to wait on.
 // The caller holds the locks that order f against the in-memory state.
@@ -330,29 +357,52 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	return g, nil
 }
 
-// wait returns once g is durable (or failed).
+// wait returns once g is committed and durable (or failed). On a log
+// that syncs on demand it asks for the sync.
 func (g *walGroup) wait() error {
+	if w := g.log; w.onDemand {
+		select {
+		case <-g.done:
+		default:
+			w.mu.Lock()
+			// The caller's frames are in g already; g's frames change
+			// only under w.mu, while g is the group being filled.
+			if n := len(g.frames); n > 0 && g.frames[n-1].lsn > w.demand {
+				w.demand = g.frames[n-1].lsn
+				w.cond.Signal()
+			}
+			w.mu.Unlock()
+		}
+	}
 	<-g.done
 	return g.err
 }
 
-// flusher writes and syncs groups until the log closes.
+// waitWritten returns once g is written (or failed): safe from a crash of
+// the process, and on a log that syncs on demand not yet from a power
+// loss (the package comment says which writes wait only for this).
+func (g *walGroup) waitWritten() error {
+	<-g.written
+	return g.werr
+}
+
+// lazySyncEvery bounds how long a write that waited only for its write
+// (waitWritten) stays unsynced on a log that syncs on demand.
+const lazySyncEvery = 10 * time.Millisecond
+
+// flusher writes groups until the log closes, and on a log that syncs on
+// demand syncs and commits them when they are waited for.
 func (w *wal) flusher() {
 	defer close(w.flusherDone)
 	for {
 		w.mu.Lock()
-		for len(w.cur.frames) == 0 && !w.closing {
+		for len(w.cur.frames) == 0 && !w.closing && !w.syncDue() {
 			w.cond.Wait()
 		}
-		if len(w.cur.frames) == 0 {
-			w.mu.Unlock()
-			return
-		}
-		if w.ephemeral || w.syncEvery > 0 {
-			// Nothing to wait for on a memory file, nor for a write
-			// without its sync: let the writers the last group woke
-			// queue their next frames first, as the committer does
-			// (store.go's groupYields).
+		if len(w.cur.frames) > 0 {
+			// Let the writers the last group woke queue their next
+			// frames first, as the committer does (store.go's
+			// groupYields): nothing waits for a write but the write.
 			w.mu.Unlock()
 			for range groupYields {
 				runtime.Gosched()
@@ -360,39 +410,110 @@ func (w *wal) flusher() {
 			w.mu.Lock()
 		}
 		g := w.cur
-		w.cur = newGroup()
-		w.mu.Unlock()
-
-		err := w.write(g)
-		w.mu.Lock()
-		if err != nil && w.err == nil {
-			w.err = err
+		if len(g.frames) > 0 {
+			w.cur = w.newGroup()
+		} else {
+			g = nil
 		}
-		for _, c := range g.chunks {
-			if cap(c.b) <= 4<<20 {
-				w.spare = append(w.spare, chunk{b: c.b[:0]})
+		// Closing and nothing queued: the last round.
+		last := g == nil && w.closing
+		w.mu.Unlock()
+		if g != nil {
+			w.flush(g)
+		}
+		if w.onDemand {
+			w.mu.Lock()
+			due := w.syncDue() || last
+			w.mu.Unlock()
+			if due {
+				w.commitSynced()
 			}
 		}
+		if last {
+			return
+		}
+	}
+}
+
+// syncDue says whether a writer waits for a written group's sync. The
+// caller holds w.mu.
+func (w *wal) syncDue() bool {
+	return w.onDemand && len(w.pending) > 0 && w.demand > w.committed.Load()
+}
+
+// flush writes g. In memory or with a sync interval it commits g at once;
+// on a log that syncs on demand g waits in pending for its sync.
+func (w *wal) flush(g *walGroup) {
+	err := w.write(g)
+	last := g.frames[len(g.frames)-1].lsn
+	w.mu.Lock()
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	for _, c := range g.chunks {
+		if cap(c.b) <= 4<<20 {
+			w.spare = append(w.spare, chunk{b: c.b[:0]})
+		}
+	}
+	if err == nil {
+		w.written = last
+	}
+	w.mu.Unlock()
+	if err != nil {
+		// The groups written before it are whole: they are still synced
+		// and committed.
+		g.err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+		g.werr = g.err
+		close(g.written)
+		close(g.done)
+		return
+	}
+	close(g.written)
+	if w.onDemand {
+		w.mu.Lock()
+		w.pending = append(w.pending, g)
 		w.mu.Unlock()
+		return
+	}
+	w.onCommitted(g.frames)
+	// After the callback, which counts the group's messages in their
+	// segments: a segment is deleted only once the frames up to the next
+	// one's are durable and committed, and none of its messages is
+	// queued (detachOldest).
+	w.committed.Store(last)
+	if w.ephemeral {
+		w.synced.Store(last)
+	}
+	close(g.done)
+}
+
+// commitSynced syncs the pending groups, then commits them in order and
+// wakes their waiters.
+func (w *wal) commitSynced() {
+	w.mu.Lock()
+	gs := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if len(gs) == 0 {
+		return
+	}
+	last := gs[len(gs)-1].frames[len(gs[len(gs)-1].frames)-1].lsn
+	var err error
+	if w.synced.Load() < last {
+		// sync syncs everything written, pending included.
+		if err = w.sync(); err != nil {
+			err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+		}
+	}
+	for _, g := range gs {
 		if err != nil {
-			g.err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+			g.err = err
 		} else {
 			w.onCommitted(g.frames)
-			// After the callback, which counts the group's messages in
-			// their segments: a segment is deleted only once the frames
-			// up to the next one's are durable and none of its messages
-			// is queued (detachOldest).
-			last := g.frames[len(g.frames)-1].lsn
-			if w.syncEvery > 0 {
-				w.mu.Lock()
-				w.written = last
-				w.mu.Unlock()
-			} else {
-				w.synced.Store(last)
-			}
 		}
 		close(g.done)
 	}
+	w.committed.Store(last)
 }
 
 func (w *wal) write(g *walGroup) error {
@@ -403,9 +524,8 @@ func (w *wal) write(g *walGroup) error {
 		return nil
 	}
 	w.writes.Add(1)
-	var touched []*segment
 	for _, c := range g.chunks {
-		if w.syncEvery > 0 && !c.seg.synced.Load() {
+		if !c.seg.synced.Load() {
 			// The first write to a new segment: the ones before it are
 			// made durable first, and its directory entry, so that a
 			// power loss can tear only the last segment, which recovery
@@ -421,20 +541,13 @@ func (w *wal) write(g *walGroup) error {
 		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
 			return fmt.Errorf("write %s: %w", c.seg.name, err)
 		}
-		if w.syncEvery > 0 {
-			w.mu.Lock()
-			if !slices.Contains(w.dirty, c.seg) {
-				w.dirty = append(w.dirty, c.seg)
-			}
-			w.mu.Unlock()
-			continue
+		w.mu.Lock()
+		if !slices.Contains(w.dirty, c.seg) {
+			w.dirty = append(w.dirty, c.seg)
 		}
-		touched = append(touched, c.seg)
+		w.mu.Unlock()
 	}
-	if w.syncEvery > 0 {
-		return nil
-	}
-	return w.syncSegments(touched)
+	return nil
 }
 
 // syncSegments makes what was written to segs durable, with their
@@ -461,8 +574,7 @@ func (w *wal) syncSegments(segs []*segment) error {
 	return nil
 }
 
-// sync makes every frame written so far durable (with syncEvery; without,
-// each group is synced as it is written). A failure fails the log, as a
+// sync makes every frame written so far durable. A failure fails the log, as a
 // failed group sync does, and is returned as it came (the callers wrap it
 // in ErrLogFailed).
 func (w *wal) sync() error {
@@ -493,7 +605,7 @@ func (w *wal) sync() error {
 
 // syncThrough returns once every frame up to lsn is durable.
 func (w *wal) syncThrough(lsn uint64) error {
-	if w.syncEvery == 0 || w.synced.Load() >= lsn {
+	if w.ephemeral || w.synced.Load() >= lsn {
 		return nil
 	}
 	if err := w.sync(); err != nil {
@@ -502,18 +614,39 @@ func (w *wal) syncThrough(lsn uint64) error {
 	return nil
 }
 
-// syncLoop syncs what was written every syncEvery until the log closes;
-// ticks, when not nil, replaces its ticker (tests).
+// syncLoop syncs what was written every syncEvery until the log closes,
+// or on a log that syncs on demand has the flusher sync what is written
+// every lazySyncEvery; ticks, when not nil, replaces its
+// ticker (tests).
 func (w *wal) syncLoop(ticks <-chan time.Time) {
 	defer close(w.syncDone)
 	if ticks == nil {
-		t := time.NewTicker(w.syncEvery)
+		every := w.syncEvery
+		if w.onDemand {
+			every = lazySyncEvery
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		ticks = t.C
 	}
 	for {
 		select {
 		case <-ticks:
+			if w.onDemand {
+				// Wait for the newest written group as a writer would:
+				// the flusher syncs and commits everything written.
+				w.mu.Lock()
+				var g *walGroup
+				if n := len(w.pending); n > 0 {
+					g = w.pending[n-1]
+				}
+				w.mu.Unlock()
+				if g != nil {
+					// A failure fails the log, as in the flusher.
+					_ = g.wait()
+				}
+				continue
+			}
 			// A failure is kept in w.err: every later write is refused.
 			_ = w.sync()
 		case <-w.syncStop:
@@ -571,11 +704,12 @@ func (w *wal) close() {
 	w.cond.Broadcast()
 	w.mu.Unlock()
 	<-w.flusherDone
-	if w.syncEvery > 0 {
+	if w.syncStop != nil {
 		close(w.syncStop)
 		<-w.syncDone
-		// Everything written is durable once Close returns. A failure
-		// is kept in w.err, as in the loop.
+		// Everything written is durable once Close returns (on a log
+		// that syncs on demand the flusher's last round synced it). A
+		// failure is kept in w.err, as in the loop.
 		_ = w.sync()
 	}
 }
@@ -605,9 +739,9 @@ func (w *wal) detachOldest(applied uint64) *segment {
 		return nil
 	}
 	s := w.segs[0]
-	// Its frames are all durable once the frame before the next
-	// segment's first is.
-	if s.maxApply > applied || s.live > 0 || s.refs.Load() > 0 || w.segs[1].first-1 > w.synced.Load() {
+	// Its frames are all durable and counted once the frame before the
+	// next segment's first is synced and committed.
+	if before := w.segs[1].first - 1; s.maxApply > applied || s.live > 0 || s.refs.Load() > 0 || before > w.synced.Load() || before > w.committed.Load() {
 		return nil
 	}
 	w.segs = w.segs[1:]
@@ -660,8 +794,7 @@ func (w *wal) sealed() []*segment {
 // LogStats says how the write-ahead log is doing since Open.
 type LogStats struct {
 	// Frames written in Writes group commits (0 in memory), made durable
-	// by Syncs fdatasyncs: one a group, or with Options.SyncEvery one
-	// for the groups written since the last.
+	// by Syncs fdatasyncs, each of everything written since the last.
 	Frames, Writes, Syncs uint64
 	// SyncTime is how long the Syncs took in all (the disk's latency
 	// under the log: SyncTime/Syncs is the mean).

@@ -45,7 +45,7 @@ func receiveAll(t *testing.T, s *Store, queue string) map[string]Received {
 // delete, visibility change, purge, redrive) is rebuilt from the log after
 // a restart, with the telemetry and archive the log applied.
 func TestLogReopenKeepsQueueState(t *testing.T) {
-	t.Run("sync each write", func(t *testing.T) { testReopenKeepsQueueState(t, 0) })
+	t.Run("sync on demand", func(t *testing.T) { testReopenKeepsQueueState(t, 0) })
 	t.Run("sync interval", func(t *testing.T) { testReopenKeepsQueueState(t, time.Hour) })
 }
 
@@ -1108,5 +1108,106 @@ func TestRecoveryCutsASealedSegmentTornBeforeItsEnd(t *testing.T) {
 		if string(m.Body) == "from an earlier life" {
 			t.Fatal("an old frame was replayed")
 		}
+	}
+}
+
+// TestSyncOnDemand: without a sync interval every write returns durable,
+// except a queue consumer's receive, delete and visibility change, which
+// return once written and are synced with the next write that waits for
+// durability, or at the lazy sync's tick. A send is receivable only once
+// synced.
+func TestSyncOnDemand(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	ticks := make(chan time.Time)
+	opts := Options{Path: path, syncTicks: ticks}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	durable := func(what string) {
+		t.Helper()
+		if synced, last := s.wal.synced.Load(), s.wal.next-1; synced != last {
+			t.Fatalf("%s: synced up to frame %d of %d: want every frame durable", what, synced, last)
+		}
+	}
+	for i := range 3 {
+		if _, err := s.Send(ctx, "q", []byte(fmt.Sprint("m", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+		durable("after a send")
+	}
+	// A deferred send asks for no sync until its Wait, and its message is
+	// not receivable before it is durable.
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, d := DeferSync(ctx)
+	if _, err := s.Send(dctx, "d", []byte("deferred"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Receive(ctx, "d", 10, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("before the deferred send's wait: received %d messages (%v), want none", len(got), err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	durable("after a deferred send's wait")
+	if got, err := s.Receive(ctx, "d", 10, time.Minute); err != nil || len(got) != 1 {
+		t.Fatalf("after the deferred send's wait: received %d messages (%v), want it", len(got), err)
+	}
+	// That receive is unsynced: the tick below syncs it with the others.
+	syncs := s.LogStats().Syncs
+	got, err := s.Receive(ctx, "q", 3, time.Minute)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("receive: %d messages, %v", len(got), err)
+	}
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ChangeMessageVisibility(ctx, "q", got[1].ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	st := s.LogStats()
+	if st.Syncs != syncs || s.wal.synced.Load() >= s.wal.next-1 {
+		t.Fatalf("log stats %+v (%d syncs before), synced %d of %d frames: want the consumer's writes written, not synced", st, syncs, s.wal.synced.Load(), s.wal.next-1)
+	}
+	// The lazy tick syncs them; the second send on the unbuffered channel
+	// returns only once the loop is back from the first tick's sync.
+	ticks <- time.Time{}
+	ticks <- time.Time{}
+	durable("after the tick")
+	if st := s.LogStats(); st.Syncs != syncs+1 {
+		t.Fatalf("log stats %+v: want one sync for the consumer's writes (%d before)", st, syncs)
+	}
+	// Unsynced consumer writes are synced by the next write that waits.
+	if _, err := s.Receive(ctx, "q", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("m3"), nil); err != nil {
+		t.Fatal(err)
+	}
+	durable("after a receive and a send")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close syncs an unsynced write too.
+	s = openTest(t, opts)
+	got, err = s.Receive(ctx, "q", 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	last := s.wal.next - 1
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.wal.synced.Load() != last {
+		t.Fatalf("closed with frames up to %d synced of %d", s.wal.synced.Load(), last)
 	}
 }
