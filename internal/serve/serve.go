@@ -526,7 +526,7 @@ func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEve
 			func() float64 { return float64(st.CommitStats().Commits) }},
 	}
 	if !ephemeral { // in memory nothing is synced
-		ms = append(ms, metric{"snavio_store_log_sync_interval_seconds", "The write-ahead log's sync interval (--fsync); 0: synced before each acknowledgement.",
+		ms = append(ms, metric{"snavio_store_log_sync_interval_seconds", "The write-ahead log's sync interval (--fsync); 0: synced before each acknowledgement but a queue consumer's (within 10 ms).",
 			func() float64 { return syncEvery.Seconds() }})
 	}
 	for _, mt := range ms {

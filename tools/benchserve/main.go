@@ -158,7 +158,7 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		return err
 	}
 
-	store := "file (--fsync always: synced before each acknowledgement)"
+	store := "file (--fsync always: PutEvents synced before its acknowledgement, consumers' writes within 10ms)"
 	if syncEvery > 0 {
 		store = fmt.Sprintf("file (--fsync %v: acknowledged once written, synced within %v)", syncEvery, syncEvery)
 	}
