@@ -1211,3 +1211,53 @@ func TestSyncOnDemand(t *testing.T) {
 		t.Fatalf("closed with frames up to %d synced of %d", s.wal.synced.Load(), last)
 	}
 }
+
+// TestSyncOnDemandFailure: a group written and then failing its sync is
+// not committed (its message never becomes receivable), its waiter gets
+// ErrLogFailed, and every later write is refused.
+func TestSyncOnDemandFailure(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time)})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Receive(ctx, "q", 1, time.Minute)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %d messages, %v", len(got), err)
+	}
+	dctx, d := DeferSync(ctx)
+	if _, err := s.Send(dctx, "q", []byte("b"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Groups are written in order: once this consumer's write returns, the
+	// deferred send's frame before it is written too, and not synced.
+	if err := s.ChangeMessageVisibility(ctx, "q", got[0].ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The sync fails: the file is closed under the log, as a failing disk
+	// would fail it.
+	s.wal.mu.Lock()
+	active := s.wal.segs[len(s.wal.segs)-1]
+	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1] // Close must not close it again
+	s.wal.mu.Unlock()
+	if err := active.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("deferred send whose sync failed: %v", err)
+	}
+	// Only "a" is queued (a receive would be a write, refused now).
+	stats, err := s.ListQueues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || stats[0].Visible+stats[0].InFlight != 1 {
+		t.Fatalf("queues after the failed sync: %+v: want only the first message, not the one whose sync failed", stats)
+	}
+	if _, err := s.Send(ctx, "q", []byte("c"), nil); !errors.Is(err, ErrLogFailed) {
+		t.Fatalf("send after a failed sync: %v", err)
+	}
+}
