@@ -67,12 +67,13 @@ profiles pick up, and the snapshot signing key.
 the log (fdatasync) before any write is acknowledged: nothing acknowledged
 is lost. Only a queue consumer's receive, delete or visibility change is
 acknowledged once written and synced within 10ms: a power loss in between
-delivers that message again (at least once, as SQS may). An interval, such as 100ms, acknowledges a write once it is in
-the log file (in the OS's page cache, which a killed or crashed server
-does not lose) and syncs within the interval: a power loss or kernel crash
-can take the last interval's writes, and nothing else. Where syncs are
-slow it carries about twice the commands a second (docs/store/embedded.md);
-/metrics shows how long they take (snavio_store_log_sync_duration_seconds).
+delivers that message again (at least once, as SQS may). An interval, such
+as 100ms, acknowledges every write once it is in the log file (in the OS's
+page cache, which a killed or crashed server does not lose) and syncs
+within the interval: a power loss or kernel crash can take the last
+interval's writes, and nothing else. Where syncs are slow it carries about
+1.5 times the commands a second (docs/store/embedded.md); /metrics shows
+how long they take (snavio_store_log_sync_duration_seconds).
 
 It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
 it gracefully: requests in flight finish, the slow stage finishes its
