@@ -224,7 +224,8 @@ type segment struct {
 
 func segmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
 
-// walGroup is the frames one flush writes and syncs.
+// walGroup is the frames one flush writes, and that are synced and
+// committed together.
 type walGroup struct {
 	log    *wal
 	frames []*frame
@@ -265,10 +266,10 @@ type wal struct {
 	// syncEvery is 0 to sync on demand (the package comment), or the
 	// longest a written group waits for its sync (Options.SyncEvery).
 	syncEvery time.Duration
-	// onDemand: a file log without syncEvery; groups wait in pending
-	// (the flusher's) until a sync, which the flusher makes once demand
-	// (guarded by mu: the highest lsn a writer waits to be durable) is
-	// past committed.
+	// onDemand: a file log without syncEvery. Written groups wait in
+	// pending until a sync, which the flusher makes once demand (the
+	// highest lsn a writer waits to be durable) is past committed. Both
+	// are guarded by mu.
 	onDemand bool
 	pending  []*walGroup
 	demand   uint64
@@ -583,9 +584,9 @@ func (w *wal) syncSegments(segs []*segment) error {
 	return nil
 }
 
-// sync makes every frame written so far durable. A failure fails the log, as a
-// failed group sync does, and is returned as it came (the callers wrap it
-// in ErrLogFailed).
+// sync makes every frame written so far durable. A failure fails the
+// log, as a failed group sync does, and is returned as it came (the
+// callers wrap it in ErrLogFailed).
 func (w *wal) sync() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
@@ -625,8 +626,7 @@ func (w *wal) syncThrough(lsn uint64) error {
 
 // syncLoop syncs what was written every syncEvery until the log closes,
 // or on a log that syncs on demand has the flusher sync what is written
-// every lazySyncEvery; ticks, when not nil, replaces its
-// ticker (tests).
+// every lazySyncEvery; ticks, when not nil, replaces its ticker (tests).
 func (w *wal) syncLoop(ticks <-chan time.Time) {
 	defer close(w.syncDone)
 	if ticks == nil {
