@@ -125,7 +125,7 @@ Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
 	fl.DurationVar(&opts.ArchiveRetention, "archive-retention", 7*24*time.Hour, "how long the archive keeps accepted events")
 	fl.DurationVar(&opts.SnapshotInterval, "snapshot-interval", 5*time.Minute, "how often registry snapshots are generated")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take")
-	fl.StringVar(&opts.Fsync, "fsync", "always", `when the store's log is synced: "always", before each acknowledgement, or an interval such as 100ms (acknowledged once written; a power loss can take the last interval)`)
+	fl.StringVar(&opts.Fsync, "fsync", "always", `when the store's log is synced: "always", before each acknowledgement (a queue consumer's receive, delete or visibility change within 10ms), or an interval such as 100ms (acknowledged once written; a power loss can take the last interval)`)
 	fl.Float64Var(&opts.SkewSampleRate, "skew-sample-rate", shield.DefaultSampleRate, "share of accepted commands that emit snavio.telemetry.skew_sample to their tenant, from 0 (none) to 1 (every one)")
 	return cmd
 }
@@ -272,7 +272,7 @@ func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
 	switch info.Fsync {
 	case "":
 	case "always":
-		fmt.Fprintf(&b, "  fsync       always: before each acknowledgement\n")
+		fmt.Fprintf(&b, "  fsync       always: before each acknowledgement (a queue consumer's within 10ms)\n")
 	default:
 		fmt.Fprintf(&b, "  fsync       every %s: acknowledged once written; a power loss can take the last %s\n", info.Fsync, info.Fsync)
 	}
