@@ -286,16 +286,7 @@ func (s *Store) loadQueues() error {
 // which the caller holds so that f's place in the log follows its changes
 // to the queues, and waits for f to be durable.
 func (s *Store) commitUnlock(f *frame) error {
-	if f.empty() {
-		s.qmu.Unlock()
-		return nil
-	}
-	g, err := s.wal.add(f)
-	s.qmu.Unlock()
-	if err != nil {
-		return err
-	}
-	return g.wait()
+	return s.queueUnlock(f, (*walGroup).wait)
 }
 
 // commitUnlockWritten is commitUnlock for a queue consumer's change
@@ -307,6 +298,14 @@ func (s *Store) commitUnlock(f *frame) error {
 // waits for its commit, as a send does: the moved messages are in the
 // dead-letter queue when the call returns.
 func (s *Store) commitUnlockWritten(f *frame) error {
+	if len(f.inserts) > 0 {
+		return s.commitUnlock(f)
+	}
+	return s.queueUnlock(f, (*walGroup).waitWritten)
+}
+
+// queueUnlock queues f as commitUnlock does and waits for it with wait.
+func (s *Store) queueUnlock(f *frame, wait func(*walGroup) error) error {
 	if f.empty() {
 		s.qmu.Unlock()
 		return nil
@@ -316,10 +315,7 @@ func (s *Store) commitUnlockWritten(f *frame) error {
 	if err != nil {
 		return err
 	}
-	if len(f.inserts) > 0 {
-		return g.wait()
-	}
-	return g.waitWritten()
+	return wait(g)
 }
 
 // queueOf returns the queue name; s.qmu is held.

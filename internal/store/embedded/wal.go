@@ -300,6 +300,10 @@ type wal struct {
 	flusherDone           chan struct{}
 }
 
+// lastLSN is the lsn of g's last frame. g must have one (a group is
+// flushed only with frames); while g is w.cur, call it under w.mu.
+func (g *walGroup) lastLSN() uint64 { return g.frames[len(g.frames)-1].lsn }
+
 func (w *wal) newGroup() *walGroup {
 	return &walGroup{log: w, written: make(chan struct{}), done: make(chan struct{})}
 }
@@ -368,8 +372,8 @@ func (g *walGroup) wait() error {
 			w.mu.Lock()
 			// The caller's frames are in g already; g's frames change
 			// only under w.mu, while g is the group being filled.
-			if n := len(g.frames); n > 0 && g.frames[n-1].lsn > w.demand {
-				w.demand = g.frames[n-1].lsn
+			if len(g.frames) > 0 && g.lastLSN() > w.demand {
+				w.demand = g.lastLSN()
 				w.cond.Signal()
 			}
 			w.mu.Unlock()
@@ -446,7 +450,7 @@ func (w *wal) syncDue() bool {
 // on a log that syncs on demand g waits in pending for its sync.
 func (w *wal) flush(g *walGroup) {
 	err := w.write(g)
-	last := g.frames[len(g.frames)-1].lsn
+	last := g.lastLSN()
 	w.mu.Lock()
 	if err != nil && w.err == nil {
 		w.err = err
@@ -498,7 +502,7 @@ func (w *wal) commitSynced() {
 	if len(gs) == 0 {
 		return
 	}
-	last := gs[len(gs)-1].frames[len(gs[len(gs)-1].frames)-1].lsn
+	last := gs[len(gs)-1].lastLSN()
 	var err error
 	if w.synced.Load() < last {
 		// sync syncs everything written, pending included.
