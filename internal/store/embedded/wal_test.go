@@ -924,14 +924,12 @@ func staleFrame(lsn uint64) []byte {
 	return f.b
 }
 
-// TestRecoveryIgnoresASpareFilesOldFrames: a segment made from a spare
-// file holds, past its own frames, frames of its earlier life, whose lsns
-// are below its first. Recovery stops at them, in the last segment (and
-// cuts them) as in a sealed one whose next segment follows on; it refuses
-// a sealed segment whose frames stop short of the next one's first.
-func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
+// closedLogOfTenMessages sends ten 1000-byte messages to queue "q" of a
+// store at path with 4 KiB segments, closes it, and returns its segments'
+// first lsns: three at least.
+func closedLogOfTenMessages(t *testing.T, path string) []uint64 {
+	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "snavio.db")
 	s, err := Open(Options{Path: path, segmentBytes: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -952,6 +950,17 @@ func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
 	if err != nil || len(firsts) < 3 {
 		t.Fatalf("segments %v, %v: the test needs three", firsts, err)
 	}
+	return firsts
+}
+
+// TestRecoveryIgnoresASpareFilesOldFrames: a segment made from a spare
+// file holds, past its own frames, frames of its earlier life, whose lsns
+// are below its first. Recovery stops at them, in the last segment (and
+// cuts them) as in a sealed one whose next segment follows on; it refuses
+// a sealed segment whose frames stop short of the next one's first.
+func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "snavio.db")
+	firsts := closedLogOfTenMessages(t, path)
 	segPath := func(i int) string { return filepath.Join(path+walSuffix, segmentName(firsts[i])) }
 	appendTo := func(p string, b []byte) int64 {
 		t.Helper()
@@ -972,13 +981,13 @@ func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
 	last := segPath(len(firsts) - 1)
 	lastSize := appendTo(last, staleFrame(1))
 	middleSize := appendTo(segPath(1), append(staleFrame(firsts[1]-1), staleFrame(1)...))
-	s = openTest(t, Options{Path: path, segmentBytes: 4 << 10})
+	s := openTest(t, Options{Path: path, segmentBytes: 4 << 10})
 	got := receiveAll(t, s, "q")
 	if len(got) != 10 {
 		t.Fatalf("%d messages after recovery, want the 10 sent", len(got))
 	}
 	for _, m := range got {
-		if string(m.Body) != string(body) {
+		if string(m.Body) != strings.Repeat("x", 1000) {
 			t.Fatalf("an old frame was replayed: %q", m.Body)
 		}
 	}
@@ -1043,29 +1052,9 @@ func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
 // Open works again after more writes. With a frame in a later segment the
 // same tear is damage (TestRecoveryIgnoresASpareFilesOldFrames).
 func TestRecoveryCutsASealedSegmentTornBeforeItsEnd(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "snavio.db")
 	opts := Options{Path: path, segmentBytes: 4 << 10}
-	s, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	body := bytes.Repeat([]byte("x"), 1000)
-	for range 10 {
-		if _, err := s.Send(ctx, "q", body, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	firsts, _, err := listSegments(path + walSuffix)
-	if err != nil || len(firsts) < 3 {
-		t.Fatalf("segments %v, %v: the test needs three", firsts, err)
-	}
+	firsts := closedLogOfTenMessages(t, path)
 	n := len(firsts)
 	sealed := filepath.Join(path+walSuffix, segmentName(firsts[n-2]))
 	b, err := os.ReadFile(sealed)
@@ -1081,7 +1070,8 @@ func TestRecoveryCutsASealedSegmentTornBeforeItsEnd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(path+walSuffix, segmentName(firsts[n-1])), staleFrame(1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(opts)
+	ctx := context.Background()
+	s, err := Open(opts)
 	if err != nil {
 		t.Fatalf("open after a tear before the next segment's frames: %v", err)
 	}
