@@ -337,6 +337,7 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 	if !ephemeral {
 		w.syncEvery, w.onDemand = syncEvery, syncEvery == 0
 		w.syncStop, w.syncDone = make(chan struct{}), make(chan struct{})
+		w.unsynced = make(chan struct{}, 1)
 	}
 	if w.segmentBytes <= 0 {
 		w.segmentBytes = walSegmentBytes

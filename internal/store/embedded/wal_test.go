@@ -1202,6 +1202,70 @@ func TestSyncOnDemand(t *testing.T) {
 	}
 }
 
+// TestSyncLoopSleepsWhileIdle: the sync loop arms its timer only once a
+// write waits for it, syncs that write when the timer fires, and sleeps
+// again: ticks while nothing is unsynced neither arm it nor sync.
+func TestSyncLoopSleepsWhileIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+	}{{"sync on demand", 0}, {"sync interval", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ticks := make(chan time.Time)
+			s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: tc.every, syncTicks: ticks})
+			if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Send(ctx, "q", []byte("m"), nil); err != nil {
+				t.Fatal(err)
+			}
+			// The send's round (a sync with an interval, nothing left on
+			// demand), then a tick the loop takes asleep: each send on the
+			// unbuffered channel returns once the loop has it.
+			ticks <- time.Time{}
+			ticks <- time.Time{}
+			arms, syncs := s.wal.arms.Load(), s.LogStats().Syncs
+			if s.wal.synced.Load() != s.wal.next-1 {
+				t.Fatalf("synced %d of %d frames after the send's round", s.wal.synced.Load(), s.wal.next-1)
+			}
+			idle := func(when string) {
+				t.Helper()
+				for range 3 {
+					ticks <- time.Time{}
+				}
+				if a, n := s.wal.arms.Load(), s.LogStats().Syncs; a != arms || n != syncs {
+					t.Fatalf("%s: %d arms and %d syncs, want %d and %d: the loop ran with nothing to sync", when, a, n, arms, syncs)
+				}
+			}
+			idle("idle after the send")
+
+			// A write that waits only for its write: a receive on demand,
+			// a send with an interval.
+			if tc.every == 0 {
+				if got, err := s.Receive(ctx, "q", 1, time.Minute); err != nil || len(got) != 1 {
+					t.Fatalf("receive: %v, %d messages", err, len(got))
+				}
+			} else if _, err := s.Send(ctx, "q", []byte("m2"), nil); err != nil {
+				t.Fatal(err)
+			}
+			if s.wal.synced.Load() >= s.wal.next-1 {
+				t.Fatal("the write is synced before the loop's round")
+			}
+			ticks <- time.Time{} // the armed round: sync
+			ticks <- time.Time{} // asleep again
+			if a, n := s.wal.arms.Load(), s.LogStats().Syncs; a != arms+1 || n != syncs+1 {
+				t.Fatalf("after a write: %d arms and %d syncs, want %d and %d", a, n, arms+1, syncs+1)
+			}
+			if s.wal.synced.Load() != s.wal.next-1 {
+				t.Fatalf("synced %d of %d frames after the round", s.wal.synced.Load(), s.wal.next-1)
+			}
+			arms, syncs = arms+1, syncs+1
+			idle("idle after the round")
+		})
+	}
+}
+
 // TestSyncOnDemandFailure: a group written and then failing its sync is
 // not committed (its message never becomes receivable), its waiter gets
 // ErrLogFailed, and every later write is refused.
