@@ -301,6 +301,7 @@ func (s *Store) commitUnlockWritten(f *frame) error {
 	if len(f.inserts) > 0 {
 		return s.commitUnlock(f)
 	}
+	f.lazy = true
 	return s.queueUnlock(f, (*walGroup).waitWritten)
 }
 

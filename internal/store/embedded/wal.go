@@ -128,6 +128,8 @@ type frame struct {
 	purged int
 	// applies: some of its ops are applied to the bbolt file (applied).
 	applies bool
+	// lazy: its writer waits only for its write (waitWritten).
+	lazy bool
 
 	// Set by add: the frame's lsn, segment and offset in it.
 	lsn  uint64
@@ -234,6 +236,8 @@ type walGroup struct {
 	// done once it is committed and durable (err: its failure).
 	written, done chan struct{}
 	werr, err     error
+	// durable: a frame of it is waited for synced (not lazy).
+	durable bool
 }
 
 type chunk struct {
@@ -346,6 +350,7 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 		seg.maxApply = f.lsn
 	}
 	g := w.cur
+	g.durable = g.durable || !f.lazy
 	if w.ephemeral {
 		// Nothing is written: no copy to make.
 	} else if n := len(g.chunks); n > 0 && g.chunks[n-1].seg == seg {
@@ -561,13 +566,17 @@ func (w *wal) write(g *walGroup) error {
 		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
 			return fmt.Errorf("write %s: %w", c.seg.name, err)
 		}
-		if w.onDemand {
+		if w.onDemand && g.durable {
 			// Start the writeback now: the sync a writer will wait
 			// for then has less left to write (166 µs instead of
 			// 266-305 under make bench-serve's load, and 8-10% more
 			// commands a second). With an interval nothing waits for
 			// the sync and the calls only cost CPU (4-8 µs a
-			// command). A failure here shows in that sync.
+			// command). Nor for a group of queue consumers' changes
+			// alone (lazy frames, a few dozen bytes each): their bytes
+			// go with the next sync, and skipping their calls took
+			// --fsync always from 29.7 to 31.2 k commands/s (six
+			// interleaved pairs). A failure here shows in that sync.
 			_ = startWriteback(c.seg.f, c.off, int64(len(c.b)))
 		}
 		w.mu.Lock()
