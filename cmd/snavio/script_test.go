@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount},
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
 			home := filepath.Join(env.WorkDir, "home")
@@ -116,5 +119,61 @@ func putEvents(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintf(ts.Stdout(), "HTTP %d\n%s\n", res.StatusCode, bytes.TrimSpace(b))
 	if ok := res.StatusCode/100 == 2; ok == neg {
 		ts.Fatalf("putevents: HTTP %d (want %s)", res.StatusCode, map[bool]string{false: "2xx", true: "an error status"}[neg])
+	}
+}
+
+// waitCount implements the script command
+//
+//	wait-count N REGEXP... -- COMMAND [ARGS...]
+//
+// for what a running server does after the command that caused it returns
+// (the slow stage's deliveries, a replay's): it runs COMMAND, as exec
+// would, until at least N lines of its stdout match every REGEXP, up to
+// 30 s, and fails with the last output if they never do. Its stdout is
+// then the last run's, for stdout assertions:
+//
+//	wait-count 3 snavio.command.delivered '"replay_reason":"INC-1"' -- snavio tail --follow=false -o ndjson
+func waitCount(ts *testscript.TestScript, neg bool, args []string) {
+	sep := slices.Index(args, "--")
+	if neg || sep < 2 || sep == len(args)-1 {
+		ts.Fatalf("usage: wait-count N REGEXP... -- COMMAND [ARGS...]")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 1 {
+		ts.Fatalf("wait-count: N %q: give a positive count of lines", args[0])
+	}
+	var res []*regexp.Regexp
+	for _, p := range args[1:sep] {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			ts.Fatalf("wait-count: %v", err)
+		}
+		res = append(res, re)
+	}
+	count := func(out string) int {
+		c := 0
+	lines:
+		for _, line := range strings.Split(out, "\n") {
+			for _, re := range res {
+				if !re.MatchString(line) {
+					continue lines
+				}
+			}
+			c++
+		}
+		return c
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := ts.Exec(args[sep+1], args[sep+2:]...)
+		out := ts.ReadFile("stdout")
+		got := count(out)
+		if err == nil && got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("wait-count: %d of %d lines matched within 30s (last error: %v); last stdout:\n%s", got, n, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
