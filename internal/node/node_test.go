@@ -465,3 +465,42 @@ func TestDeferredWritesAreWaitedForBeforeTheAck(t *testing.T) {
 		}
 	}
 }
+
+// TestAHandOffWakesAWorkerOnceDurable: under Options.Defer, the fast
+// stage's hand-off is only queued, not takeable, until the request's wait
+// returns; the wake-up for an idle slow worker comes after that wait (a
+// worker woken before it found nothing and slept for Idle), and not at all
+// when the wait fails.
+func TestAHandOffWakesAWorkerOnceDurable(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		e := newEnv(t)
+		route := dispatchtest.RegistryRoute("mailer", "notify")
+		acl := dispatchtest.RegistryACL(source, "mailer", "notify")
+		for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+			e.reg.Put(context.Background(), registry.Actor{Who: "t", At: t0}, it)
+		}
+		woken := -1
+		e.node.o.Defer = func(ctx context.Context) (context.Context, func() error) {
+			return ctx, func() error {
+				woken = len(e.node.handedOff)
+				if fail {
+					return errors.New("fsync failed")
+				}
+				return nil
+			}
+		}
+		res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 9, "mailer", "notify")})
+		if woken != 0 {
+			t.Fatalf("fail=%v: %d wake-ups pending at the wait, want none before it", fail, woken)
+		}
+		want := 1
+		if fail {
+			want = 0
+		} else if res[0].EventID == "" {
+			t.Fatalf("result %+v", res[0])
+		}
+		if got := len(e.node.handedOff); got != want {
+			t.Fatalf("fail=%v: %d wake-ups pending after Ingest, want %d", fail, got, want)
+		}
+	}
+}
