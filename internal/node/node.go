@@ -102,9 +102,9 @@ type Options struct {
 	// (default 1 s), unless this node hands a command off meanwhile: that
 	// wakes a worker at once, once the request's writes are durable. The
 	// poll finds hand-offs left by a previous process, or back after their
-	// visibility timeout or RaceRetry: those wait up to Idle longer. (At
-	// 50 ms, four idle workers woke an idle `dispatch serve` about 100
-	// times a second.)
+	// visibility timeout: those wait up to Idle longer (a RaceRetry wakes a
+	// worker when due). (At 50 ms, four idle workers woke an idle
+	// `dispatch serve` about 100 times a second.)
 	Idle time.Duration
 	// NewID makes event ids (default: UUIDs version 7 from Clock, so the
 	// archive's id index is appended to rather than written at random).
@@ -126,6 +126,16 @@ type Node struct {
 	// handedOff wakes an idle slow worker when a hand-off was put, so an
 	// escalated command waits for a worker, not for the Idle poll.
 	handedOff chan struct{}
+	// afterFunc runs f after d (time.AfterFunc; tests run it at once).
+	afterFunc func(d time.Duration, f func())
+}
+
+// wake wakes an idle slow worker, if none is woken already.
+func (n *Node) wake() {
+	select {
+	case n.handedOff <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 // Stats count what the node did.
@@ -166,7 +176,7 @@ func New(o Options) (*Node, error) {
 		clk := o.Clock
 		o.NewID = func() string { return uuidv7.String(clk.Now()) }
 	}
-	return &Node{o: o, handedOff: make(chan struct{}, 1)}, nil
+	return &Node{o: o, handedOff: make(chan struct{}, 1), afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}, nil
 }
 
 var _ server.Pipeline = (*Node)(nil)
@@ -261,10 +271,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 		// After the wait: woken earlier (when the fast stage queued the
 		// hand-off under a deferred context), a worker found nothing to
 		// take and slept for Idle.
-		select {
-		case n.handedOff <- struct{}{}:
-		default: // a wake-up is pending already
-		}
+		n.wake()
 	}
 	n.count(func(s *Stats) {
 		for i, r := range out {
@@ -373,6 +380,9 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		if errors.Is(err, flow.ErrClaimInProgress) && it.Receives == 1 {
 			if err := n.o.Handoff.Retry(ctx, it, n.o.RaceRetry); err != nil {
 				n.o.Logger.Warn("bringing a raced hand-off back early failed; it returns after its visibility timeout", "handle", it.Handle, "err", err)
+			} else {
+				// Taken when due, not at the next Idle poll.
+				n.afterFunc(n.o.RaceRetry, n.wake)
 			}
 		}
 		return

@@ -390,7 +390,7 @@ func (g gatedSender) Send(context.Context, *dispatch.Delivery) error {
 
 // A strict command's copy handled while the original's delivery is in
 // progress comes back after RaceRetry, not after the visibility timeout,
-// and is then reported a duplicate.
+// wakes an idle worker then, and is reported a duplicate.
 func TestACopyRacingItsOriginalComesBackSoon(t *testing.T) {
 	ctx := context.Background()
 	g := gatedSender{entered: make(chan struct{}, 1), gate: make(chan struct{})}
@@ -404,12 +404,16 @@ func TestACopyRacingItsOriginalComesBackSoon(t *testing.T) {
 		}
 	}
 	e.node.o.Batch = 1
+	var due []time.Duration
+	var wakeWhenDue func()
+	e.node.afterFunc = func(d time.Duration, f func()) { due, wakeWhenDue = append(due, d), f }
 	copies := []server.Entry{e.entry(t, 7, "mailer", "pay"), e.entry(t, 7, "mailer", "pay")}
 	for _, r := range e.node.Ingest(ctx, copies) {
 		if r.EventID == "" {
 			t.Fatalf("refused: %+v", r)
 		}
 	}
+	<-e.node.handedOff // Ingest's wake-up: no worker runs here
 	if e.ho.len() != 2 {
 		t.Fatalf("%d hand-offs, want both copies (a strict first sighting escalates)", e.ho.len())
 	}
@@ -425,6 +429,14 @@ func TestACopyRacingItsOriginalComesBackSoon(t *testing.T) {
 	<-first
 	if e.ho.len() != 1 {
 		t.Fatalf("%d hand-offs left, want the copy", e.ho.len())
+	}
+	// An idle worker is woken when the copy is due, not at its next poll.
+	if len(due) != 1 || due[0] != e.node.o.RaceRetry || len(e.node.handedOff) != 0 {
+		t.Fatalf("wake-ups scheduled %v (want one after RaceRetry %v), %d pending before it", due, e.node.o.RaceRetry, len(e.node.handedOff))
+	}
+	wakeWhenDue()
+	if len(e.node.handedOff) != 1 {
+		t.Fatal("the scheduled wake-up did not wake a worker")
 	}
 	e.clk.Advance(time.Second)
 	if n, err := e.node.SlowOnce(ctx); n != 1 || err != nil {
