@@ -743,15 +743,8 @@ func TestSyncIntervalFailureStopsWrites(t *testing.T) {
 	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
 		t.Fatal(err)
 	}
-	// The written frame's sync fails: its file is closed under the log,
-	// as a failing disk would fail it.
-	s.wal.mu.Lock()
-	active := s.wal.segs[len(s.wal.segs)-1]
-	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1] // Close must not close it again
-	s.wal.mu.Unlock()
-	if err := active.f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// The written frame's sync fails.
+	failActiveSegment(t, s)
 	ticks <- time.Time{}
 	ticks <- time.Time{}
 	if _, err := s.Send(ctx, "q", []byte("b"), nil); !errors.Is(err, ErrLogFailed) {
@@ -1291,15 +1284,8 @@ func TestSyncOnDemandFailure(t *testing.T) {
 	if err := s.ChangeMessageVisibility(ctx, "q", got[0].ReceiptHandle, 0); err != nil {
 		t.Fatal(err)
 	}
-	// The sync fails: the file is closed under the log, as a failing disk
-	// would fail it.
-	s.wal.mu.Lock()
-	active := s.wal.segs[len(s.wal.segs)-1]
-	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1] // Close must not close it again
-	s.wal.mu.Unlock()
-	if err := active.f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// The sync fails.
+	failActiveSegment(t, s)
 	if err := d.Wait(); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("deferred send whose sync failed: %v", err)
 	}
@@ -1313,5 +1299,19 @@ func TestSyncOnDemandFailure(t *testing.T) {
 	}
 	if _, err := s.Send(ctx, "q", []byte("c"), nil); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("send after a failed sync: %v", err)
+	}
+}
+
+// failActiveSegment closes the log's active segment file under it, as a
+// failing disk would fail it: its next write or sync fails. The segment
+// leaves the log's list, so Close does not close it again.
+func failActiveSegment(t *testing.T, s *Store) {
+	t.Helper()
+	s.wal.mu.Lock()
+	active := s.wal.segs[len(s.wal.segs)-1]
+	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
+	s.wal.mu.Unlock()
+	if err := active.f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
