@@ -49,8 +49,16 @@ func MapError(err error, list string) error {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		return &cmdutil.UsageError{Err: &Error{API: ae, msg: with("check the flags and the input file against the command's --help")}}
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return &Error{API: ae, msg: with("") + "; the token is " + platform.TokenEnv + " when set, else " +
-			platform.OperatorTokenFile + " in the profile's data_dir; registry and key changes need the operator token"}
+		// Where the token comes from, and (unless the server said so
+		// already) what needs the operator's.
+		hint := "the token is " + platform.TokenEnv + " when set, else " + platform.OperatorTokenFile + " in the profile's data_dir"
+		if !strings.Contains(msg, "operator token") {
+			hint += "; registry and key changes need the operator token"
+		}
+		if ae.Fix != "" {
+			hint = ae.Fix + "; " + hint
+		}
+		return &Error{API: ae, msg: fmt.Sprintf("%s (HTTP %d): %s", msg, ae.Status, hint)}
 	case http.StatusNotFound:
 		// The server's fix is kept when it names a CLI command; its
 		// generic ones name HTTP endpoints, which the list command replaces.

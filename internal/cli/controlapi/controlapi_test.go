@@ -42,3 +42,19 @@ func TestMap(t *testing.T) {
 		}
 	}
 }
+
+// A 401 or 403 says where the token comes from once, and does not repeat
+// what the server's message already said.
+func TestMapTokenErrorsSayItOnce(t *testing.T) {
+	got := MapError(&platform.APIError{Status: 401, Message: "unknown token"}, "snavio route list").Error()
+	if want := "unknown token (HTTP 401): the token is SNAVIO_TOKEN when set"; !strings.HasPrefix(got, want) {
+		t.Errorf("401: %q, want it to start %q", got, want)
+	}
+	got = MapError(&platform.APIError{Status: 403, Message: "registry and key changes need the operator token", Fix: "run the command with the operator profile"}, "snavio route list").Error()
+	if n := strings.Count(got, "need the operator token"); n != 1 {
+		t.Errorf("403: %q says it %d times, want once", got, n)
+	}
+	if want := "(HTTP 403): run the command with the operator profile; the token is SNAVIO_TOKEN"; !strings.Contains(got, want) {
+		t.Errorf("403: %q lacks %q", got, want)
+	}
+}
