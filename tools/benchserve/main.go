@@ -533,7 +533,7 @@ func upkeep(err string) string {
 // pipeline does (shield, fast, slow hand-off, queues, telemetry outbox,
 // archive, flow state) and nothing durability adds. On file the ratio also
 // carries the log's writes and syncs; it is held to a floor of its own,
-// under the figures measured on this 2-vCPU VM (0.28-0.32x with
+// under the figures measured on this 2-vCPU VM (0.26-0.32x with
 // --fsync always, 0.38-0.45x with an interval), so that a regression
 // shows. docs/store/embedded.md, "Reading the 0.5x goal", gives the runs
 // and why file cannot reach 0.5x of a sink that does no I/O here.
