@@ -735,14 +735,7 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 // every later write, as a failed group sync does.
 func TestSyncIntervalFailureStopsWrites(t *testing.T) {
 	ctx := context.Background()
-	ticks := make(chan time.Time)
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: time.Hour, syncTicks: ticks})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
-		t.Fatal(err)
-	}
+	s, ticks := openTickedWithASend(t, time.Hour)
 	// The written frame's sync fails.
 	failActiveSegment(t, s)
 	ticks <- time.Time{}
@@ -1205,14 +1198,7 @@ func TestSyncLoopSleepsWhileIdle(t *testing.T) {
 	}{{"sync on demand", 0}, {"sync interval", time.Hour}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			ticks := make(chan time.Time)
-			s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: tc.every, syncTicks: ticks})
-			if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Send(ctx, "q", []byte("m"), nil); err != nil {
-				t.Fatal(err)
-			}
+			s, ticks := openTickedWithASend(t, tc.every)
 			// The send's round (a sync with an interval, nothing left on
 			// demand), then a tick the loop takes asleep: each send on the
 			// unbuffered channel returns once the loop has it.
@@ -1314,4 +1300,21 @@ func failActiveSegment(t *testing.T, s *Store) {
 	if err := active.f.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openTickedWithASend opens a file store whose sync loop runs on the
+// returned ticks (every: its SyncEvery, 0 for sync on demand), with a
+// queue "q" holding one sent message.
+func openTickedWithASend(t *testing.T, every time.Duration) (*Store, chan time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	ticks := make(chan time.Time)
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: every, syncTicks: ticks})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("m"), nil); err != nil {
+		t.Fatal(err)
+	}
+	return s, ticks
 }
