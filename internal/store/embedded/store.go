@@ -70,12 +70,13 @@ type Options struct {
 	// Receive, DeleteMessage(Batch) or ChangeMessageVisibility is
 	// acknowledged once written and synced within 10 ms, so a power
 	// loss in between can deliver its message again (at least once, as
-	// SQS may); a killed process loses none of them. A positive interval acknowledges a write once
-	// it is written to the log file, in the OS's page cache, which a
-	// killed or crashed process does not lose, and syncs within the
-	// interval (and before anything is applied to the file, and at
-	// Close): a power loss or kernel crash can take the writes of the
-	// last interval, and nothing else. Ignored when Ephemeral.
+	// SQS may); a killed process loses none of them. A positive
+	// interval acknowledges a write once it is written to the log file,
+	// in the OS's page cache, which a killed or crashed process does not
+	// lose, and syncs within the interval (and before anything is
+	// applied to the file, and at Close): a power loss or kernel crash
+	// can take the writes of the last interval, and nothing else.
+	// Ignored when Ephemeral.
 	SyncEvery time.Duration
 
 	// OnApplied, when set, is called after telemetry or archived events
@@ -335,7 +336,7 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now}
 	w.cur = w.newGroup()
 	if !ephemeral {
-		w.syncEvery, w.onDemand = syncEvery, syncEvery == 0
+		w.syncEvery = syncEvery
 		w.syncStop, w.syncDone = make(chan struct{}), make(chan struct{})
 		w.unsynced = make(chan struct{}, 1)
 	}

@@ -270,13 +270,12 @@ type wal struct {
 	// syncEvery is 0 to sync on demand (the package comment), or the
 	// longest a written group waits for its sync (Options.SyncEvery).
 	syncEvery time.Duration
-	// onDemand: a file log without syncEvery. Written groups wait in
-	// pending until a sync, which the flusher makes once demand (the
-	// highest lsn a writer waits to be durable) is past committed. Both
-	// are guarded by mu.
-	onDemand bool
-	pending  []*walGroup
-	demand   uint64
+	// On demand (onDemand: a file log without syncEvery), written groups
+	// wait in pending until a sync, which the flusher makes once demand
+	// (the highest lsn a writer waits to be durable) is past committed.
+	// Both are guarded by mu.
+	pending []*walGroup
+	demand  uint64
 	// committed is the lsn of the last frame onCommitted has run for.
 	committed atomic.Uint64
 	// The segments written since the last sync and the lsn of the last
@@ -307,6 +306,10 @@ type wal struct {
 	syncNanos             atomic.Int64 // the syncs' total duration
 	flusherDone           chan struct{}
 }
+
+// onDemand says whether the log syncs on demand: a file log without
+// syncEvery (the package comment).
+func (w *wal) onDemand() bool { return !w.ephemeral && w.syncEvery == 0 }
 
 // lastLSN is the lsn of g's last frame. g must have one (a group is
 // flushed only with frames); while g is w.cur, call it under w.mu.
@@ -374,7 +377,7 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 // wait returns once g is committed and durable (or failed). On a log
 // that syncs on demand it asks for the sync.
 func (g *walGroup) wait() error {
-	if w := g.log; w.onDemand {
+	if w := g.log; w.onDemand() {
 		select {
 		case <-g.done:
 		default:
@@ -435,7 +438,7 @@ func (w *wal) flusher() {
 		if g != nil {
 			w.flush(g)
 		}
-		if w.onDemand {
+		if w.onDemand() {
 			w.mu.Lock()
 			due := w.syncDue() || last
 			w.mu.Unlock()
@@ -452,7 +455,7 @@ func (w *wal) flusher() {
 // syncDue says whether a writer waits for a written group's sync. The
 // caller holds w.mu.
 func (w *wal) syncDue() bool {
-	return w.onDemand && len(w.pending) > 0 && w.demand > w.committed.Load()
+	return w.onDemand() && len(w.pending) > 0 && w.demand > w.committed.Load()
 }
 
 // flush writes g. In memory or with a sync interval it commits g at once;
@@ -483,7 +486,7 @@ func (w *wal) flush(g *walGroup) {
 		return
 	}
 	close(g.written)
-	if w.onDemand {
+	if w.onDemand() {
 		w.mu.Lock()
 		w.pending = append(w.pending, g)
 		w.mu.Unlock()
@@ -566,7 +569,7 @@ func (w *wal) write(g *walGroup) error {
 		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
 			return fmt.Errorf("write %s: %w", c.seg.name, err)
 		}
-		if w.onDemand && g.durable {
+		if w.onDemand() && g.durable {
 			// Start the writeback now: the sync a writer will wait
 			// for then has less left to write (166 µs instead of
 			// 266-305 under make bench-serve's load, and 8-10% more
@@ -662,7 +665,7 @@ func (w *wal) syncThrough(lsn uint64) error {
 func (w *wal) syncLoop(ticks <-chan time.Time) {
 	defer close(w.syncDone)
 	every := w.syncEvery
-	if w.onDemand {
+	if w.onDemand() {
 		every = lazySyncEvery
 	}
 	var timer *time.Timer
@@ -701,7 +704,7 @@ func (w *wal) syncLoop(ticks <-chan time.Time) {
 		case <-w.unsynced:
 		default:
 		}
-		if w.onDemand {
+		if w.onDemand() {
 			// Wait for the newest written group as a writer would:
 			// the flusher syncs and commits everything written.
 			w.mu.Lock()
