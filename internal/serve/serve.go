@@ -29,6 +29,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
@@ -152,6 +153,8 @@ type Serve struct {
 	registry *freshRegistry
 	sink     *outboxSink
 	notify   *notifier
+	// logs aggregates repeated log lines; Shutdown logs the last counts.
+	logs *logagg.Handler
 	// Deps the API packages mount with.
 	deps Deps
 
@@ -185,9 +188,14 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w; pass a writable --data-dir", err)
 	}
-	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
-
 	metrics := server.NewMetrics()
+	// Repeated log lines are counted, not written each time (a flood of
+	// refusals filled the disk): docs/server/README.md.
+	logs := logagg.New(o.Logger.Handler(), logagg.Options{Clock: o.Clock,
+		OnSuppressed: func(l slog.Level) { metrics.LogSuppressed(logagg.LevelName(l)) }})
+	o.Logger = slog.New(logs)
+	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier(), logs: logs}
+
 	var onSync func(time.Duration)
 	if !o.Ephemeral { // in memory nothing is synced
 		observe, err := metrics.Histogram("snavio_store_log_sync_duration_seconds",
@@ -288,6 +296,9 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := nodeMetrics(metrics, s.node); err != nil {
+		return nil, err
+	}
 
 	channels := map[string]alerts.Channel{}
 	if o.WebhookURL != "" {
@@ -335,6 +346,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.cancel = cancel
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); s.node.RunSlow(runCtx) }()
+	go s.logs.Run(runCtx)
 	s.startJobs(runCtx)
 	return s, nil
 }
@@ -471,6 +483,7 @@ func (s *Serve) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
 		s.stopErr = errors.Join(errs...)
+		_ = s.logs.Flush(true)
 	})
 	return s.stopErr
 }
@@ -531,6 +544,29 @@ func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEve
 	}
 	for _, mt := range ms {
 		if err := m.ReadAtScrape(mt.name, mt.help, mt.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeMetrics exports the node's counts of the conditions whose log
+// lines are aggregated (logagg): a refused entry or a retried hand-off is
+// counted here even when its line is not written.
+func nodeMetrics(m *server.Metrics, n *node.Node) error {
+	for _, mt := range []struct {
+		name, help string
+		fn         func(node.Stats) int64
+	}{
+		{"snavio_node_entries_refused_total", "Command entries refused by the dispatcher (the producer retries them): a failed archive, hand-off or stage.",
+			func(s node.Stats) int64 { return s.Refused }},
+		{"snavio_node_slow_retries_total", "Slow-stage attempts that failed and left their hand-off to be retried.",
+			func(s node.Stats) int64 { return s.SlowRetries }},
+		{"snavio_node_slow_gave_up_total", "Hand-offs the slow stage gave up on after their last attempt (snavio.command.failed delivery-failure).",
+			func(s node.Stats) int64 { return s.GaveUp }},
+	} {
+		fn := mt.fn
+		if err := m.ReadAtScrape(mt.name, mt.help, func() float64 { return float64(fn(n.Stats())) }); err != nil {
 			return err
 		}
 	}
