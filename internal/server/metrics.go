@@ -178,12 +178,7 @@ func NewMetrics() *Metrics {
 	}
 	saturation := newFamily("snavio_ingress_saturation",
 		"Fraction of the ingress in-flight request limit in use, 0 to 1.", typeGauge, nil)
-	saturation.fn = func(*scrape) (float64, bool) {
-		if f := m.saturation.Load(); f != nil {
-			return (*f)(), true
-		}
-		return 0, true
-	}
+	saturation.fn = func(*scrape) (float64, bool) { return m.saturationNow(), true }
 	m.reg.read = readScrape
 	m.reg.mustRegister(runtimeFamilies()...)
 	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, m.logLines, saturation)
@@ -374,6 +369,15 @@ func (m *Metrics) setSaturation(f func() float64) {
 		return
 	}
 	m.saturation.Store(&f)
+}
+
+// saturationNow reads the saturation gauge: the fraction of the ingress's
+// in-flight request limit in use (0 before an ingress installed it).
+func (m *Metrics) saturationNow() float64 {
+	if f := m.saturation.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
 }
 
 // instrument wraps h with the latency histogram and in-flight gauge,
