@@ -228,3 +228,25 @@ func TestSmallDiskFillsAndRecovers(t *testing.T) {
 	}
 	t.Logf("%d sends of 4 KiB acknowledged before ENOSPC; all recovered", len(acked))
 }
+
+// TestQueueFull: QueueFull says whether a send would fail with
+// ErrQueueFull (the slow stage's hand-off is checked so for /readyz).
+func TestQueueFull(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Ephemeral: true})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q", MaxDepth: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		full, err := s.QueueFull("q")
+		if err != nil || full != (i == 2) {
+			t.Fatalf("after %d sends: full %v, %v", i, full, err)
+		}
+		if _, err := s.Send(ctx, "q", []byte("m"), nil); (err != nil) != (i == 2) || i == 2 && !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if _, err := s.QueueFull("nope"); !errors.Is(err, ErrQueueNotFound) {
+		t.Fatalf("QueueFull of a missing queue: %v", err)
+	}
+}

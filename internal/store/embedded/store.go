@@ -462,6 +462,17 @@ func (s *Store) Health() error {
 	return nil
 }
 
+// QueueFull says whether queue holds its MaxDepth of messages: a send to
+// it now fails with ErrQueueFull.
+func (s *Store) QueueFull(queue string) (bool, error) {
+	q, err := s.lockQueue(queue, "")
+	if err != nil {
+		return false, err
+	}
+	defer s.qmu.Unlock()
+	return q.full(), nil
+}
+
 // LogFailed is closed when the write-ahead log fails: from then on every
 // write is refused until the store is reopened (Health has the cause).
 func (s *Store) LogFailed() <-chan struct{} { return s.wal.failed }
