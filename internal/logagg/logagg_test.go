@@ -3,7 +3,9 @@ package logagg
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -231,3 +233,27 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("passed %d + counted %d != 8000 records (OnSuppressed saw %d)", passed, counted, total)
 	}
 }
+
+// BenchmarkSuppressed is the cost of a repeated record: what a flood
+// pays per line instead of formatting and writing it.
+func BenchmarkSuppressed(b *testing.B) {
+	var n int
+	h := New(slog.NewTextHandler(io.Discard, nil), Options{Clock: clock.NewFake(time.Unix(0, 0)), OnSuppressed: func(slog.Level) { n++ }})
+	log := slog.New(h)
+	b.ReportAllocs()
+	for b.Loop() {
+		log.Warn("slow stage failed; will retry", "command_id", "0193f1d2-0000-7000-8000-000000000000", "attempt", 2, "err", errBench)
+	}
+}
+
+// BenchmarkWritten is the same record written by the text handler, for
+// comparison.
+func BenchmarkWritten(b *testing.B) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		log.Warn("slow stage failed; will retry", "command_id", "0193f1d2-0000-7000-8000-000000000000", "attempt", 2, "err", errBench)
+	}
+}
+
+var errBench = errors.New("deliver: queue is full: 10 messages, its max depth")
