@@ -3,7 +3,11 @@
 // and deleting a file frees the space again.
 package smallfs
 
-import "testing"
+import (
+	"os"
+	"strconv"
+	"testing"
+)
 
 // Mount mounts a file system of size bytes on a new temporary directory,
 // unmounted when the test ends, and returns the directory. Mounting needs
@@ -12,20 +16,32 @@ import "testing"
 // otherwise, saying why.
 func Mount(t testing.TB, size int64) string {
 	t.Helper()
-	if !supported {
-		t.Skip("smallfs: mounting a small file system is implemented on Linux only")
-	}
 	dir := t.TempDir()
-	if err := mount(dir, size); err != nil {
-		if getenv("CI") == "true" {
-			t.Fatalf("smallfs: mounting a %d-byte file system on %s: %v (CI must run this test as root)", size, dir, err)
-		}
-		t.Skipf("smallfs: mounting a %d-byte file system needs root on Linux (%v); skipped outside CI", size, err)
+	err := MountAt(dir, size)
+	if msg, skip := Unavailable(err, size); skip {
+		t.Skip(msg)
+	} else if err != nil {
+		t.Fatal(msg)
 	}
 	t.Cleanup(func() {
-		if err := unmount(dir); err != nil {
+		if err := Unmount(dir); err != nil {
 			t.Errorf("smallfs: unmounting %s: %v", dir, err)
 		}
 	})
 	return dir
+}
+
+// Unavailable turns MountAt's error into what a test says, and whether it
+// skips: outside CI a missing permission (or another OS) skips; under
+// CI=true only another OS does.
+func Unavailable(err error, size int64) (msg string, skip bool) {
+	switch {
+	case !supported:
+		return "smallfs: mounting a small file system is implemented on Linux only", true
+	case err == nil:
+		return "", false
+	case os.Getenv("CI") == "true":
+		return "smallfs: mounting a " + strconv.FormatInt(size, 10) + "-byte file system: " + err.Error() + " (CI must run this test as root)", false
+	}
+	return "smallfs: mounting a " + strconv.FormatInt(size, 10) + "-byte file system needs root on Linux (" + err.Error() + "); skipped outside CI", true
 }

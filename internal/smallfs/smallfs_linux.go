@@ -1,7 +1,6 @@
 package smallfs
 
 import (
-	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -9,12 +8,11 @@ import (
 
 const supported = true
 
-// mount mounts a tmpfs of size bytes on dir: in memory, so the test
-// leaves nothing behind, and with a hard size limit.
-func mount(dir string, size int64) error {
+// MountAt mounts a tmpfs of size bytes on dir, an existing directory: in
+// memory, so a test leaves nothing behind, with a hard size limit.
+func MountAt(dir string, size int64) error {
 	return unix.Mount("snavio-smallfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(size, 10)+",mode=0700")
 }
 
-func unmount(dir string) error { return unix.Unmount(dir, 0) }
-
-func getenv(k string) string { return os.Getenv(k) }
+// Unmount unmounts what MountAt mounted on dir.
+func Unmount(dir string) error { return unix.Unmount(dir, 0) }
