@@ -130,11 +130,14 @@ func TestOverloadLogsStaySmall(t *testing.T) {
 	}
 	mb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	suppressed := 0.0
+	suppressed, retries := 0.0, 0.0
 	for line := range strings.SplitSeq(string(mb), "\n") {
-		if strings.HasPrefix(line, "snavio_log_lines_suppressed_total{") {
-			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		switch {
+		case strings.HasPrefix(line, "snavio_log_lines_suppressed_total{"):
 			suppressed += f
+		case strings.HasPrefix(line, "snavio_node_slow_retries_total "):
+			retries = f
 		}
 	}
 	st := s.Node().Stats()
@@ -144,6 +147,9 @@ func TestOverloadLogsStaySmall(t *testing.T) {
 		float64(written)/float64(max(lines, 1))*(suppressed+float64(lines))/1e6)
 	if st.SlowRetries == 0 {
 		t.Fatalf("the flood caused no slow-stage retries: the test does not reproduce the overload")
+	}
+	if retries == 0 || retries > float64(st.SlowRetries) {
+		t.Fatalf("snavio_node_slow_retries_total %v, node stats %d after the scrape", retries, st.SlowRetries)
 	}
 	if suppressed == 0 {
 		t.Fatalf("no log line was suppressed, yet %d retries were logged in %d lines", st.SlowRetries, lines)
