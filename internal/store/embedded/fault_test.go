@@ -250,3 +250,51 @@ func TestQueueFull(t *testing.T) {
 		t.Fatalf("QueueFull of a missing queue: %v", err)
 	}
 }
+
+// TestNoSyncAfterAFailedSync: once a sync failed, a later one is not
+// trusted (Linux may have dropped the pages that failed and report the
+// next fdatasync clean): a group written before the failure and still
+// waiting for its sync fails instead of being acknowledged.
+func TestNoSyncAfterAFailedSync(t *testing.T) {
+	ctx := context.Background()
+	var failSync atomic.Bool
+	disk := &logIO{
+		writeAt: (*os.File).WriteAt,
+		datasync: func(f *os.File) error {
+			if failSync.Load() {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: syscall.EIO}
+			}
+			return fdatasync(f)
+		},
+	}
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time), logIO: disk})
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer's receive is written and waits for the next sync.
+	if got, err := s.Receive(ctx, "q", 1, time.Minute); err != nil || len(got) != 1 {
+		t.Fatalf("receive: %d, %v", len(got), err)
+	}
+	s.wal.mu.Lock()
+	if len(s.wal.pending) != 1 {
+		s.wal.mu.Unlock()
+		t.Fatalf("%d groups wait for a sync, want the receive's", len(s.wal.pending))
+	}
+	g := s.wal.pending[0]
+	s.wal.mu.Unlock()
+	// Another syncer (the applier's syncThrough) fails.
+	failSync.Store(true)
+	if err := s.wal.sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("sync on a failing disk: %v", err)
+	}
+	failSync.Store(false)
+	if err := g.wait(); !errors.Is(err, ErrLogFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the receive's group after a failed sync: %v, want ErrLogFailed with EIO", err)
+	}
+	if err := s.Health(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("health: %v", err)
+	}
+}
