@@ -89,8 +89,14 @@ and demo-orders-dlq, routes orders/create and orders/charge (strict
 dedupe), their ACLs and a key (written to demo-app.key in the data
 directory), and prints the snavio send line to try next.
 
-Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
-2 usage error.`,
+If the store's write-ahead log fails (a full or failing disk), every
+write is refused, /readyz answers 503 with reason log_failed, and serve
+stops with exit code 1 and one line saying so: run it under a supervisor
+that restarts it (systemd Restart=on-failure, a container restart
+policy); the restart recovers every acknowledged write.
+
+Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly (a
+failed log included), 2 usage error.`,
 		Example: `  # Try it: seed a demo tenant, then follow the printed "snavio send" line.
   snavio dispatch serve --demo
 
@@ -229,7 +235,10 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 	fmt.Fprintln(f.IOStreams.ErrOut, "stopping: draining requests in flight, the slow stage and alerts...")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 	defer cancel()
-	err = errors.Join(failure, s.Shutdown(sctx))
+	err = s.Shutdown(sctx)
+	if failure != nil && !errors.Is(err, failure) { // a failed log is both
+		err = errors.Join(failure, err)
+	}
 	if o.ReadyFile != "" {
 		_ = os.Remove(o.ReadyFile)
 	}
