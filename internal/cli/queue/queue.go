@@ -197,9 +197,9 @@ is a no-op (exit 0, "created": false); with other settings it is an error.
 
 Names are 1 to 80 letters, digits, - and _. FIFO queues (names ending in
 .fifo) are refused: Snavio delivers to standard queues only. A dead-letter
-queue must exist first; with --dlq, --max-receives (1 to 1000) is required:
-a message received that many times without being deleted moves to the DLQ
-at its next receive.`,
+queue must exist first; with --dlq, a message received --max-receives times
+(1 to 1000, default 5) without being deleted moves to the DLQ at its next
+receive.`,
 		Example: `  snavio queue create mailer-dlq
   snavio queue create mailer --dlq mailer-dlq --max-receives 5 --visibility-timeout 60s
   snavio queue create audit --max-depth 1000000 -o json`,
@@ -216,8 +216,8 @@ at its next receive.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.DLQ, "dlq", "", "dead-letter queue (must exist; needs --max-receives)")
-	fl.IntVar(&opts.MaxReceives, "max-receives", 0, "receives before a message moves to the DLQ (1 to 1000)")
+	fl.StringVar(&opts.DLQ, "dlq", "", "dead-letter queue (must exist)")
+	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", queueapi.DefaultMaxReceives))
 	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
 	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
 	return cmd
