@@ -55,7 +55,16 @@ func TestRunErrorIsOneLine(t *testing.T) {
 
 func TestRunUsageError(t *testing.T) {
 	code, _, errOut := run(t, false, "profile", "set")
-	if code != 2 || !strings.Contains(errOut, "Run 'snavio profile set --help' for usage.") {
+	if code != 2 || strings.Count(errOut, "snavio profile set --help") != 1 {
 		t.Errorf("code %d stderr %q", code, errOut)
+	}
+}
+
+// A usage error that already points at the command's --help gets no second
+// "Run ... --help" line.
+func TestRunUsageHintOnce(t *testing.T) {
+	code, _, errOut := run(t, false, "route", "get")
+	if code != 2 || strings.Count(errOut, "snavio route get --help") != 1 {
+		t.Errorf("code %d stderr %q: want the --help hint once", code, errOut)
 	}
 }
