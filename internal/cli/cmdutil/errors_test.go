@@ -32,7 +32,9 @@ func TestExitCode(t *testing.T) {
 // hinted is an error whose line replaces its cause's text with advice.
 type hinted struct{ cause error }
 
-func (h hinted) Error() string { return "cannot save the profile: check the config directory's permissions" }
+func (h hinted) Error() string {
+	return "cannot save the profile: check the config directory's permissions"
+}
 func (h hinted) Unwrap() error { return h.cause }
 
 func TestDetailListsCauses(t *testing.T) {
