@@ -190,6 +190,20 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Jobs = o.Jobs.withDefaults()
+	if o.Listen == "" {
+		o.Listen = server.DefaultListen
+	}
+	// Bound first: a taken port fails before the data directory is made
+	// or seeded.
+	ln, err := server.Listen(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+		}
+	}()
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w; pass a writable --data-dir", err)
 	}
@@ -340,7 +354,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 
 	s.srv, err = server.Start(server.StartOptions{
-		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
+		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
 	})
 	if err != nil {

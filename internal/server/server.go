@@ -28,6 +28,9 @@ type StartOptions struct {
 	// Listen is the TCP address to listen on (default DefaultListen).
 	// Port 0 picks a free port; Server.Addr tells which.
 	Listen string
+	// Listener, when set, is used instead of listening on Listen: a caller
+	// that binds first can fail on a taken port before it writes anything.
+	Listener net.Listener
 	// DataDir holds the operator token (operator.token) and the default
 	// tenant token file (tenant-tokens.json); created 0700 if missing.
 	DataDir string
@@ -84,6 +87,15 @@ type drainHook struct {
 	fn   func(context.Context) error
 }
 
+// Listen binds addr, with the error a user of --listen can act on.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: cannot listen on %s: %w; free the port or pass another --listen address", addr, err)
+	}
+	return ln, nil
+}
+
 // Start validates opts, loads (or creates) the operator token, listens and
 // starts serving in the background. It returns once the listener is bound,
 // so Addr is valid and requests can be sent at once.
@@ -127,9 +139,11 @@ func Start(opts StartOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("server: cannot listen on %s: %w; free the port or pass another --listen address", opts.Listen, err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = Listen(opts.Listen); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
 		ln: ln, ingress: ingress, metrics: opts.Metrics, tokens: opts.Tokens,
