@@ -97,7 +97,7 @@ func (c EmailConfig) settings() (emailSettings, error) {
 	n, perr := strconv.Atoi(port)
 	switch {
 	case err != nil || host == "" || perr != nil || n < 1 || n > 65535:
-		errs = append(errs, configErr(FieldRelay, "SMTP relay %q: want HOST:PORT, such as smtp.example.com:587", c.Relay))
+		errs = append(errs, configErr(FieldRelay, "SMTP relay %q: want HOST:PORT with a port from 1 to 65535, such as smtp.example.com:587", c.Relay))
 	case c.Insecure && !loopback(host):
 		errs = append(errs, configErr(FieldInsecure, "SMTP relay %q is not a loopback address: plain SMTP (insecure) is allowed to 127.0.0.1, ::1 or localhost only; drop insecure to use STARTTLS", c.Relay))
 	default:

@@ -3,18 +3,11 @@ package alerts
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
-	"log"
-	"math/big"
 	"mime"
 	"mime/multipart"
 	"net"
@@ -25,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emersion/go-sasl"
 	smtpd "github.com/emersion/go-smtp"
 
+	"github.com/snavio/snavio/internal/alerts/smtptest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -37,145 +30,10 @@ const (
 	testPass = "correct horse battery staple"
 )
 
-// relay is a real SMTP server (go-smtp) on 127.0.0.1: STARTTLS with a
-// certificate made for the test, AUTH PLAIN, and DATA replies queued by
-// the test.
-type relay struct {
-	addr string
-	pool *x509.CertPool
-
-	mu      sync.Mutex
-	replies []error // answers to DATA, in order; then 250
-	got     []delivery
-	auths   int // AUTH attempts
-}
-
-type delivery struct {
-	from string
-	to   []string
-	data []byte
-	tls  bool
-	auth bool
-}
-
-type relayOptions struct {
-	noTLS    bool // no STARTTLS offered
-	insecure bool // AUTH allowed without TLS
-}
-
-func startRelay(t *testing.T, o relayOptions) *relay {
+func startRelay(t *testing.T, o smtptest.Options) *smtptest.Relay {
 	t.Helper()
-	r := &relay{}
-	s := smtpd.NewServer(smtpd.BackendFunc(func(c *smtpd.Conn) (smtpd.Session, error) {
-		return &session{r: r, c: c}, nil
-	}))
-	s.Domain = "127.0.0.1"
-	s.AllowInsecureAuth = o.insecure
-	s.ErrorLog = log.New(io.Discard, "", 0)
-	if !o.noTLS {
-		cert, pool := selfSigned(t)
-		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
-		r.pool = pool
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.addr = l.Addr().String()
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(func() { _ = s.Close() })
-	return r
-}
-
-func (r *relay) deliveries() []delivery {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]delivery(nil), r.got...)
-}
-
-type session struct {
-	r    *relay
-	c    *smtpd.Conn
-	auth bool
-	cur  delivery
-}
-
-func (s *session) AuthMechanisms() []string { return []string{sasl.Plain} }
-
-func (s *session) Auth(string) (sasl.Server, error) {
-	return sasl.NewPlainServer(func(_, user, pass string) error {
-		s.r.mu.Lock()
-		s.r.auths++
-		s.r.mu.Unlock()
-		if user != testUser || pass != testPass {
-			return smtpd.ErrAuthFailed
-		}
-		s.auth = true
-		return nil
-	}), nil
-}
-
-func (s *session) Mail(from string, _ *smtpd.MailOptions) error {
-	if !s.auth {
-		return &smtpd.SMTPError{Code: 530, EnhancedCode: smtpd.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
-	}
-	_, tlsOn := s.c.TLSConnectionState()
-	s.cur = delivery{from: from, tls: tlsOn, auth: s.auth}
-	return nil
-}
-
-func (s *session) Rcpt(to string, _ *smtpd.RcptOptions) error {
-	s.cur.to = append(s.cur.to, to)
-	return nil
-}
-
-func (s *session) Data(rd io.Reader) error {
-	b, err := io.ReadAll(rd)
-	if err != nil {
-		return err
-	}
-	s.r.mu.Lock()
-	defer s.r.mu.Unlock()
-	if len(s.r.replies) > 0 {
-		reply := s.r.replies[0]
-		s.r.replies = s.r.replies[1:]
-		if reply != nil {
-			return reply
-		}
-	}
-	s.cur.data = b
-	s.r.got = append(s.r.got, s.cur)
-	return nil
-}
-
-func (s *session) Reset()        { s.cur = delivery{} }
-func (s *session) Logout() error { return nil }
-
-// selfSigned makes a certificate for 127.0.0.1 and the pool that trusts
-// it. Validity is around the real time: the TLS handshake checks it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "snavio test relay"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+	o.User, o.Password = testUser, testPass
+	return smtptest.Start(t, o)
 }
 
 // counters is a telemetry.Metrics that keeps the counts.
@@ -227,9 +85,9 @@ func newEmailRouter(t *testing.T, cfg EmailConfig) *emailRouter {
 	return er
 }
 
-func tlsConfig(r *relay) EmailConfig {
-	return EmailConfig{Relay: r.addr, From: "Snavio <alerts@snavio.example>", To: []string{"ops@acme.example, Oncall <oncall@acme.example>"},
-		Username: testUser, Password: testPass, RootCAs: r.pool}
+func tlsConfig(r *smtptest.Relay) EmailConfig {
+	return EmailConfig{Relay: r.Addr, From: "Snavio <alerts@snavio.example>", To: []string{"ops@acme.example, Oncall <oncall@acme.example>"},
+		Username: testUser, Password: testPass, RootCAs: r.RootCAs}
 }
 
 var emailMetrics = func() (m struct{ delivered, retried, failed string }) {
@@ -238,24 +96,24 @@ var emailMetrics = func() (m struct{ delivered, retried, failed string }) {
 }()
 
 func TestEmailDeliveredOverSTARTTLSWithAuth(t *testing.T) {
-	r := startRelay(t, relayOptions{})
+	r := startRelay(t, smtptest.Options{})
 	er := newEmailRouter(t, tlsConfig(r))
 	got, err := er.Handle(context.Background(), "acme", invalid)
 	if err != nil || !reflect.DeepEqual(got, []string{"email"}) {
 		t.Fatalf("delivered to %v, err %v", got, err)
 	}
-	ds := r.deliveries()
+	ds := r.Deliveries()
 	if len(ds) != 1 {
 		t.Fatalf("relay got %d messages, want 1", len(ds))
 	}
 	d := ds[0]
-	if !d.tls || !d.auth {
-		t.Fatalf("delivery tls=%v auth=%v: want both (STARTTLS then AUTH PLAIN)", d.tls, d.auth)
+	if !d.TLS || !d.Auth {
+		t.Fatalf("delivery tls=%v auth=%v: want both (STARTTLS then AUTH PLAIN)", d.TLS, d.Auth)
 	}
-	if d.from != "alerts@snavio.example" || !reflect.DeepEqual(d.to, []string{"ops@acme.example", "oncall@acme.example"}) {
-		t.Fatalf("envelope from %q to %v", d.from, d.to)
+	if d.From != "alerts@snavio.example" || !reflect.DeepEqual(d.To, []string{"ops@acme.example", "oncall@acme.example"}) {
+		t.Fatalf("envelope from %q to %v", d.From, d.To)
 	}
-	msg, err := mail.ReadMessage(bytes.NewReader(d.data))
+	msg, err := mail.ReadMessage(bytes.NewReader(d.Data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +191,7 @@ func parts(t *testing.T, msg *mail.Message) (string, []byte) {
 }
 
 func TestEmailAuthFailureIsPermanent(t *testing.T) {
-	r := startRelay(t, relayOptions{})
+	r := startRelay(t, smtptest.Options{})
 	cfg := tlsConfig(r)
 	cfg.Password = "wrong"
 	er := newEmailRouter(t, cfg)
@@ -342,8 +200,8 @@ func TestEmailAuthFailureIsPermanent(t *testing.T) {
 	if !errors.As(err, &p) || !strings.Contains(err.Error(), "535") {
 		t.Fatalf("err %v: want a permanent 535", err)
 	}
-	if len(er.waits) != 0 || r.auths != 1 {
-		t.Fatalf("waits %v, AUTH attempts %d: a refused login must not be retried", er.waits, r.auths)
+	if len(er.waits) != 0 || r.Auths() != 1 {
+		t.Fatalf("waits %v, AUTH attempts %d: a refused login must not be retried", er.waits, r.Auths())
 	}
 	// The critical alert still reaches the dashboard, and the failure is
 	// on the dashboard log and in the metrics.
@@ -360,9 +218,9 @@ func TestEmailAuthFailureIsPermanent(t *testing.T) {
 }
 
 func TestEmailTransientReplyRetriedThenDelivered(t *testing.T) {
-	r := startRelay(t, relayOptions{})
+	r := startRelay(t, smtptest.Options{})
 	busy := &smtpd.SMTPError{Code: 451, EnhancedCode: smtpd.EnhancedCode{4, 3, 0}, Message: "try again later"}
-	r.replies = []error{busy, busy}
+	r.ReplyToData(busy, busy)
 	er := newEmailRouter(t, tlsConfig(r))
 	got, err := er.Handle(context.Background(), "acme", telemetry.ExecutedAfterACLRevoked{Source: "acme/x"})
 	if err != nil || !reflect.DeepEqual(got, []string{"email"}) {
@@ -374,10 +232,10 @@ func TestEmailTransientReplyRetriedThenDelivered(t *testing.T) {
 	if now := er.clk.Now(); !now.Equal(t0.Add(1500 * time.Millisecond)) {
 		t.Fatalf("fake clock at %v", now)
 	}
-	if n := len(r.deliveries()); n != 1 {
+	if n := len(r.Deliveries()); n != 1 {
 		t.Fatalf("relay accepted %d messages", n)
 	}
-	if msg, _ := mail.ReadMessage(bytes.NewReader(r.deliveries()[0].data)); msg.Header.Get("Subject") != "[snavio] snavio.command.executed_after_acl_revoked for tenant acme" {
+	if msg, _ := mail.ReadMessage(bytes.NewReader(r.Deliveries()[0].Data)); msg.Header.Get("Subject") != "[snavio] snavio.command.executed_after_acl_revoked for tenant acme" {
 		t.Fatalf("subject %q", msg.Header.Get("Subject"))
 	}
 	if er.metrics.get(emailMetrics.retried) != 2 || er.metrics.get(emailMetrics.delivered) != 1 || len(er.Dashboard().Failures("")) != 0 {
@@ -410,46 +268,46 @@ func TestEmailRelayDownFallsBackToDashboard(t *testing.T) {
 }
 
 func TestEmailNeedsSTARTTLS(t *testing.T) {
-	r := startRelay(t, relayOptions{noTLS: true, insecure: true})
+	r := startRelay(t, smtptest.Options{NoTLS: true, InsecureAuth: true})
 	er := newEmailRouter(t, tlsConfig(r))
 	_, err := er.Handle(context.Background(), "acme", invalid)
 	var p permanent
 	if !errors.As(err, &p) || len(er.waits) != 0 {
 		t.Fatalf("err %v waits %v: a relay without STARTTLS is refused once", err, er.waits)
 	}
-	if r.auths != 0 || len(r.deliveries()) != 0 {
-		t.Fatalf("the password or the alert went out in the clear: auths %d deliveries %d", r.auths, len(r.deliveries()))
+	if r.Auths() != 0 || len(r.Deliveries()) != 0 {
+		t.Fatalf("the password or the alert went out in the clear: auths %d deliveries %d", r.Auths(), len(r.Deliveries()))
 	}
 }
 
 func TestEmailUntrustedCertificateIsPermanent(t *testing.T) {
-	r := startRelay(t, relayOptions{})
+	r := startRelay(t, smtptest.Options{})
 	cfg := tlsConfig(r)
 	cfg.RootCAs = x509.NewCertPool() // trusts nothing
 	er := newEmailRouter(t, cfg)
 	_, err := er.Handle(context.Background(), "acme", invalid)
 	var p permanent
-	if !errors.As(err, &p) || len(er.waits) != 0 || r.auths != 0 {
-		t.Fatalf("err %v waits %v auths %d", err, er.waits, r.auths)
+	if !errors.As(err, &p) || len(er.waits) != 0 || r.Auths() != 0 {
+		t.Fatalf("err %v waits %v auths %d", err, er.waits, r.Auths())
 	}
 }
 
 func TestEmailInsecureToLoopbackRelay(t *testing.T) {
-	r := startRelay(t, relayOptions{noTLS: true, insecure: true})
+	r := startRelay(t, smtptest.Options{NoTLS: true, InsecureAuth: true})
 	cfg := tlsConfig(r)
 	cfg.Insecure = true
 	er := newEmailRouter(t, cfg)
 	if got, err := er.Handle(context.Background(), "acme", invalid); err != nil || !reflect.DeepEqual(got, []string{"email"}) {
 		t.Fatalf("delivered %v err %v", got, err)
 	}
-	if ds := r.deliveries(); len(ds) != 1 || ds[0].tls || !ds[0].auth {
+	if ds := r.Deliveries(); len(ds) != 1 || ds[0].TLS || !ds[0].Auth {
 		t.Fatalf("deliveries %+v", ds)
 	}
 }
 
 func TestEmailRecipientRefusedIsPermanent(t *testing.T) {
-	r := startRelay(t, relayOptions{})
-	r.replies = []error{&smtpd.SMTPError{Code: 554, EnhancedCode: smtpd.EnhancedCode{5, 6, 0}, Message: "content rejected"}}
+	r := startRelay(t, smtptest.Options{})
+	r.ReplyToData(&smtpd.SMTPError{Code: 554, EnhancedCode: smtpd.EnhancedCode{5, 6, 0}, Message: "content rejected"})
 	er := newEmailRouter(t, tlsConfig(r))
 	_, err := er.Handle(context.Background(), "acme", invalid)
 	var p permanent
