@@ -280,6 +280,23 @@ func TestEmailNeedsSTARTTLS(t *testing.T) {
 	}
 }
 
+func TestEmailRelayWithoutAuthIsPermanent(t *testing.T) {
+	r := startRelay(t, smtptest.Options{NoAuth: true})
+	er := newEmailRouter(t, tlsConfig(r))
+	_, err := er.Handle(context.Background(), "acme", invalid)
+	var p permanent
+	if !errors.As(err, &p) || len(er.waits) != 0 || len(r.Deliveries()) != 0 {
+		t.Fatalf("err %v waits %v deliveries %d: a username is configured, the relay offers no AUTH", err, er.waits, len(r.Deliveries()))
+	}
+	// Without a username the same relay takes the alert.
+	cfg := tlsConfig(r)
+	cfg.Username, cfg.Password = "", ""
+	er = newEmailRouter(t, cfg)
+	if _, err := er.Handle(context.Background(), "acme", invalid); err != nil || len(r.Deliveries()) != 1 || r.Deliveries()[0].Auth {
+		t.Fatalf("err %v deliveries %+v", err, r.Deliveries())
+	}
+}
+
 func TestEmailUntrustedCertificateIsPermanent(t *testing.T) {
 	r := startRelay(t, smtptest.Options{})
 	cfg := tlsConfig(r)
@@ -437,4 +454,22 @@ func decodePart(p *multipart.Part) io.Reader {
 		return base64.NewDecoder(base64.StdEncoding, p)
 	}
 	return p
+}
+
+// BenchmarkEmailDeliver: one alert email to a relay on loopback, a new
+// connection each (STARTTLS handshake, AUTH PLAIN, DATA, QUIT).
+func BenchmarkEmailDeliver(b *testing.B) {
+	r := smtptest.Start(b, smtptest.Options{User: testUser, Password: testPass})
+	em, err := NewEmail(EmailConfig{Relay: r.Addr, From: "alerts@snavio.example", To: []string{"ops@acme.example"},
+		Username: testUser, Password: testPass, RootCAs: r.RootCAs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload, _ := telemetry.Marshal(invalid)
+	a := Alert{Tenant: "acme", Event: telemetry.NameInvalid, Critical: true, At: t0, Summary: "s", Payload: payload}
+	for b.Loop() {
+		if err := em.Deliver(context.Background(), a); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -32,6 +32,8 @@ type Options struct {
 	NoTLS bool
 	// InsecureAuth offers AUTH without TLS.
 	InsecureAuth bool
+	// NoAuth offers no AUTH, and takes mail without it.
+	NoAuth bool
 }
 
 // Delivery is one message the relay accepted.
@@ -63,7 +65,10 @@ func Start(t testing.TB, o Options) *Relay {
 	t.Helper()
 	r := &Relay{o: o}
 	s := smtpd.NewServer(smtpd.BackendFunc(func(c *smtpd.Conn) (smtpd.Session, error) {
-		return &session{r: r, c: c}, nil
+		if o.NoAuth {
+			return &session{r: r, c: c}, nil
+		}
+		return &authSession{session{r: r, c: c}}, nil
 	}))
 	s.Domain = "127.0.0.1"
 	s.AllowInsecureAuth = o.InsecureAuth
@@ -112,9 +117,12 @@ type session struct {
 	cur  Delivery
 }
 
-func (s *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+// authSession is a session that offers AUTH PLAIN.
+type authSession struct{ session }
 
-func (s *session) Auth(string) (sasl.Server, error) {
+func (s *authSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (s *authSession) Auth(string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, user, pass string) error {
 		s.r.mu.Lock()
 		s.r.auths++
@@ -128,7 +136,7 @@ func (s *session) Auth(string) (sasl.Server, error) {
 }
 
 func (s *session) Mail(from string, _ *smtpd.MailOptions) error {
-	if !s.auth {
+	if !s.auth && !s.r.o.NoAuth {
 		return &smtpd.SMTPError{Code: 530, EnhancedCode: smtpd.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
 	}
 	_, tlsOn := s.c.TLSConnectionState()
