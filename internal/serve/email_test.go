@@ -37,8 +37,8 @@ func startWithEmail(t *testing.T, relay *smtptest.Relay, password string) (*Serv
 	return s, dir
 }
 
-// get answers GET path with the operator token.
-func get(t *testing.T, s *Serve, dir, path string) string {
+// operatorGet answers GET path with the operator token.
+func operatorGet(t *testing.T, s *Serve, dir, path string) string {
 	t.Helper()
 	tok, err := os.ReadFile(filepath.Join(dir, server.OperatorTokenFile))
 	if err != nil {
@@ -55,6 +55,18 @@ func get(t *testing.T, s *Serve, dir, path string) string {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", path, res.StatusCode, b)
 	}
+	return string(b)
+}
+
+// scrapeMetrics returns the server's /metrics.
+func scrapeMetrics(t *testing.T, s *Serve) string {
+	t.Helper()
+	res, err := http.Get(s.Info().URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
 	return string(b)
 }
 
@@ -76,13 +88,7 @@ func TestAlertsReachEmail(t *testing.T) {
 	if got, want := msg.Header.Get("Subject"), "[snavio] CRITICAL "+telemetry.NameInvalid+" for tenant demo"; got != want {
 		t.Fatalf("subject %q, want %q", got, want)
 	}
-	res, err := http.Get(s.Info().URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(b), "\nsnavio_alert_email_delivered_total 1\n") {
+	if b := scrapeMetrics(t, s); !strings.Contains(b, "\nsnavio_alert_email_delivered_total 1\n") {
 		t.Fatalf("no email delivery in /metrics:\n%s", b)
 	}
 }
@@ -98,7 +104,7 @@ func TestEmailRefusedShowsOnTheDashboard(t *testing.T) {
 		Alerts   []alerts.Alert   `json:"alerts"`
 		Failures []alerts.Failure `json:"delivery_failures"`
 	}
-	if err := json.Unmarshal([]byte(get(t, s, dir, "/v1/alerts?tenant=demo")), &got); err != nil {
+	if err := json.Unmarshal([]byte(operatorGet(t, s, dir, "/v1/alerts?tenant=demo")), &got); err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Alerts) != 1 || got.Alerts[0].Event != telemetry.NameInvalid {
@@ -110,13 +116,7 @@ func TestEmailRefusedShowsOnTheDashboard(t *testing.T) {
 	if n := len(relay.Deliveries()); n != 0 || relay.Auths() != 1 {
 		t.Fatalf("%d messages, %d logins: a refused login is not retried", n, relay.Auths())
 	}
-	res, err := http.Get(s.Info().URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(b), "\nsnavio_alert_email_failed_total 1\n") {
+	if b := scrapeMetrics(t, s); !strings.Contains(b, "\nsnavio_alert_email_failed_total 1\n") {
 		t.Fatalf("no email failure in /metrics:\n%s", b)
 	}
 }
