@@ -321,7 +321,7 @@ type Failure struct {
 	// Permanent: the channel refused the alert (a 4xx answer, an SMTP 5xx
 	// reply); retrying would not help.
 	Permanent bool   `json:"permanent"`
-	Error     string `json:"error"`
+	Error     string `json:"error,omitempty"`
 }
 
 func (d *Dashboard) recordFailure(f Failure) {

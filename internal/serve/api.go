@@ -207,6 +207,11 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 	if failures == nil {
 		failures = []alerts.Failure{}
 	}
+	for i := range failures {
+		if !p.Operator { // the error names the operator's relay or webhook
+			failures[i].Error = ""
+		}
+	}
 	b, err := json.Marshal(map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
 	if err != nil {
 		server.WriteAPIError(w, http.StatusInternalServerError, "encoding alerts: "+err.Error(), "retry")

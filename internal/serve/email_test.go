@@ -15,6 +15,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/alerts/smtptest"
+	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -37,23 +38,27 @@ func startWithEmail(t *testing.T, relay *smtptest.Relay, password string) (*Serv
 	return s, dir
 }
 
-// operatorGet answers GET path with the operator token.
-func operatorGet(t *testing.T, s *Serve, dir, path string) string {
+// apiCall answers method path with token (the operator's when empty),
+// failing the test on a status other than want.
+func apiCall(t *testing.T, s *Serve, dir, token, method, path, body string, want int) string {
 	t.Helper()
-	tok, err := os.ReadFile(filepath.Join(dir, server.OperatorTokenFile))
-	if err != nil {
-		t.Fatal(err)
+	if token == "" {
+		tok, err := os.ReadFile(filepath.Join(dir, server.OperatorTokenFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token = strings.TrimSpace(string(tok))
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.Info().URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	req, _ := http.NewRequest(method, s.Info().URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, b)
+	if res.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, b, want)
 	}
 	return string(b)
 }
@@ -104,7 +109,7 @@ func TestEmailRefusedShowsOnTheDashboard(t *testing.T) {
 		Alerts   []alerts.Alert   `json:"alerts"`
 		Failures []alerts.Failure `json:"delivery_failures"`
 	}
-	if err := json.Unmarshal([]byte(operatorGet(t, s, dir, "/v1/alerts?tenant=demo")), &got); err != nil {
+	if err := json.Unmarshal([]byte(apiCall(t, s, dir, "", http.MethodGet, "/v1/alerts?tenant=demo", "", http.StatusOK)), &got); err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Alerts) != 1 || got.Alerts[0].Event != telemetry.NameInvalid {
@@ -112,6 +117,21 @@ func TestEmailRefusedShowsOnTheDashboard(t *testing.T) {
 	}
 	if len(got.Failures) != 1 || got.Failures[0].Channel != "email" || !got.Failures[0].Permanent || !strings.Contains(got.Failures[0].Error, "535") {
 		t.Fatalf("delivery failures %+v", got.Failures)
+	}
+	// The tenant sees its failure, without the error text, which names
+	// the operator's relay.
+	var iss tokenapi.Issued
+	if err := json.Unmarshal([]byte(apiCall(t, s, dir, "", http.MethodPost, "/v1/tokens", `{"tenant":"demo"}`, http.StatusCreated)), &iss); err != nil {
+		t.Fatal(err)
+	}
+	var mine struct {
+		Failures []alerts.Failure `json:"delivery_failures"`
+	}
+	if err := json.Unmarshal([]byte(apiCall(t, s, dir, iss.Secret, http.MethodGet, "/v1/alerts", "", http.StatusOK)), &mine); err != nil {
+		t.Fatal(err)
+	}
+	if len(mine.Failures) != 1 || mine.Failures[0].Channel != "email" || mine.Failures[0].Error != "" {
+		t.Fatalf("tenant's failures %+v", mine.Failures)
 	}
 	if n := len(relay.Deliveries()); n != 0 || relay.Auths() != 1 {
 		t.Fatalf("%d messages, %d logins: a refused login is not retried", n, relay.Auths())
