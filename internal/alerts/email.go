@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -176,13 +177,44 @@ func (e *Email) Deliver(ctx context.Context, a Alert) error {
 	if err != nil {
 		return Permanent(err)
 	}
-	c, err := gomail.NewClient(e.s.host, e.options()...)
+	// The connection is ours to close: go-mail leaves it open when the
+	// exchange fails before MAIL (EHLO, STARTTLS, AUTH) or QUIT fails, and
+	// ctx ending (shutdown) must interrupt an exchange in progress.
+	var mu sync.Mutex
+	var conn net.Conn
+	closeConn := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		mu.Lock()
+		conn = c
+		mu.Unlock()
+		return c, err
+	}
+	defer closeConn()
+	c, err := gomail.NewClient(e.s.host, append(e.options(), gomail.WithDialContextFunc(dial))...)
 	if err != nil {
 		return Permanent(fmt.Errorf("smtp %s: %w", e.Relay(), err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.s.timeout)
 	defer cancel()
-	if err := c.DialAndSendWithContext(ctx, m); err != nil {
+	defer context.AfterFunc(ctx, closeConn)()
+	client, err := c.DialToSMTPClientWithContext(ctx)
+	if err == nil {
+		if err = c.SendWithSMTPClient(client, m); err == nil {
+			// The relay took the message: a failing QUIT changes nothing.
+			_ = client.Quit()
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(err, ctx.Err())
+		}
 		err = fmt.Errorf("smtp %s: %w", e.Relay(), err)
 		if smtpPermanent(err) {
 			return Permanent(err)

@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -330,6 +331,46 @@ func TestEmailRecipientRefusedIsPermanent(t *testing.T) {
 	var p permanent
 	if !errors.As(err, &p) || len(er.waits) != 0 {
 		t.Fatalf("err %v waits %v", err, er.waits)
+	}
+}
+
+// TestEmailCanceledMidExchange: a relay that greets, reads EHLO and then
+// says nothing holds a delivery only until its context ends (the server
+// shutting down), not for the whole timeout.
+func TestEmailCanceledMidExchange(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stalled := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "220 127.0.0.1 ESMTP\r\n")
+		_, _ = bufio.NewReader(c).ReadString('\n') // EHLO: the client now waits for the answer
+		stalled <- c
+	}()
+	em, err := NewEmail(EmailConfig{Relay: l.Addr().String(), From: "a@example.com", To: []string{"b@example.com"}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- em.Deliver(ctx, Alert{Tenant: "acme", Event: telemetry.NameInvalid, At: t0}) }()
+	c := <-stalled
+	defer c.Close()
+	cancel()
+	select {
+	case err := <-done:
+		var p permanent
+		if err == nil || errors.As(err, &p) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v: want a transient error saying the context was canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Deliver still waits for a silent relay after its context ended")
 	}
 }
 
