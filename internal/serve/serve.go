@@ -120,6 +120,8 @@ type Options struct {
 	// named "webhook".
 	WebhookURL    string
 	WebhookSecret []byte
+	// Email, when set, adds an email alert channel named "email".
+	Email *alerts.EmailConfig
 	// Shadow runs rate limiting and fairness in shadow mode.
 	Shadow bool
 	// SkewSampleRate is the share of accepted commands that emit
@@ -327,11 +329,20 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		}
 		channels["webhook"] = wh
 	}
-	route := alerts.Config{"*": {"dashboard"}}
-	if _, ok := channels["webhook"]; ok {
-		route["*"] = append(route["*"], "webhook")
+	if o.Email != nil {
+		em, err := alerts.NewEmail(*o.Email)
+		if err != nil {
+			return nil, fmt.Errorf("--alert-email-smtp: %w", err)
+		}
+		channels["email"] = em
 	}
-	s.alerts = alerts.New(alerts.Options{Channels: channels, Configs: staticAlerts(route), Clock: o.Clock, Logger: o.Logger})
+	route := alerts.Config{"*": {"dashboard"}}
+	for _, n := range []string{"webhook", "email"} {
+		if _, ok := channels[n]; ok {
+			route["*"] = append(route["*"], n)
+		}
+	}
+	s.alerts = alerts.New(alerts.Options{Channels: channels, Configs: staticAlerts(route), Clock: o.Clock, Logger: o.Logger, Metrics: metrics})
 	s.sink.alerts = s.alerts
 	s.monitor = monitor.New(monitor.Config{})
 
@@ -462,7 +473,7 @@ func instanceID() string {
 }
 
 // staticAlerts routes every tenant's alerting events the same way: to the
-// dashboard log, and to the webhook when one is configured. (Critical
+// dashboard log, and to the webhook and email when configured. (Critical
 // events reach the dashboard even if a route leaves it out: the alerts
 // package does not let them be disabled.)
 type staticAlerts alerts.Config

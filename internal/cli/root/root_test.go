@@ -248,7 +248,7 @@ func TestEnvironmentTopicListsEveryVariable(t *testing.T) {
 			return err
 		}
 		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-			if !strings.Contains(page, "  "+m[1]+" ") {
+			if !listed(page, m[1]) {
 				t.Errorf("%s reads %s, which `snavio help environment` does not list", path, m[1])
 			}
 		}
@@ -258,8 +258,13 @@ func TestEnvironmentTopicListsEveryVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range config.SettingKeys() {
-		if name := config.EnvName(k); !strings.Contains(page, "  "+name+" ") {
+		if name := config.EnvName(k); !listed(page, name) {
 			t.Errorf("setting %s is read from %s, which `snavio help environment` does not list", k, name)
 		}
 	}
+}
+
+// listed reports whether the environment page has a line for name.
+func listed(page, name string) bool {
+	return regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + `(\s|$)`).MatchString(page)
 }
