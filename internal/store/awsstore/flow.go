@@ -468,7 +468,7 @@ func timeKey(t time.Time) string {
 	return fmt.Sprintf("%020d", v)
 }
 
-// tuple encodes parts unambiguously (a JSON array of strings).
+// tuple encodes UTF-8 parts unambiguously (a JSON array of strings).
 func tuple(parts ...string) string {
 	b, _ := json.Marshal(parts) // strings always marshal
 	return string(b)

@@ -40,6 +40,9 @@ func (c *calls) option(o *dynamodb.Options) {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("snavio-count-calls",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 				c.mu.Lock()
+				if c.n == nil {
+					c.n = map[string]int{}
+				}
 				c.n[awsmiddleware.GetOperationName(ctx)]++
 				c.mu.Unlock()
 				return next.HandleInitialize(ctx, in)
