@@ -2,11 +2,14 @@ package awsstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -109,6 +112,50 @@ func TestStrictSlowPathBudget(t *testing.T) {
 		t.Logf("strict slow path, %-34s %d calls: %s", tc.name+":", total(got), describe(got))
 		if total(got) > 3 {
 			t.Errorf("%s: %d DynamoDB calls (%s), over the budget of 3", tc.name, total(got), describe(got))
+		}
+	}
+}
+
+// TestRegistryCallsPerOperation holds the registry's writes to one
+// conditional write plus one changelog put, and its reads to one call.
+func TestRegistryCallsPerOperation(t *testing.T) {
+	ctx := context.Background()
+	var c calls
+	s := newRegistryStore(t, &c)
+	by := registry.Actor{Who: "ci", At: t0}
+	r := dispatchtest.RegistryRoute("billing", "charge")
+	id := registry.RouteID("billing", "charge")
+	cases := []struct {
+		name string
+		op   func() error
+		want map[string]int
+	}{
+		{"Put/create", func() error { _, err := s.Put(ctx, by, registry.Item{Route: &r}); return err }, map[string]int{"UpdateItem": 1, "PutItem": 1}},
+		{"Put/conflict", func() error {
+			if _, err := s.Put(ctx, by, registry.Item{Route: &r}); !errors.Is(err, registry.ErrConflict) {
+				t.Errorf("create over an existing route: %v", err)
+			}
+			return nil
+		}, map[string]int{"UpdateItem": 1}},
+		{"Get", func() error { _, err := s.Get(ctx, id, t0); return err }, map[string]int{"GetItem": 1}},
+		{"Load", func() error { _, err := s.Load(ctx, t0); return err }, map[string]int{"Scan": 1}},
+		{"History", func() error { _, err := s.History(ctx, id, 0); return err }, map[string]int{"Query": 1}},
+		{"Delete", func() error { _, err := s.Delete(ctx, by, id, 1); return err }, map[string]int{"UpdateItem": 1, "PutItem": 1}},
+		{"Delete/not found", func() error {
+			if _, err := s.Delete(ctx, by, id, 1); !errors.Is(err, registry.ErrNotFound) {
+				t.Errorf("second delete: %v", err)
+			}
+			return nil
+		}, map[string]int{"UpdateItem": 1}},
+	}
+	for _, tc := range cases {
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := c.take()
+		t.Logf("%-20s %s", tc.name, describe(got))
+		if describe(got) != describe(tc.want) {
+			t.Errorf("%s: calls %s, want %s", tc.name, describe(got), describe(tc.want))
 		}
 	}
 }

@@ -1,6 +1,7 @@
-// Package awsstore implements the pkg/dispatch ports on AWS services: flow
-// control (dedupe claims, rate counters, prefetch leases, ban ledger,
-// global bans, fairness rollups) on one DynamoDB table so far. The table
+// Package awsstore implements the pkg/dispatch ports on AWS services. So
+// far: flow control (dedupe claims, rate counters, prefetch leases, ban
+// ledger, global bans, fairness rollups) on one DynamoDB table, and the
+// registry with its changelog on two more. The table
 // design is docs/store/aws.md; the behaviour is the dispatchtest contract
 // suites, which the tests run against DynamoDB Local.
 package awsstore
@@ -53,8 +54,8 @@ func (c Config) Validate() error {
 	if !envPattern.MatchString(c.Env) {
 		errs = append(errs, fmt.Errorf("awsstore: env %q: give 1-32 lower-case letters, digits or '-', starting with a letter or digit (it scopes table names)", c.Env))
 	}
-	if c.TablePrefix != "" && !tablePattern.MatchString(c.FlowTable()) {
-		errs = append(errs, fmt.Errorf("awsstore: table prefix %q makes the table name %q, which DynamoDB refuses: use letters, digits, '_', '.' or '-'", c.TablePrefix, c.FlowTable()))
+	if c.TablePrefix != "" && !tablePattern.MatchString(c.ChangelogTable()) {
+		errs = append(errs, fmt.Errorf("awsstore: table prefix %q makes table names such as %q, which DynamoDB refuses: use letters, digits, '_', '.' or '-'", c.TablePrefix, c.ChangelogTable()))
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		errs = append(errs, fmt.Errorf("awsstore: max attempts %d: give 1 to 1000", c.MaxAttempts))
@@ -67,3 +68,9 @@ func (c Config) Validate() error {
 
 // FlowTable is the name of the flow-control table.
 func (c Config) FlowTable() string { return c.TablePrefix + "flow" }
+
+// RegistryTable is the name of the registry's record table.
+func (c Config) RegistryTable() string { return c.TablePrefix + "registry" }
+
+// ChangelogTable is the name of the registry's changelog table.
+func (c Config) ChangelogTable() string { return c.TablePrefix + "changelog" }

@@ -54,10 +54,10 @@ const (
 	attrExpiresAtNS = "expires_at_ns"
 )
 
-// FlowTableInput is the flow table's definition: on-demand capacity, a
-// string partition key and sort key, no index; TTL is turned on separately
-// (CreateTables).
-func FlowTableInput(name string) *dynamodb.CreateTableInput {
+// TableInput is the definition every table of the store shares:
+// on-demand capacity, a string partition key and sort key, no index; TTL
+// is turned on separately where the table has it (CreateTables).
+func TableInput(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,

@@ -78,7 +78,7 @@ func NewFlowStore(cfg Config) (*FlowStore, error) {
 // exists. Deployments make it with the stack; tests and development call
 // this.
 func (s *FlowStore) CreateTables(ctx context.Context) error {
-	return createTable(ctx, s.tables, FlowTableInput(s.table), true)
+	return createTable(ctx, s.tables, TableInput(s.table), true)
 }
 
 func checkKey(what, k string) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 var emu awstest.Emulators
@@ -93,7 +94,7 @@ func newFlowStore(t *testing.T, c *calls) *FlowStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := createTable(context.Background(), s.tables, FlowTableInput(s.table), false); err != nil {
+	if err := createTable(context.Background(), s.tables, TableInput(s.table), false); err != nil {
 		t.Fatal(err)
 	}
 	if c != nil {
@@ -135,4 +136,32 @@ func TestCreateTablesTurnsOnTTL(t *testing.T) {
 	if err := s.CreateTables(ctx); err != nil {
 		t.Fatalf("second CreateTables: %v", err)
 	}
+}
+
+func TestRegistryOnDynamoDBLocal(t *testing.T) {
+	began := time.Now()
+	dispatchtest.TestRegistry(t, func(t *testing.T) registry.Store { return newRegistryStore(t, nil) })
+	t.Logf("dispatchtest.TestRegistry on DynamoDB Local: %v", time.Since(began).Round(time.Millisecond))
+}
+
+// newRegistryStore makes a registry store on tables of its own, counting
+// calls in c (nil: not counted).
+func newRegistryStore(t *testing.T, c *calls) *RegistryStore {
+	t.Helper()
+	d := emu.DynamoDB(t)
+	cfg := Config{Env: emu.UniqueName(), AWSConfig: d.Config(), ClientOptions: d.ClientOptions()}
+	if c != nil {
+		cfg.ClientOptions = append(cfg.ClientOptions, c.option)
+	}
+	s, err := NewRegistryStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTables(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c != nil {
+		c.take()
+	}
+	return s
 }
