@@ -206,7 +206,7 @@ func (d *DynamoDBLocal) Output() string { return d.out.String() }
 func findJar() (string, error) {
 	if p := os.Getenv(JarEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %v: point it at DynamoDBLocal.jar", JarEnv, p, err)
+			return "", fmt.Errorf("%s=%s: %v: point it at DynamoDBLocal.jar, or unset it and %s", JarEnv, p, err, installHint)
 		}
 		return p, nil
 	}
