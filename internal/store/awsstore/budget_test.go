@@ -15,6 +15,28 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
+// callCase is one operation and the DynamoDB calls it must make.
+type callCase struct {
+	name string
+	op   func() error
+	want map[string]int
+}
+
+// checkCalls runs each case in order and compares the calls it made.
+func checkCalls(t *testing.T, c *calls, cases []callCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := c.take()
+		t.Logf("%-40s %s", tc.name, describe(got))
+		if describe(got) != describe(tc.want) {
+			t.Errorf("%s: calls %s, want %s", tc.name, describe(got), describe(tc.want))
+		}
+	}
+}
+
 // TestCallsPerOperation counts the DynamoDB calls each port method makes
 // in each case, with an SDK middleware, and holds each to its design
 // (docs/store/aws.md, "Calls per operation").
@@ -24,11 +46,7 @@ func TestCallsPerOperation(t *testing.T) {
 	s := newFlowStore(t, &c)
 	exp := t0.Add(time.Minute)
 	claim := flow.DedupeRecord{ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
-	cases := []struct {
-		name string
-		op   func() error
-		want map[string]int
-	}{
+	checkCalls(t, &c, []callCase{
 		{"Take/new counter", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},
 		{"Take/live counter with room", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},
 		{"Take/partial grant", func() error {
@@ -59,17 +77,7 @@ func TestCallsPerOperation(t *testing.T) {
 			return s.PutRollups(ctx, rs, exp)
 		}, map[string]int{"BatchWriteItem": 1}},
 		{"ReadRollups", func() error { _, err := s.ReadRollups(ctx, t0, t0); return err }, map[string]int{"Query": rollupShards}},
-	}
-	for _, tc := range cases {
-		if err := tc.op(); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		got := c.take()
-		t.Logf("%-40s %s", tc.name, describe(got))
-		if describe(got) != describe(tc.want) {
-			t.Errorf("%s: calls %s, want %s", tc.name, describe(got), describe(tc.want))
-		}
-	}
+	})
 }
 
 // TestStrictSlowPathBudget runs the real slow stage (flow.Flow.Slow then
@@ -125,11 +133,7 @@ func TestRegistryCallsPerOperation(t *testing.T) {
 	by := registry.Actor{Who: "ci", At: t0}
 	r := dispatchtest.RegistryRoute("billing", "charge")
 	id := registry.RouteID("billing", "charge")
-	cases := []struct {
-		name string
-		op   func() error
-		want map[string]int
-	}{
+	checkCalls(t, &c, []callCase{
 		{"Put/create", func() error { _, err := s.Put(ctx, by, registry.Item{Route: &r}); return err }, map[string]int{"UpdateItem": 1, "PutItem": 1}},
 		{"Put/conflict", func() error {
 			if _, err := s.Put(ctx, by, registry.Item{Route: &r}); !errors.Is(err, registry.ErrConflict) {
@@ -147,15 +151,5 @@ func TestRegistryCallsPerOperation(t *testing.T) {
 			}
 			return nil
 		}, map[string]int{"UpdateItem": 1}},
-	}
-	for _, tc := range cases {
-		if err := tc.op(); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		got := c.take()
-		t.Logf("%-20s %s", tc.name, describe(got))
-		if describe(got) != describe(tc.want) {
-			t.Errorf("%s: calls %s, want %s", tc.name, describe(got), describe(tc.want))
-		}
-	}
+	})
 }

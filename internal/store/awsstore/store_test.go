@@ -77,29 +77,42 @@ func describe(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// newFlowStore makes a flow store on a table of its own in the binary's
-// DynamoDB Local, counting calls in c (nil: not counted). The table has no
-// TTL: the suites' fake clock runs days behind the wall clock, and
-// DynamoDB Local's TTL reaper deletes, within a second of the wall clock,
-// records that are live at the suites' now (which the store must never
-// rely on anyway; TestCreateTablesTurnsOnTTL checks the real set-up).
-func newFlowStore(t *testing.T, c *calls) *FlowStore {
+// testConfig is a config for tables of the test's own in the binary's
+// DynamoDB Local, counting calls in c (nil: not counted).
+func testConfig(t *testing.T, c *calls) Config {
 	t.Helper()
 	d := emu.DynamoDB(t)
 	cfg := Config{Env: emu.UniqueName(), AWSConfig: d.Config(), ClientOptions: d.ClientOptions()}
 	if c != nil {
 		cfg.ClientOptions = append(cfg.ClientOptions, c.option)
 	}
-	s, err := NewFlowStore(cfg)
+	return cfg
+}
+
+// ready fails t on err, else resets c's counts (nil: none) so that table
+// creation is not counted.
+func ready(t *testing.T, c *calls, err error) {
+	t.Helper()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := createTable(context.Background(), s.tables, TableInput(s.table), false); err != nil {
 		t.Fatal(err)
 	}
 	if c != nil {
 		c.take()
 	}
+}
+
+// newFlowStore makes a flow store on a table of its own. The table has no
+// TTL: the suites' fake clock runs days behind the wall clock, and
+// DynamoDB Local's TTL reaper deletes, within a second of the wall clock,
+// records that are live at the suites' now (which the store must never
+// rely on anyway; TestCreateTablesTurnsOnTTL checks the real set-up).
+func newFlowStore(t *testing.T, c *calls) *FlowStore {
+	t.Helper()
+	s, err := NewFlowStore(testConfig(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, c, createTable(context.Background(), s.tables, TableInput(s.table), false))
 	return s
 }
 
@@ -144,24 +157,13 @@ func TestRegistryOnDynamoDBLocal(t *testing.T) {
 	t.Logf("dispatchtest.TestRegistry on DynamoDB Local: %v", time.Since(began).Round(time.Millisecond))
 }
 
-// newRegistryStore makes a registry store on tables of its own, counting
-// calls in c (nil: not counted).
+// newRegistryStore makes a registry store on tables of its own.
 func newRegistryStore(t *testing.T, c *calls) *RegistryStore {
 	t.Helper()
-	d := emu.DynamoDB(t)
-	cfg := Config{Env: emu.UniqueName(), AWSConfig: d.Config(), ClientOptions: d.ClientOptions()}
-	if c != nil {
-		cfg.ClientOptions = append(cfg.ClientOptions, c.option)
-	}
-	s, err := NewRegistryStore(cfg)
+	s, err := NewRegistryStore(testConfig(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateTables(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if c != nil {
-		c.take()
-	}
+	ready(t, c, s.CreateTables(context.Background()))
 	return s
 }
