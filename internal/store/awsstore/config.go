@@ -1,0 +1,76 @@
+// Package awsstore implements the pkg/dispatch ports on AWS services. So
+// far: flow control (dedupe claims, rate counters, prefetch leases, ban
+// ledger, global bans, fairness rollups) on one DynamoDB table, and the
+// registry with its changelog on two more. The table
+// design is docs/store/aws.md; the behaviour is the dispatchtest contract
+// suites, which the tests run against DynamoDB Local.
+package awsstore
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Config configures the AWS store. Call SetDefaults, then Validate (New
+// does both).
+type Config struct {
+	// Env scopes every table name: snavio-<Env>-flow. Required; lower-case
+	// letters, digits and '-', 1 to 32 characters ("prod", "staging").
+	Env string
+	// TablePrefix overrides the "snavio-<Env>-" prefix of table names.
+	TablePrefix string
+	// MaxAttempts bounds the conditional writes one Take or Acquire makes
+	// when other writers keep changing the item under it (default 32).
+	MaxAttempts int
+	// AWSConfig is the SDK configuration (region, credentials, retries).
+	AWSConfig aws.Config
+	// ClientOptions adjust the DynamoDB client, e.g. BaseEndpoint for an
+	// emulator, or a middleware in tests.
+	ClientOptions []func(*dynamodb.Options)
+}
+
+var (
+	envPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	tablePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,200}$`)
+)
+
+// SetDefaults fills the zero fields.
+func (c *Config) SetDefaults() {
+	if c.TablePrefix == "" && c.Env != "" {
+		c.TablePrefix = "snavio-" + c.Env + "-"
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 32
+	}
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if !envPattern.MatchString(c.Env) {
+		errs = append(errs, fmt.Errorf("awsstore: env %q: give 1-32 lower-case letters, digits or '-', starting with a letter or digit (it scopes table names)", c.Env))
+	}
+	if c.TablePrefix != "" && !tablePattern.MatchString(c.ChangelogTable()) {
+		errs = append(errs, fmt.Errorf("awsstore: table prefix %q makes table names such as %q, which DynamoDB refuses: use letters, digits, '_', '.' or '-'", c.TablePrefix, c.ChangelogTable()))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
+		errs = append(errs, fmt.Errorf("awsstore: max attempts %d: give 1 to 1000", c.MaxAttempts))
+	}
+	if c.AWSConfig.Region == "" {
+		errs = append(errs, errors.New("awsstore: the AWS config has no region: set AWS_REGION or the profile's region"))
+	}
+	return errors.Join(errs...)
+}
+
+// FlowTable is the name of the flow-control table.
+func (c Config) FlowTable() string { return c.TablePrefix + "flow" }
+
+// RegistryTable is the name of the registry's record table.
+func (c Config) RegistryTable() string { return c.TablePrefix + "registry" }
+
+// ChangelogTable is the name of the registry's changelog table.
+func (c Config) ChangelogTable() string { return c.TablePrefix + "changelog" }
