@@ -99,7 +99,9 @@ func NewCmdCreate(d route.Deps, runF func(context.Context, *Options) error) *cob
 It is never printed again: store it now. A service that has keys already
 is an error (rotate instead).`,
 		Example: `  snavio key create --service acme/billing
-  snavio key create --service acme/billing -o json > acme-billing.key.json`,
+  (umask 077; snavio key create --service acme/billing -o json > acme-billing.key.json)
+  snavio send --source acme/billing --target mailer --command send-receipt \
+      --payload '{}' --secret-file acme-billing.key.json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkService(opts.Service); err != nil {
