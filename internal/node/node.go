@@ -30,6 +30,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/reason"
 )
 
 // Item is one hand-off taken from the queue.
@@ -299,6 +300,11 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		}
 	}()
 	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
+	if r.Outcome == dispatch.Invalid && r.Reason == string(reason.TooLarge) {
+		// Never deliverable: a permanent refusal, not a retryable one (the
+		// shield emitted snavio.command.invalid).
+		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false
+	}
 	if r.Outcome == dispatch.Escalated {
 		wire, err := esc.Marshal()
 		if err == nil {

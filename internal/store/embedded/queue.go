@@ -29,8 +29,11 @@ const (
 	// MaxReceiveBatch is the most messages one Receive returns.
 	MaxReceiveBatch = 10
 	// MaxMessageBytes bounds a message's body plus its attribute names and
-	// values.
-	MaxMessageBytes = 256 << 10
+	// values: 1 MiB, as SQS since 2025. A command the dispatcher accepts
+	// (a detail of at most 256 KiB, also in canonical form) weighs more once
+	// delivered or handed off (command.source, the hand-off's wrapping,
+	// the attributes), and must always fit.
+	MaxMessageBytes = 1 << 20
 	// MaxMessageAttributes is the most attributes a message carries.
 	MaxMessageAttributes = 10
 	// MaxVisibilityTimeout is the longest visibility timeout.
