@@ -220,6 +220,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	}
 	events := make([]Archived, len(entries))
 	escalated := make([]bool, len(entries))
+	throttled := make([]bool, len(entries)) // invalid, over the source's budget: not archived
 	commands := make([]int, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
@@ -246,7 +247,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 				return
 			}
 			i := commands[k]
-			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID)
+			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID, &throttled[i])
 		}
 	}
 	var wg sync.WaitGroup
@@ -257,9 +258,18 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 			run()
 		}()
 	}
-	archErr := n.o.Archive.Append(ctx, events)
 	run()
 	wg.Wait()
+	kept := events[:0]
+	for i := range events {
+		if !throttled[i] {
+			kept = append(kept, events[i])
+		}
+	}
+	var archErr error
+	if len(kept) > 0 {
+		archErr = n.o.Archive.Append(ctx, kept)
+	}
 	if err := wait(); err != nil && archErr == nil {
 		archErr = err
 	}
@@ -292,7 +302,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 // fast runs the shield and the fast stage on one command entry, and says
 // whether it handed the command to the slow stage. A panic (a bug)
 // refuses the entry, as net/http would have refused the request.
-func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool) {
+func (n *Node) fast(ctx context.Context, e *server.Entry, id string, throttled *bool) (res server.EntryResult, escalated bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
@@ -300,6 +310,7 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		}
 	}()
 	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
+	*throttled = r.Throttled
 	if r.Outcome == dispatch.Invalid && r.Reason == string(reason.TooLarge) {
 		// Never deliverable: a permanent refusal, not a retryable one (the
 		// shield emitted snavio.command.invalid).

@@ -126,7 +126,8 @@ type BanLedger interface {
 type Ban struct {
 	Source string
 	Until  time.Time
-	// Reason says why: "repeat-warm-path-bans" or "abuse-detected".
+	// Reason says why: "repeat-warm-path-bans", "abuse-detected" or
+	// "repeat-invalid".
 	Reason string
 }
 
