@@ -196,11 +196,12 @@ func (n *Node) count(f func(*Stats)) {
 }
 
 // Ingest implements server.Pipeline. The request's commands run through
-// the shield and the fast stage concurrently, while its events are
-// archived in one durable write: their durable writes (archive, deliveries,
-// telemetry, hand-offs) meet in the store's group commits instead of
-// queueing one behind the other, so a request costs about two commit
-// round trips, not three per entry.
+// the shield and the fast stage concurrently, then its events are
+// archived in one durable write, but for invalid entries of a source over
+// its invalid budget (dispatch.Result.Throttled): under Defer their
+// durable writes (archive, deliveries, telemetry, hand-offs) meet in the
+// store's group commits instead of queueing one behind the other, so a
+// request costs about two commit round trips, not three per entry.
 //
 // An entry is acknowledged only once it is archived and delivered,
 // refused with telemetry, or durably handed off. If the archive write
