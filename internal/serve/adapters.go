@@ -50,7 +50,7 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 		del.Event = x.sink.entry(d.Event)
 	}
 	if c := d.Claim; c != nil {
-		del.Claim = &embedded.ClaimCompletion{ID: c.ID, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
+		del.Claim = &embedded.ClaimCompletion{ID: c.Key, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
 	}
 	if _, err := x.s.Deliver(ctx, del); err != nil {
 		return err

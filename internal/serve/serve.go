@@ -297,7 +297,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	polls := &tenantPolls{}
-	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink})
+	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink,
+		BanRepeatInvalid: func(src string, n int64, at time.Time) { s.flow.BanRepeatInvalid(src, n, at) }}) // s.flow is set below, before any request
 	if err != nil {
 		return nil, err
 	}
