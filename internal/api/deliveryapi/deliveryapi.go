@@ -122,4 +122,3 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
-
