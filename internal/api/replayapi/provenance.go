@@ -19,8 +19,8 @@ type deliveryCheck struct {
 	queues Queues
 	clk    clock.Clock
 
-	// targets are the targets whose routes name the queue as their DLQ,
-	// read at the start of each pass.
+	// targets are the targets whose routes name the queue as their DLQ;
+	// nil until load.
 	targets map[string]bool
 }
 

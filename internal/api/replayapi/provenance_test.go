@@ -142,3 +142,17 @@ func recordID(t *testing.T, detail []byte) string {
 	}
 	return env.Metadata.ID
 }
+
+// TestDLQSourceResumedChecksTargets: a resumed run's source starts with
+// the cursor it stopped at, and still knows which targets dead-letter
+// into the queue.
+func TestDLQSourceResumedChecksTargets(t *testing.T) {
+	e := newEnv(t)
+	_, b, id := command(t, 1, "mailer", e.clk.Now())
+	e.deadLetter(dlq, e.delivered(id, "mailer", b))
+	s := newDLQ(e.store, dlq, time.Minute, &deliveryCheck{signer: e.sig, reg: e.api.o.Registry, queues: e.store, clk: e.clk})
+	recs, _, err := s.Next(context.Background(), dlqCursor, 10)
+	if err != nil || len(recs) != 1 || recs[0].Refusal != "" {
+		t.Fatalf("resumed pass: %+v %v", recs, err)
+	}
+}

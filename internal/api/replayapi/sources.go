@@ -104,6 +104,10 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 	if cursor == "" {
 		clear(s.seen)
 		clear(s.ids)
+	}
+	// Which targets dead-letter here: read at each pass's start, and at a
+	// resumed run's first call.
+	if cursor == "" || s.check.targets == nil {
 		if err := s.check.load(ctx, s.queue); err != nil {
 			return nil, cursor, err
 		}
