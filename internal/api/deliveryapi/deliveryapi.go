@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -81,7 +82,7 @@ type Key struct {
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	target := r.PathValue("target")
 	if !envelope.ValidTarget(target) {
-		server.WriteAPIError(w, http.StatusBadRequest, "invalid target "+quote(target),
+		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("invalid target %.80q", target),
 			"name a target as routes do: 1-64 of [a-z0-9._-], starting with a letter or digit, e.g. orders")
 		return
 	}
@@ -112,13 +113,4 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
-}
-
-// quote shows a bad name in an error, shortened.
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "..."
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
 }
