@@ -302,6 +302,9 @@ func (s *Signer) Sign(m *Message) error {
 	if m.CommandID == "" || m.Source == "" || m.Target == "" || m.Command == "" {
 		return errors.New("provenance: a delivered message needs its command id, source, target and command name to be signed")
 	}
+	if strings.IndexByte(m.Target, '\n') >= 0 {
+		return fmt.Errorf("provenance: attribute %s contains a newline, which the signed form cannot hold", AttrTarget)
+	}
 	st, ts := s.get(m.Target)
 	defer ts.pool.Put(st)
 	signed := *m
@@ -324,7 +327,18 @@ func (s *Signer) Verify(m *Message) error {
 	if err := precheck(s.id, m); err != nil {
 		return err
 	}
-	st, ts := s.get(m.Target)
+	// A target the signer has not signed for lately (such as one a planted
+	// message names) gets a state of its own, so that it does not take a
+	// place in the cache.
+	s.mu.RLock()
+	ts := s.targets[m.Target]
+	s.mu.RUnlock()
+	if ts == nil {
+		k := DeriveKey(s.master, m.Target)
+		_, err := check(hmac.New(sha256.New, k[:]), nil, new([sha256.Size]byte), m)
+		return err
+	}
+	st := ts.state()
 	defer ts.pool.Put(st)
 	var err error
 	st.buf, err = check(st.h, st.buf, &st.sum, m)
@@ -332,8 +346,8 @@ func (s *Signer) Verify(m *Message) error {
 }
 
 // get returns a keyed HMAC state for target from its pool, making the
-// target's entry on first use. When DefaultMaxTargets targets are kept,
-// one is dropped to make room.
+// target's entry on first use. When s.max targets are kept, one is dropped
+// to make room.
 func (s *Signer) get(target string) (*state, *targetState) {
 	s.mu.RLock()
 	ts := s.targets[target]
@@ -354,8 +368,13 @@ func (s *Signer) get(target string) (*state, *targetState) {
 		}
 		s.mu.Unlock()
 	}
+	return ts.state(), ts
+}
+
+// state returns a keyed HMAC state from the pool, or a new one.
+func (ts *targetState) state() *state {
 	if st, ok := ts.pool.Get().(*state); ok {
-		return st, ts
+		return st
 	}
-	return &state{h: hmac.New(sha256.New, ts.key[:]), buf: make([]byte, 0, 512)}, ts
+	return &state{h: hmac.New(sha256.New, ts.key[:]), buf: make([]byte, 0, 512)}
 }

@@ -269,6 +269,32 @@ func TestSignerBound(t *testing.T) {
 	}
 }
 
+// TestVerifyDoesNotFillTheCache: messages naming targets the signer never
+// signed for (planted ones) are checked without taking cache places.
+func TestVerifyDoesNotFillTheCache(t *testing.T) {
+	s := testSigner(t)
+	m := signed(t, s, testMessage())
+	other := testSigner(t)
+	for i := range 10 {
+		p := testMessage()
+		p.Target = fmt.Sprintf("planted-%d", i)
+		p = signed(t, other, p)
+		if err := s.Verify(&p); err != nil {
+			t.Fatalf("a genuine message of an uncached target: %v", err)
+		}
+		p.Body = append(bytes.Clone(p.Body), ' ')
+		if err := s.Verify(&p); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("a changed message of an uncached target: %v", err)
+		}
+	}
+	if len(s.targets) != 1 || s.targets["orders"] == nil {
+		t.Fatalf("cached targets: %v", s.targets)
+	}
+	if err := s.Verify(&m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSignAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
