@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/app"
 	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/smallfs"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
 
@@ -41,7 +43,8 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "store-send": storeSend},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend},
+		Condition:           condition,
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
 			home := filepath.Join(env.WorkDir, "home")
@@ -218,4 +221,53 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		fmt.Fprintln(ts.Stdout(), id)
 	}
+}
+
+// condition answers the scripts' own conditions: [mountable] holds where
+// a small file system can be mounted (internal/smallfs); where it cannot,
+// the script fails under CI=true (CI runs as root and must run it).
+func condition(cond string) (bool, error) {
+	if cond != "mountable" {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	dir, err := os.MkdirTemp("", "snavio-mountable")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(dir)
+	err = smallfs.MountAt(dir, 1<<20)
+	if err == nil {
+		return true, smallfs.Unmount(dir)
+	}
+	if msg, skip := smallfs.Unavailable(err, 1<<20); !skip {
+		return false, errors.New(msg)
+	}
+	return false, nil
+}
+
+// mountSmall implements the script command
+//
+//	mount-small DIR BYTES
+//
+// which mounts a file system of BYTES on DIR (created if missing) for the
+// rest of the script: a disk that fills up (internal/smallfs). Guard it
+// with [mountable].
+func mountSmall(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mount-small DIR BYTES")
+	}
+	size, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil || size <= 0 {
+		ts.Fatalf("mount-small: BYTES %q: want a positive whole number", args[1])
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o700))
+	if err := smallfs.MountAt(dir, size); err != nil {
+		ts.Fatalf("mount-small: %v (guard the script with [mountable])", err)
+	}
+	ts.Defer(func() {
+		if err := smallfs.Unmount(dir); err != nil {
+			ts.Logf("mount-small: unmounting %s: %v", dir, err)
+		}
+	})
 }

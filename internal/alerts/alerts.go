@@ -7,8 +7,10 @@
 // the dashboard log and are counted for follow-up by the operations team.
 //
 // Channels here: the dashboard log (kept for the dashboard and the control
-// API, and logged) and signed webhooks. Email needs an SMTP relay the local
-// server does not have; it is not offered.
+// API, and logged), signed webhooks, and email through an SMTP relay
+// (STARTTLS and AUTH; email.go). A channel that fails after its retries is
+// counted in the metrics and recorded on the dashboard log as a delivery
+// failure (docs/alerts.md).
 package alerts
 
 import (
@@ -24,8 +26,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -83,8 +87,46 @@ type Router struct {
 	attempts  int
 	backoff   time.Duration
 	sleep     func(context.Context, time.Duration) error
+	metrics   telemetry.Metrics
+	names     map[string]channelMetrics
 	mu        sync.Mutex
 	unrouted  int // critical alerts with no working tenant channel
+}
+
+// channelMetrics are the metric names of one channel, made once in New.
+type channelMetrics struct{ delivered, retried, failed string }
+
+// MetricCriticalFallback counts critical alerts that reached no tenant
+// channel and went to the dashboard log (Router.Unrouted).
+const MetricCriticalFallback = "Snavio.Alert.CriticalFallback"
+
+// ChannelMetrics returns the metric names of the channel called name:
+// Snavio.Alert.<Name>.Delivered, .Retried (an attempt after a failure) and
+// .Failed (given up: permanent or out of attempts). The name is CamelCased
+// from its letters and digits ("ops-hook" -> OpsHook).
+func ChannelMetrics(name string) (delivered, retried, failed string) {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		switch {
+		case b.Len() == 0 && !(r < unicode.MaxASCII && unicode.IsLetter(r)):
+			up = true // a segment starts with a letter
+		case r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			if up {
+				r = unicode.ToUpper(r)
+			}
+			b.WriteRune(r)
+			up = false
+		default:
+			up = true
+		}
+	}
+	seg := b.String()
+	if seg == "" {
+		seg = "Unnamed"
+	}
+	p := "Snavio.Alert." + seg
+	return p + ".Delivered", p + ".Retried", p + ".Failed"
 }
 
 // Options configure a Router.
@@ -100,8 +142,12 @@ type Options struct {
 	Backoff  time.Duration
 	// Sleep waits between attempts (default: a timer honouring ctx).
 	Sleep func(context.Context, time.Duration) error
-	// DashboardSize bounds the dashboard log (default 1000 alerts).
+	// DashboardSize bounds the dashboard log (default 1000 alerts, and as
+	// many delivery failures).
 	DashboardSize int
+	// Metrics receives the channel counters (ChannelMetrics) and
+	// MetricCriticalFallback; nil drops them.
+	Metrics telemetry.Metrics
 }
 
 // New returns a Router.
@@ -140,8 +186,21 @@ func New(o Options) *Router {
 			ch[n] = c
 		}
 	}
+	names := make(map[string]channelMetrics, len(ch))
+	for n := range ch {
+		var m channelMetrics
+		m.delivered, m.retried, m.failed = ChannelMetrics(n)
+		names[n] = m
+	}
 	return &Router{channels: ch, dashboard: d, configs: o.Configs, clock: o.Clock, logger: o.Logger,
-		attempts: o.Attempts, backoff: o.Backoff, sleep: o.Sleep}
+		attempts: o.Attempts, backoff: o.Backoff, sleep: o.Sleep, metrics: o.Metrics, names: names}
+}
+
+// count adds one to the counter name, if metrics are kept.
+func (r *Router) count(name string) {
+	if r.metrics != nil {
+		r.metrics.Count(name, 1)
+	}
 }
 
 // Dashboard returns the dashboard channel.
@@ -183,7 +242,7 @@ func (r *Router) Handle(ctx context.Context, tenant string, e telemetry.Event) (
 			errs = append(errs, fmt.Errorf("alerts: tenant %s routes %s to unknown channel %q", tenant, a.Event, n))
 			continue
 		}
-		if err := r.deliver(ctx, c, a); err != nil {
+		if err := r.deliver(ctx, n, c, a); err != nil {
 			errs = append(errs, fmt.Errorf("alerts: channel %s: %w", n, err))
 			continue
 		}
@@ -194,6 +253,7 @@ func (r *Router) Handle(ctx context.Context, tenant string, e telemetry.Event) (
 		r.mu.Lock()
 		r.unrouted++
 		r.mu.Unlock()
+		r.count(MetricCriticalFallback)
 		if err := r.dashboard.Deliver(ctx, a); err == nil {
 			delivered = append(delivered, "dashboard")
 		}
@@ -202,42 +262,106 @@ func (r *Router) Handle(ctx context.Context, tenant string, e telemetry.Event) (
 	return delivered, errors.Join(errs...)
 }
 
-func (r *Router) deliver(ctx context.Context, c Channel, a Alert) error {
+// deliver tries channel n up to r.attempts times, doubling the wait
+// between attempts; a permanent error ends it at once. A failure is
+// counted, logged and recorded on the dashboard log.
+func (r *Router) deliver(ctx context.Context, n string, c Channel, a Alert) error {
+	m := r.names[n]
 	wait := r.backoff
 	var err error
-	for i := 0; i < r.attempts; i++ {
+	var isPermanent bool
+	attempts := 0
+	for attempts < r.attempts {
+		if attempts > 0 {
+			if serr := r.sleep(ctx, wait); serr != nil {
+				err = errors.Join(err, serr)
+				break
+			}
+			wait *= 2
+			r.count(m.retried)
+		}
+		attempts++
 		if err = c.Deliver(ctx, a); err == nil {
+			r.count(m.delivered)
 			return nil
 		}
 		var p permanent
-		if errors.As(err, &p) || i == r.attempts-1 {
+		if isPermanent = errors.As(err, &p); isPermanent {
 			break
 		}
-		if serr := r.sleep(ctx, wait); serr != nil {
-			return errors.Join(err, serr)
-		}
-		wait *= 2
 	}
+	r.count(m.failed)
+	f := Failure{At: r.clock.Now(), Tenant: a.Tenant, Event: a.Event, Critical: a.Critical, Channel: n,
+		Attempts: attempts, Permanent: isPermanent, Error: err.Error()}
+	r.dashboard.recordFailure(f)
+	r.logger.Warn("alert channel failed", "channel", n, "tenant", a.Tenant, "event", a.Event,
+		"attempts", attempts, "permanent", isPermanent, "err", err)
 	return err
 }
 
 // Dashboard is the dashboard-log channel: a bounded list of recent alerts
 // (newest last) and a log line per alert.
 type Dashboard struct {
-	mu     sync.Mutex
-	max    int
-	items  []Alert
-	logger *slog.Logger
+	mu       sync.Mutex
+	max      int
+	items    []Alert
+	failures []Failure
+	logger   *slog.Logger
+}
+
+// Failure is a channel that gave up on an alert: it is shown on the
+// dashboard log beside the alerts.
+type Failure struct {
+	At       time.Time `json:"at"`
+	Tenant   string    `json:"tenant"`
+	Event    string    `json:"event"`
+	Critical bool      `json:"critical"`
+	Channel  string    `json:"channel"`
+	Attempts int       `json:"attempts"`
+	// Permanent: the channel refused the alert (a 4xx answer, an SMTP 5xx
+	// reply); retrying would not help.
+	Permanent bool   `json:"permanent"`
+	Error     string `json:"error,omitempty"`
+}
+
+func (d *Dashboard) recordFailure(f Failure) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failures = appendBounded(d.failures, f, d.max)
+}
+
+// Failures returns the delivery failures of tenant ("" for all), newest
+// last.
+func (d *Dashboard) Failures(tenant string) []Failure {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return ofTenant(d.failures, tenant, func(f Failure) string { return f.Tenant })
+}
+
+// appendBounded appends v to s, dropping the oldest element past max.
+func appendBounded[T any](s []T, v T, max int) []T {
+	if len(s) >= max {
+		copy(s, s[1:])
+		s = s[:len(s)-1]
+	}
+	return append(s, v)
+}
+
+// ofTenant returns a copy of the items of tenant ("" for all).
+func ofTenant[T any](s []T, tenant string, of func(T) string) []T {
+	var out []T
+	for _, v := range s {
+		if tenant == "" || of(v) == tenant {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Deliver implements Channel.
 func (d *Dashboard) Deliver(_ context.Context, a Alert) error {
 	d.mu.Lock()
-	if len(d.items) >= d.max {
-		copy(d.items, d.items[1:])
-		d.items = d.items[:len(d.items)-1]
-	}
-	d.items = append(d.items, a)
+	d.items = appendBounded(d.items, a, d.max)
 	d.mu.Unlock()
 	d.logger.Warn("alert", "tenant", a.Tenant, "event", a.Event, "critical", a.Critical)
 	return nil
@@ -247,13 +371,7 @@ func (d *Dashboard) Deliver(_ context.Context, a Alert) error {
 func (d *Dashboard) Recent(tenant string) []Alert {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []Alert
-	for _, a := range d.items {
-		if tenant == "" || a.Tenant == tenant {
-			out = append(out, a)
-		}
-	}
-	return out
+	return ofTenant(d.items, tenant, func(a Alert) string { return a.Tenant })
 }
 
 // Webhook posts alerts as JSON to a URL, signed with

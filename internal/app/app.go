@@ -54,13 +54,10 @@ func Run(ctx context.Context, args []string, ios *iostreams.IOStreams, env iostr
 	fmt.Fprintln(ios.ErrOut, styles.Failure("Error:")+" "+err.Error())
 	if g.Verbose {
 		for _, d := range cmdutil.Detail(err) {
-			if strings.HasSuffix(d, ": "+err.Error()) {
-				continue // a wrapper that adds nothing to the line above
-			}
 			fmt.Fprintln(ios.ErrOut, styles.Muted("  caused by: "+d))
 		}
 	}
-	if code == cmdutil.ExitUsage && failed != nil {
+	if code == cmdutil.ExitUsage && failed != nil && !strings.Contains(err.Error(), failed.CommandPath()+" --help") {
 		fmt.Fprintf(ios.ErrOut, "Run '%s --help' for usage.\n", failed.CommandPath())
 	}
 	return code

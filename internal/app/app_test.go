@@ -30,8 +30,8 @@ func TestRunVersionByTerminal(t *testing.T) {
 		t.Errorf("piped: code %d out %q", code, out)
 	}
 	code, out, _ = run(t, true, "version")
-	if code != 0 || !strings.Contains(out, "FIELD") || !strings.Contains(out, "\x1b[1m") {
-		t.Errorf("tty: code %d out %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "snavio version ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("tty: code %d out %q, want one line", code, out)
 	}
 	code, out, _ = run(t, true, "--no-color", "version")
 	if code != 0 || strings.Contains(out, "\x1b[") {
@@ -55,7 +55,16 @@ func TestRunErrorIsOneLine(t *testing.T) {
 
 func TestRunUsageError(t *testing.T) {
 	code, _, errOut := run(t, false, "profile", "set")
-	if code != 2 || !strings.Contains(errOut, "Run 'snavio profile set --help' for usage.") {
+	if code != 2 || strings.Count(errOut, "snavio profile set --help") != 1 {
 		t.Errorf("code %d stderr %q", code, errOut)
+	}
+}
+
+// A usage error that already points at the command's --help gets no second
+// "Run ... --help" line.
+func TestRunUsageHintOnce(t *testing.T) {
+	code, _, errOut := run(t, false, "route", "get")
+	if code != 2 || strings.Count(errOut, "snavio route get --help") != 1 {
+		t.Errorf("code %d stderr %q: want the --help hint once", code, errOut)
 	}
 }

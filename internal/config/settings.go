@@ -254,3 +254,13 @@ func lookupChanged(flags *pflag.FlagSet, name string) *pflag.Flag {
 	}
 	return nil
 }
+
+// SettingKeys returns the names of the settings every command resolves,
+// each read from the environment variable EnvName(name).
+func SettingKeys() []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}

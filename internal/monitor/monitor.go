@@ -146,7 +146,7 @@ func (m *Monitor) Observe(q Queue, s Sample) (Status, *Event) {
 	var ev *Event
 	if health != st.health {
 		ev = &Event{Target: q.Target, CommandName: q.Command, QueueARN: q.QueueARN, Health: health, Previous: st.health,
-			Reason: reason, OldestAgeSeconds: s.OldestAge.Seconds(), Depth: s.Depth, At: s.At}
+			Reason: reason, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(), Depth: s.Depth, At: s.At}
 		st.health, st.since = health, s.At
 	}
 	return Status{Health: st.health, Reason: reason, Since: st.since}, ev

@@ -194,7 +194,7 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 // recentAlerts answers GET /v1/alerts: the dashboard-log channel's recent
-// alerts, newest last; a tenant sees its own.
+// alerts and channel delivery failures, newest last; a tenant sees its own.
 func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 	p, _ := server.PrincipalFrom(r.Context())
 	tenant := r.URL.Query().Get("tenant")
@@ -210,7 +210,16 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 	if recent == nil {
 		recent = []alerts.Alert{}
 	}
-	b, err := json.Marshal(map[string]any{"alerts": recent, "unrouted_critical": s.alerts.Unrouted()})
+	failures := s.alerts.Dashboard().Failures(tenant)
+	if failures == nil {
+		failures = []alerts.Failure{}
+	}
+	for i := range failures {
+		if !p.Operator { // the error names the operator's relay or webhook
+			failures[i].Error = ""
+		}
+	}
+	b, err := json.Marshal(map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
 	if err != nil {
 		server.WriteAPIError(w, http.StatusInternalServerError, "encoding alerts: "+err.Error(), "retry")
 		return

@@ -29,6 +29,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
@@ -121,6 +122,8 @@ type Options struct {
 	// named "webhook".
 	WebhookURL    string
 	WebhookSecret []byte
+	// Email, when set, adds an email alert channel named "email".
+	Email *alerts.EmailConfig
 	// Shadow runs rate limiting and fairness in shadow mode.
 	Shadow bool
 	// SkewSampleRate is the share of accepted commands that emit
@@ -154,6 +157,8 @@ type Serve struct {
 	registry *freshRegistry
 	sink     *outboxSink
 	notify   *notifier
+	// logs aggregates repeated log lines; Shutdown logs the last counts.
+	logs *logagg.Handler
 	// Deps the API packages mount with.
 	deps Deps
 
@@ -167,6 +172,11 @@ type Serve struct {
 	// delivery signs delivered messages (its master: deliveryKeyPath).
 	delivery        *provenance.Signer
 	deliveryKeyPath string
+
+	// failed delivers the server's failure or the log's (Failed).
+	failed     chan error
+	logErrOnce sync.Once
+	logErr     error
 
 	cancel   context.CancelFunc
 	workers  sync.WaitGroup
@@ -187,12 +197,31 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Jobs = o.Jobs.withDefaults()
+	if o.Listen == "" {
+		o.Listen = server.DefaultListen
+	}
+	// Bound first: a taken port fails before the data directory is made
+	// or seeded.
+	ln, err := server.Listen(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+		}
+	}()
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w; pass a writable --data-dir", err)
 	}
-	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier()}
-
 	metrics := server.NewMetrics()
+	// Repeated log lines are counted, not written each time (a flood of
+	// refusals filled the disk): docs/server/README.md.
+	logs := logagg.New(o.Logger.Handler(), logagg.Options{Clock: o.Clock,
+		OnSuppressed: func(l slog.Level) { metrics.LogSuppressed(logagg.LevelName(l)) }})
+	o.Logger = slog.New(logs)
+	s := &Serve{o: o, log: o.Logger, clk: o.Clock, notify: newNotifier(), logs: logs}
+
 	var onSync func(time.Duration)
 	if !o.Ephemeral { // in memory nothing is synced
 		observe, err := metrics.Histogram("snavio_store_log_sync_duration_seconds",
@@ -299,6 +328,9 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := nodeMetrics(metrics, s.node); err != nil {
+		return nil, err
+	}
 
 	channels := map[string]alerts.Channel{}
 	if o.WebhookURL != "" {
@@ -308,11 +340,20 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		}
 		channels["webhook"] = wh
 	}
-	route := alerts.Config{"*": {"dashboard"}}
-	if _, ok := channels["webhook"]; ok {
-		route["*"] = append(route["*"], "webhook")
+	if o.Email != nil {
+		em, err := alerts.NewEmail(*o.Email)
+		if err != nil {
+			return nil, fmt.Errorf("--alert-email-smtp: %w", err)
+		}
+		channels["email"] = em
 	}
-	s.alerts = alerts.New(alerts.Options{Channels: channels, Configs: staticAlerts(route), Clock: o.Clock, Logger: o.Logger})
+	route := alerts.Config{"*": {"dashboard"}}
+	for _, n := range []string{"webhook", "email"} {
+		if _, ok := channels[n]; ok {
+			route["*"] = append(route["*"], n)
+		}
+	}
+	s.alerts = alerts.New(alerts.Options{Channels: channels, Configs: staticAlerts(route), Clock: o.Clock, Logger: o.Logger, Metrics: metrics})
 	s.sink.alerts = s.alerts
 	s.monitor = monitor.New(monitor.Config{})
 
@@ -335,7 +376,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 
 	s.srv, err = server.Start(server.StartOptions{
-		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
+		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
 	})
 	if err != nil {
@@ -346,6 +387,16 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.cancel = cancel
 	s.workers.Add(1)
 	go func() { defer s.workers.Done(); s.node.RunSlow(runCtx) }()
+	go s.logs.Run(runCtx)
+	s.failed = make(chan error, 2)
+	go func() {
+		select {
+		case err := <-s.srv.Failed():
+			s.failed <- err
+		case <-runCtx.Done():
+		}
+	}()
+	go s.watchLog(runCtx)
 	s.startJobs(runCtx)
 	return s, nil
 }
@@ -369,7 +420,61 @@ func (s *Serve) ensureInternalQueues(ctx context.Context) error {
 	return nil
 }
 
-func (s *Serve) ready(context.Context) error { return nil }
+// Reasons of /readyz's 503 answers from the store and the slow stage.
+const (
+	ReasonLogFailed    = "log_failed"
+	ReasonStoreFailing = "store_failing"
+	ReasonStoreClosed  = "store_closed"
+	ReasonHandoffFull  = "handoff_full"
+)
+
+// ready is /readyz's source: the store takes writes, and the slow stage's
+// shared hand-off has room (docs/server/README.md, Readiness).
+func (s *Serve) ready(context.Context) error {
+	if err := s.store.Health(); err != nil {
+		switch {
+		case errors.Is(err, embedded.ErrLogFailed):
+			return &server.NotReady{Reason: ReasonLogFailed, Err: err,
+				Fix: "free space or repair the disk under " + s.o.DataDir + "; dispatch serve stops so that its supervisor restarts it, and the restart recovers every acknowledged write"}
+		case errors.Is(err, embedded.ErrApplyFailing):
+			return &server.NotReady{Reason: ReasonStoreFailing, Err: err,
+				Fix: "free space or repair the disk under " + s.o.DataDir + "; the store retries and is ready again once a write to its file succeeds"}
+		default:
+			return &server.NotReady{Reason: ReasonStoreClosed, Err: err, Fix: "wait for the restart"}
+		}
+	}
+	if full, err := s.store.QueueFull(HandoffQueue); err == nil && full {
+		return &server.NotReady{Reason: ReasonHandoffFull, Err: errors.New("the slow stage's hand-off queue is full: commands that need the slow stage are refused"),
+			Fix: "send traffic to another instance, or retry after the Retry-After delay; the slow workers are draining it"}
+	}
+	return nil
+}
+
+// watchLog delivers the log's failure on failed once the store's log
+// fails: a failed log refuses every write until the store is reopened, so
+// serve stops and its supervisor restarts it (docs/store/embedded.md).
+func (s *Serve) watchLog(ctx context.Context) {
+	select {
+	case <-s.store.LogFailed():
+		s.failed <- s.logFailure()
+	case <-ctx.Done():
+	}
+}
+
+// logFailure is the error serve stops with after its store's log failed,
+// or nil; the same error each time, so Shutdown and Failed agree.
+func (s *Serve) logFailure() error {
+	select {
+	case <-s.store.LogFailed():
+	default:
+		return nil
+	}
+	s.logErrOnce.Do(func() {
+		s.logErr = fmt.Errorf("the store's write-ahead log failed and every write since was refused; stopped so that a supervisor restarts dispatch serve, whose restart recovers every acknowledged write (free space or repair the disk under %s first): %w",
+			s.o.DataDir, s.store.Health())
+	})
+	return s.logErr
+}
 
 // instanceID names this process in leases, claims and rollups.
 func instanceID() string {
@@ -379,7 +484,7 @@ func instanceID() string {
 }
 
 // staticAlerts routes every tenant's alerting events the same way: to the
-// dashboard log, and to the webhook when one is configured. (Critical
+// dashboard log, and to the webhook and email when configured. (Critical
 // events reach the dashboard even if a route leaves it out: the alerts
 // package does not let them be disabled.)
 type staticAlerts alerts.Config
@@ -446,8 +551,9 @@ func (s *Serve) Info() Info {
 	}
 }
 
-// Failed reports an unexpected server failure.
-func (s *Serve) Failed() <-chan error { return s.srv.Failed() }
+// Failed reports an unexpected failure: the server's listener, or the
+// store's log (then every write is refused until a restart).
+func (s *Serve) Failed() <-chan error { return s.failed }
 
 // Node returns the local dispatcher (its counters).
 func (s *Serve) Node() *node.Node { return s.node }
@@ -483,6 +589,15 @@ func (s *Serve) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
 		s.stopErr = errors.Join(errs...)
+		if lerr := s.logFailure(); lerr != nil {
+			// The one line that matters; what else failed to stop
+			// followed from it (the drain's writes were refused too).
+			if s.stopErr != nil {
+				s.log.Warn("stopping after the log failed", "err", s.stopErr)
+			}
+			s.stopErr = lerr
+		}
+		_ = s.logs.Flush(true)
 	})
 	return s.stopErr
 }
@@ -543,6 +658,29 @@ func storeMetrics(m *server.Metrics, st *embedded.Store, ephemeral bool, syncEve
 	}
 	for _, mt := range ms {
 		if err := m.ReadAtScrape(mt.name, mt.help, mt.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeMetrics exports the node's counts of the conditions whose log
+// lines are aggregated (logagg): a refused entry or a retried hand-off is
+// counted here even when its line is not written.
+func nodeMetrics(m *server.Metrics, n *node.Node) error {
+	for _, mt := range []struct {
+		name, help string
+		fn         func(node.Stats) int64
+	}{
+		{"snavio_node_entries_refused_total", "Command entries refused by the dispatcher (the producer retries them): a failed archive, hand-off or stage.",
+			func(s node.Stats) int64 { return s.Refused }},
+		{"snavio_node_slow_retries_total", "Slow-stage attempts that failed and left their hand-off to be retried.",
+			func(s node.Stats) int64 { return s.SlowRetries }},
+		{"snavio_node_slow_gave_up_total", "Hand-offs the slow stage gave up on after their last attempt (snavio.command.failed delivery-failure).",
+			func(s node.Stats) int64 { return s.GaveUp }},
+	} {
+		fn := mt.fn
+		if err := m.ReadAtScrape(mt.name, mt.help, func() float64 { return float64(fn(n.Stats())) }); err != nil {
 			return err
 		}
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -402,5 +405,22 @@ func TestLogSyncLatencyMetric(t *testing.T) {
 				t.Fatalf("sum %v, +Inf bucket %v, count %v:\n%s", samples[fam+"_sum"], samples[fam+`_bucket{le="+Inf"}`], count, b)
 			}
 		})
+	}
+}
+
+// A taken port fails the start before the data directory is made or seeded.
+func TestTakenPortLeavesNoDataDir(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err = Start(context.Background(), Options{DataDir: dir, Listen: taken.Addr().String(), Demo: true})
+	if err == nil || !strings.Contains(err.Error(), "free the port or pass another --listen address") {
+		t.Fatalf("start on a taken port: %v", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, fs.ErrNotExist) {
+		t.Fatalf("the data directory exists after a failed start (%v)", serr)
 	}
 }

@@ -138,6 +138,7 @@ type Metrics struct {
 	inFlight   *family
 	rejected   *family
 	entriesVec *family
+	logLines   *family
 	saturation atomic.Pointer[func() float64]
 }
 
@@ -171,18 +172,16 @@ func NewMetrics() *Metrics {
 		entriesVec: newFamily("snavio_ingress_entries_total",
 			"PutEvents entries answered, by result (accepted or failed).",
 			typeCounter, nil, "result"),
+		logLines: newFamily("snavio_log_lines_suppressed_total",
+			"Log lines not written because they repeated a message already logged in the interval, by level (internal/logagg: the count is logged when the interval ends).",
+			typeCounter, nil, "level"),
 	}
 	saturation := newFamily("snavio_ingress_saturation",
 		"Fraction of the ingress in-flight request limit in use, 0 to 1.", typeGauge, nil)
-	saturation.fn = func(*scrape) (float64, bool) {
-		if f := m.saturation.Load(); f != nil {
-			return (*f)(), true
-		}
-		return 0, true
-	}
+	saturation.fn = func(*scrape) (float64, bool) { return m.saturationNow(), true }
 	m.reg.read = readScrape
 	m.reg.mustRegister(runtimeFamilies()...)
-	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, saturation)
+	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, m.logLines, saturation)
 	return m
 }
 
@@ -355,12 +354,30 @@ func (m *Metrics) entries(accepted, failed int) {
 	m.entriesVec.with("failed").add(float64(failed))
 }
 
+// LogSuppressed counts a log line the log aggregation suppressed, by its
+// level's name (logagg.LevelName).
+func (m *Metrics) LogSuppressed(level string) {
+	if m == nil {
+		return
+	}
+	m.logLines.with(level).add(1)
+}
+
 // setSaturation installs the function the saturation gauge reads.
 func (m *Metrics) setSaturation(f func() float64) {
 	if m == nil {
 		return
 	}
 	m.saturation.Store(&f)
+}
+
+// saturationNow reads the saturation gauge: the fraction of the ingress's
+// in-flight request limit in use (0 before an ingress installed it).
+func (m *Metrics) saturationNow() float64 {
+	if f := m.saturation.Load(); f != nil {
+		return (*f)()
+	}
+	return 0
 }
 
 // instrument wraps h with the latency histogram and in-flight gauge,

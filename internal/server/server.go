@@ -28,13 +28,18 @@ type StartOptions struct {
 	// Listen is the TCP address to listen on (default DefaultListen).
 	// Port 0 picks a free port; Server.Addr tells which.
 	Listen string
+	// Listener, when set, is used instead of listening on Listen: a caller
+	// that binds first can fail on a taken port before it writes anything.
+	Listener net.Listener
 	// DataDir holds the operator token (operator.token) and the default
 	// tenant token file (tenant-tokens.json); created 0700 if missing.
 	DataDir string
 	// Pipeline takes the valid PutEvents entries.
 	Pipeline Pipeline
-	// Ready reports whether the server can take traffic (store open,
-	// caches loaded); /readyz answers 503 with its error. Nil: ready.
+	// Ready reports whether the server can take traffic (store open and
+	// writable, caches loaded, shared capacity left); /readyz answers 503
+	// with its error, whose reason a *NotReady gives. Nil: ready (the
+	// server still checks its own in-flight limit).
 	Ready func(context.Context) error
 	// Metrics is the registry /metrics serves; pass the same one to the
 	// dispatcher as its telemetry.Metrics. Nil: a new one.
@@ -82,6 +87,15 @@ type drainHook struct {
 	fn   func(context.Context) error
 }
 
+// Listen binds addr, with the error a user of --listen can act on.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: cannot listen on %s: %w; free the port or pass another --listen address", addr, err)
+	}
+	return ln, nil
+}
+
 // Start validates opts, loads (or creates) the operator token, listens and
 // starts serving in the background. It returns once the listener is bound,
 // so Addr is valid and requests can be sent at once.
@@ -125,9 +139,11 @@ func Start(opts StartOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("server: cannot listen on %s: %w; free the port or pass another --listen address", opts.Listen, err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = Listen(opts.Listen); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
 		ln: ln, ingress: ingress, metrics: opts.Metrics, tokens: opts.Tokens,
@@ -165,15 +181,9 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 		writeStatus(w, http.StatusOK, map[string]string{"status": "ok"}, 0)
 	})))
 	mux.Handle("GET /readyz", m.instrument("readyz", now, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.draining.Load() {
-			writeStatus(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "error": "the server is shutting down", "fix": "send traffic to another instance, or wait for the restart"}, retry)
+		if nr := s.notReady(r.Context(), opts.Ready); nr != nil {
+			writeStatus(w, http.StatusServiceUnavailable, map[string]string{"status": nr.status(), "reason": nr.Reason, "error": nr.Err.Error(), "fix": nr.Fix}, retry)
 			return
-		}
-		if opts.Ready != nil {
-			if err := opts.Ready(r.Context()); err != nil {
-				writeStatus(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error(), "fix": "wait and retry; the server log says what it is waiting for"}, retry)
-				return
-			}
 		}
 		writeStatus(w, http.StatusOK, map[string]string{"status": "ready"}, 0)
 	})))
@@ -191,6 +201,63 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 			"PutEvents is POST /; health is /healthz and /readyz; metrics /metrics; the control API is under /v1/")
 	})))
 	return mux
+}
+
+// Reasons /readyz gives in its 503 answers (NotReady.Reason).
+const (
+	// ReasonDraining: the server is shutting down.
+	ReasonDraining = "draining"
+	// ReasonSaturated: every PutEvents request slot is taken.
+	ReasonSaturated = "saturated_requests"
+	// ReasonNotReady: a Ready error that is not a *NotReady.
+	ReasonNotReady = "not_ready"
+)
+
+// NotReady is why the server cannot take traffic: StartOptions.Ready
+// returns one to give /readyz a reason and a fix.
+type NotReady struct {
+	// Reason is a stable word for scripts and load balancers, such as
+	// log_failed or handoff_full.
+	Reason string
+	// Err says what is wrong.
+	Err error
+	// Fix says what brings the server back.
+	Fix string
+}
+
+func (e *NotReady) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+func (e *NotReady) Unwrap() error { return e.Err }
+
+func (e *NotReady) status() string {
+	if e.Reason == ReasonDraining {
+		return "draining"
+	}
+	return "not ready"
+}
+
+// notReady says why /readyz answers 503, or nil: the readiness source's
+// reason first (the most specific, such as a failed store), then a drain,
+// then the ingress's in-flight limit. /healthz says only that the process
+// serves.
+func (s *Server) notReady(ctx context.Context, ready func(context.Context) error) *NotReady {
+	if ready != nil {
+		if err := ready(ctx); err != nil {
+			var nr *NotReady
+			if errors.As(err, &nr) {
+				return nr
+			}
+			return &NotReady{Reason: ReasonNotReady, Err: err, Fix: "wait and retry; the server log says what it is waiting for"}
+		}
+	}
+	if s.draining.Load() {
+		return &NotReady{Reason: ReasonDraining, Err: errors.New("the server is shutting down"), Fix: "send traffic to another instance, or wait for the restart"}
+	}
+	if s.metrics.saturationNow() >= 1 {
+		return &NotReady{Reason: ReasonSaturated, Err: fmt.Errorf("all %d PutEvents request slots are in use", s.ingress.limits.MaxInFlightRequests),
+			Fix: "send traffic to another instance, or retry after the Retry-After delay"}
+	}
+	return nil
 }
 
 // limitControl bounds in-flight control-API requests, refusing the rest

@@ -282,7 +282,7 @@ func (a *API) info(s embedded.QueueStats) Info {
 	return Info{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
-		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Seconds(),
+		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(),
 	}
 }
 
@@ -384,7 +384,7 @@ func CheckName(what, name string) error {
 type CreateRequest struct {
 	Name string `json:"name"`
 	// DeadLetterQueue names an existing queue; with it MaxReceives is
-	// required (1..1000).
+	// 1..1000, 0 taking DefaultMaxReceives.
 	DeadLetterQueue string `json:"dlq,omitempty"`
 	MaxReceives     int    `json:"max_receives,omitempty"`
 	// VisibilityTimeoutSeconds is 0..43200; 0 takes the default (30 s).
@@ -392,6 +392,11 @@ type CreateRequest struct {
 	// MaxDepth is 0..10,000,000; 0 takes the default (100,000).
 	MaxDepth int `json:"max_depth,omitempty"`
 }
+
+// DefaultMaxReceives is a dead-letter queue's max receives when a create
+// request names a DLQ without one: a few retries, without parking a poison
+// message for long.
+const DefaultMaxReceives = 5
 
 // Validate checks every field and returns the store configuration.
 func (c CreateRequest) Validate() (embedded.QueueConfig, error) {
@@ -405,8 +410,11 @@ func (c CreateRequest) Validate() (embedded.QueueConfig, error) {
 		if c.DeadLetterQueue == c.Name {
 			return embedded.QueueConfig{}, fmt.Errorf("queue %s cannot be its own dead-letter queue: create a separate DLQ first", c.Name)
 		}
+		if c.MaxReceives == 0 {
+			c.MaxReceives = DefaultMaxReceives
+		}
 		if c.MaxReceives < 1 || c.MaxReceives > embedded.MaxMaxReceives {
-			return embedded.QueueConfig{}, fmt.Errorf("max receives %d: with a dead-letter queue it must be 1 to %d", c.MaxReceives, embedded.MaxMaxReceives)
+			return embedded.QueueConfig{}, fmt.Errorf("max receives %d: with a dead-letter queue it must be 1 to %d (or left out for %d)", c.MaxReceives, embedded.MaxMaxReceives, DefaultMaxReceives)
 		}
 	} else if c.MaxReceives != 0 {
 		return embedded.QueueConfig{}, fmt.Errorf("max receives %d without a dead-letter queue: set both or neither", c.MaxReceives)

@@ -189,6 +189,14 @@ func TestCreateListGet(t *testing.T) {
 	}
 	status, b, _ = fx.call(t, "GET", "/v1/queues/nope", nil, nil)
 	wantError(t, status, b, http.StatusNotFound, "does not exist")
+
+	// A DLQ without max receives takes the default.
+	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "mailer", DeadLetterQueue: "orders-dlq"}, nil)
+	in = Info{}
+	fx.ok(t, "GET", "/v1/queues/mailer", nil, &in)
+	if in.MaxReceives != DefaultMaxReceives || in.DeadLetterQueue != "orders-dlq" {
+		t.Fatalf("default max receives: get = %+v", in)
+	}
 }
 
 func TestCreateRefusesBadInput(t *testing.T) {
@@ -203,7 +211,7 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		{CreateRequest{Name: strings.Repeat("a", 81)}, "must be 1 to 80"},
 		{CreateRequest{Name: "q", DeadLetterQueue: "q.fifo", MaxReceives: 1}, "dead-letter queue \"q.fifo\" is a FIFO"},
 		{CreateRequest{Name: "q", DeadLetterQueue: "q", MaxReceives: 1}, "its own dead-letter"},
-		{CreateRequest{Name: "q", DeadLetterQueue: "d"}, "max receives 0"},
+		{CreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: -1}, "max receives -1"},
 		{CreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: 1001}, "max receives 1001"},
 		{CreateRequest{Name: "q", MaxReceives: 2}, "without a dead-letter"},
 		{CreateRequest{Name: "q", VisibilityTimeoutSeconds: 43201}, "visibility timeout"},
@@ -462,5 +470,16 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 	} {
 		status, b, _ := fx.call(t, "POST", tc.path, tc.body, nil)
 		wantError(t, status, b, http.StatusBadRequest, "reserved")
+	}
+}
+
+func TestOldestAgeIsMilliseconds(t *testing.T) {
+	in := (&API{}).info(embedded.QueueStats{Queue: embedded.Queue{QueueConfig: embedded.QueueConfig{Name: "q"}}, OldestAge: 3940121915 * time.Nanosecond})
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"oldest_age_seconds":3.94}`) {
+		t.Fatalf("info = %s, want oldest_age_seconds 3.94", b)
 	}
 }

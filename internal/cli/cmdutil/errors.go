@@ -111,11 +111,15 @@ func IsCobraUsage(err error) bool {
 }
 
 // Detail returns the chain of wrapped errors below err, outermost first,
-// for -v output. It omits err itself.
+// for -v output. It omits err itself and every cause whose message begins
+// err's own line (a wrapper that only appends a hint adds nothing to show).
 func Detail(err error) []string {
 	var out []string
+	line := err.Error()
 	for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
-		out = append(out, fmt.Sprintf("%T: %v", e, e))
+		if msg := e.Error(); !strings.HasPrefix(line, msg) {
+			out = append(out, fmt.Sprintf("%T: %s", e, msg))
+		}
 	}
 	return out
 }

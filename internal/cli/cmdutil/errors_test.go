@@ -29,11 +29,28 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
+// hinted is an error whose line replaces its cause's text with advice.
+type hinted struct{ cause error }
+
+func (h hinted) Error() string {
+	return "cannot save the profile: check the config directory's permissions"
+}
+func (h hinted) Unwrap() error { return h.cause }
+
 func TestDetailListsCauses(t *testing.T) {
 	root := errors.New("disk full")
-	err := fmt.Errorf("write config: %w", fmt.Errorf("rename: %w", root))
+	err := hinted{fmt.Errorf("rename: %w", root)}
 	d := Detail(err)
-	if len(d) != 2 || d[1] != "*errors.errorString: disk full" {
+	if len(d) != 2 || d[0] != "*fmt.wrapError: rename: disk full" || d[1] != "*errors.errorString: disk full" {
 		t.Errorf("Detail = %q", d)
+	}
+}
+
+// A cause the error's own line already shows is not repeated under -v.
+func TestDetailSkipsWhatTheLineShows(t *testing.T) {
+	api := errors.New("route billing/charge does not exist")
+	err := fmt.Errorf("%w; list the routes with `snavio route list`", api)
+	if d := Detail(err); len(d) != 0 {
+		t.Errorf("Detail = %q, want nothing: the line shows the cause", d)
 	}
 }

@@ -20,7 +20,13 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		Short: "Print the shell completion script",
 		Long: `Print the completion script for a shell to standard output.
 
-Release archives and packages also ship these scripts in completions/.`,
+Release archives and packages also ship these scripts in completions/.
+
+The bash script needs the bash-completion package (Debian and Ubuntu:
+apt-get install bash-completion; macOS: brew install bash-completion@2);
+without it bash prints "_get_comp_words_by_ref: command not found".
+Queue names complete from the profile's dispatcher (within a second, and
+nothing when it cannot be reached), profile names from the config file.`,
 		Example: `  # bash, for the current shell
   source <(snavio completion bash)
 

@@ -46,8 +46,12 @@ func MapError(err error, list string) error {
 		return fmt.Sprintf("%s (HTTP %d): %s", msg, ae.Status, hint)
 	}
 	switch ae.Status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+	case http.StatusBadRequest:
 		return &cmdutil.UsageError{Err: &Error{API: ae, msg: with("check the flags and the input file against the command's --help")}}
+	case http.StatusUnprocessableEntity:
+		// Well-formed, but the platform cannot act on it (a route's queue
+		// failed the test routing): not a usage error, so no usage line.
+		return &Error{API: ae, msg: with("fix what the message names, then run the command again")}
 	case http.StatusUnauthorized, http.StatusForbidden:
 		// Where the token comes from, and (unless the server said so
 		// already) what needs the operator's.
@@ -63,7 +67,9 @@ func MapError(err error, list string) error {
 		// The server's fix is kept when it names a CLI command; its
 		// generic ones name HTTP endpoints, which the list command replaces.
 		hint := fmt.Sprintf("see what exists with `%s`", list)
-		if strings.Contains(ae.Fix, "snavio ") {
+		if strings.Contains(ae.Fix, "`"+list+"`") {
+			hint = ae.Fix
+		} else if strings.Contains(ae.Fix, "snavio ") {
 			hint = ae.Fix + "; " + hint
 		}
 		return &Error{API: ae, msg: fmt.Sprintf("%s (HTTP 404): %s", msg, hint)}

@@ -16,12 +16,13 @@ func TestMap(t *testing.T) {
 		contains []string
 	}{
 		{&platform.APIError{Status: 400, Message: "invalid rate", Fix: "write 100/s"}, cmdutil.ExitUsage, []string{"invalid rate (HTTP 400): write 100/s"}},
-		{&platform.APIError{Status: 422, Message: "queue q does not exist", Fix: "snavio queue create q"}, cmdutil.ExitUsage, []string{"queue q does not exist", "snavio queue create q"}},
+		{&platform.APIError{Status: 422, Message: "queue q does not exist", Fix: "snavio queue create q"}, cmdutil.ExitError, []string{"queue q does not exist", "snavio queue create q"}},
 		{&platform.APIError{Status: 400, Message: "bad"}, cmdutil.ExitUsage, []string{"--help"}},
 		{&platform.APIError{Status: 401, Message: "unknown token"}, cmdutil.ExitError, []string{"SNAVIO_TOKEN", "operator.token"}},
 		{&platform.APIError{Status: 403, Message: "tenant may not", Fix: "use the operator profile"}, cmdutil.ExitError, []string{"use the operator profile", "SNAVIO_TOKEN"}},
 		{&platform.APIError{Status: 404, Message: "registry: not found", Fix: "GET /v1/registry"}, cmdutil.ExitError, []string{"`snavio route list`"}},
 		{&platform.APIError{Status: 404, Message: "no keys", Fix: "snavio key create --service x/<service>"}, cmdutil.ExitError, []string{"snavio key create --service x/<service>; see what exists with `snavio route list`"}},
+		{&platform.APIError{Status: 404, Message: "queue q does not exist", Fix: "list the queues with `snavio route list`"}, cmdutil.ExitError, []string{"(HTTP 404): list the queues with `snavio route list`"}},
 		{&platform.APIError{Status: 409, Message: "registry: version conflict"}, cmdutil.ExitError, []string{"version conflict", "run the command again"}},
 		{&platform.APIError{Status: 500, Message: "boom"}, cmdutil.ExitError, []string{"boom (HTTP 500)"}},
 		{errors.New("plain"), cmdutil.ExitError, []string{"plain"}},
@@ -56,5 +57,13 @@ func TestMapTokenErrorsSayItOnce(t *testing.T) {
 	}
 	if want := "(HTTP 403): run the command with the operator profile; the token is SNAVIO_TOKEN"; !strings.Contains(got, want) {
 		t.Errorf("403: %q lacks %q", got, want)
+	}
+}
+
+// A 404 whose fix already names the list command does not name it twice.
+func TestNotFoundHintOnce(t *testing.T) {
+	got := MapError(&platform.APIError{Status: 404, Message: "queue q does not exist", Fix: "list the queues with `snavio queue list`, or create it with `snavio queue create`"}, "snavio queue list")
+	if n := strings.Count(got.Error(), "snavio queue list"); n != 1 {
+		t.Errorf("%q names `snavio queue list` %d times, want once", got, n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/serve"
@@ -40,6 +41,11 @@ type ServeOptions struct {
 	// what validate made of it (0 for always).
 	Fsync     string
 	SyncEvery time.Duration
+
+	// Email are the --alert-email-* flags; EmailConfig is what validate
+	// made of them (nil: no email channel).
+	Email       emailFlags
+	EmailConfig *alerts.EmailConfig
 }
 
 func newServeCmd(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
@@ -91,8 +97,22 @@ and demo-orders-dlq, routes orders/create and orders/charge (strict
 dedupe), their ACLs and a key (written to demo-app.key in the data
 directory), and prints the snavio send line to try next.
 
-Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
-2 usage error.`,
+Alerts (docs/alerts.md) go to the dashboard log (GET /v1/alerts), and to
+every channel configured here for all tenants: a signed webhook
+(--alert-webhook) and email (--alert-email-smtp with --alert-email-from
+and --alert-email-to). Email needs STARTTLS unless --alert-email-insecure
+names a loopback relay; SMTP AUTH takes --alert-email-username and the
+password from --alert-email-password-file or SNAVIO_ALERT_EMAIL_PASSWORD.
+Critical alerts reach the dashboard log when every channel fails.
+
+If the store's write-ahead log fails (a full or failing disk), every
+write is refused, /readyz answers 503 with reason log_failed, and serve
+stops with exit code 1 and one line saying so: run it under a supervisor
+that restarts it (systemd Restart=on-failure, a container restart
+policy); the restart recovers every acknowledged write.
+
+Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly (a
+failed log included), 2 usage error.`,
 		Example: `  # Try it: seed a demo tenant, then follow the printed "snavio send" line.
   snavio dispatch serve --demo
 
@@ -104,7 +124,12 @@ Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
 
   # Durable, in a chosen directory, with a webhook for alerts.
   snavio dispatch serve --data-dir /var/lib/snavio \
-      --alert-webhook https://ops.example.com/hook --alert-webhook-secret-file hook.secret`,
+      --alert-webhook https://ops.example.com/hook --alert-webhook-secret-file hook.secret
+
+  # Email alerts through a relay (STARTTLS and AUTH; the password from a file).
+  snavio dispatch serve --alert-email-smtp smtp.example.com:587 \
+      --alert-email-from alerts@example.com --alert-email-to ops@example.com \
+      --alert-email-username alerts --alert-email-password-file smtp.password`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -123,6 +148,7 @@ Exit codes: 0 stopped cleanly, 1 failed to start or to stop cleanly,
 	fl.BoolVar(&opts.Shadow, "shadow", false, "record what rate limits and fairness would refuse, without refusing")
 	fl.StringVar(&opts.WebhookURL, "alert-webhook", "", "deliver alerts to this URL (signed with --alert-webhook-secret-file)")
 	fl.StringVar(&opts.WebhookSecretFile, "alert-webhook-secret-file", "", "file holding the webhook's signing secret")
+	opts.Email.register(fl)
 	fl.DurationVar(&opts.TelemetryRetention, "telemetry-retention", 24*time.Hour, "how long telemetry streams keep events")
 	fl.DurationVar(&opts.ArchiveRetention, "archive-retention", 7*24*time.Hour, "how long the archive keeps accepted events")
 	fl.DurationVar(&opts.SnapshotInterval, "snapshot-interval", 5*time.Minute, "how often registry snapshots are generated")
@@ -157,6 +183,9 @@ func (o *ServeOptions) validate() error {
 	o.SyncEvery = d
 	if (o.WebhookURL == "") != (o.WebhookSecretFile == "") {
 		return cmdutil.Usagef("--alert-webhook and --alert-webhook-secret-file go together: give both or neither")
+	}
+	if o.EmailConfig, err = o.Email.config(os.Getenv); err != nil {
+		return err
 	}
 	return nil
 }
@@ -204,7 +233,7 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 	s, err := serve.Start(ctx, serve.Options{
 		DataDir: o.DataDir, Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Listen: o.Listen, Demo: o.Demo,
 		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
-		WebhookURL: o.WebhookURL, WebhookSecret: secret, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
+		WebhookURL: o.WebhookURL, WebhookSecret: secret, Email: o.EmailConfig, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
 		Jobs: serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
 	})
 	if err != nil {
@@ -231,7 +260,10 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 	fmt.Fprintln(f.IOStreams.ErrOut, "stopping: draining requests in flight, the slow stage and alerts...")
 	sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 	defer cancel()
-	err = errors.Join(failure, s.Shutdown(sctx))
+	err = s.Shutdown(sctx)
+	if failure != nil && !errors.Is(err, failure) { // a failed log is both
+		err = errors.Join(failure, err)
+	}
 	if o.ReadyFile != "" {
 		_ = os.Remove(o.ReadyFile)
 	}

@@ -70,6 +70,45 @@ create, receive, delete and purge need the operator token.`,
 
 func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
 
+// completionTimeout bounds the request a shell completion makes: a slow or
+// absent server completes nothing rather than hang the shell.
+const completionTimeout = time.Second
+
+// completeQueue completes a first argument with the names of the profile's
+// queues, and nothing on any failure.
+func completeQueue(d Deps) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return queueNames(cmd.Context(), d, toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// queueNames lists the queues whose names start with prefix.
+func queueNames(ctx context.Context, d Deps, prefix string) []string {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+	defer cancel()
+	api, err := d.API()
+	if err != nil {
+		return nil
+	}
+	var l queueapi.List
+	if err := api.Do(ctx, http.MethodGet, "/v1/queues", url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}, nil, &l); err != nil {
+		return nil
+	}
+	var out []string
+	for _, q := range l.Queues {
+		if strings.HasPrefix(q.Name, prefix) {
+			out = append(out, q.Name)
+		}
+	}
+	return out
+}
+
 func queuePath(name string, rest ...string) string {
 	return "/v1/queues/" + url.PathEscape(name) + strings.Join(rest, "")
 }
@@ -197,9 +236,9 @@ is a no-op (exit 0, "created": false); with other settings it is an error.
 
 Names are 1 to 80 letters, digits, - and _. FIFO queues (names ending in
 .fifo) are refused: Snavio delivers to standard queues only. A dead-letter
-queue must exist first; with --dlq, --max-receives (1 to 1000) is required:
-a message received that many times without being deleted moves to the DLQ
-at its next receive.`,
+queue must exist first; with --dlq, a message received --max-receives times
+(1 to 1000, default 5) without being deleted moves to the DLQ at its next
+receive.`,
 		Example: `  snavio queue create mailer-dlq
   snavio queue create mailer --dlq mailer-dlq --max-receives 5 --visibility-timeout 60s
   snavio queue create audit --max-depth 1000000 -o json`,
@@ -216,8 +255,11 @@ at its next receive.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.DLQ, "dlq", "", "dead-letter queue (must exist; needs --max-receives)")
-	fl.IntVar(&opts.MaxReceives, "max-receives", 0, "receives before a message moves to the DLQ (1 to 1000)")
+	fl.StringVar(&opts.DLQ, "dlq", "", "dead-letter queue (must exist)")
+	_ = cmd.RegisterFlagCompletionFunc("dlq", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return queueNames(c.Context(), d, toComplete), cobra.ShellCompDirectiveNoFileComp
+	})
+	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", queueapi.DefaultMaxReceives))
 	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
 	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
 	return cmd
@@ -315,7 +357,8 @@ JSON, nothing in NDJSON) and exits 0.`,
 		Example: `  snavio queue receive mailer
   snavio queue receive mailer --max 10 --wait 20s -o json
   snavio queue receive mailer-dlq --delete -o ndjson`,
-		Args: cmdutil.ExactArgs(1, "a QUEUE name"),
+		Args:              cmdutil.ExactArgs(1, "a QUEUE name"),
+		ValidArgsFunction: completeQueue(d),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Queue = args[0]
 			if _, err := opts.request(); err != nil {
@@ -457,6 +500,7 @@ Exit codes: 0 every message deleted; 1 any handle was stale or invalid (the
 table says which) or the request failed; 2 bad arguments.`,
 		Example: `  snavio queue delete mailer r1.6f1c...
   snavio queue receive mailer -o json | jq -r '.[].receipt_handle' | xargs snavio queue delete mailer`,
+		ValidArgsFunction: completeQueue(d),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return cmdutil.Usagef("%q needs a QUEUE and at least one RECEIPT_HANDLE; see `%s --help`", cmd.CommandPath(), cmd.CommandPath())
@@ -524,7 +568,8 @@ asks you to type the queue's name; elsewhere (scripts, CI) it needs --yes
 and never prompts.`,
 		Example: `  snavio queue purge mailer-dlq
   snavio queue purge mailer-dlq --yes -o json`,
-		Args: cmdutil.ExactArgs(1, "a QUEUE name"),
+		Args:              cmdutil.ExactArgs(1, "a QUEUE name"),
+		ValidArgsFunction: completeQueue(d),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Queue = args[0]
 			if err := checkQueueArg(opts.Queue); err != nil {

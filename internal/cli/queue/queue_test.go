@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/output"
@@ -257,5 +259,29 @@ func TestWaitIsSentAsSeconds(t *testing.T) {
 	req, err := got.request()
 	if err != nil || req != (queueapi.ReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
 		t.Fatalf("request = %+v, %v", req, err)
+	}
+}
+
+func TestQueueNamesComplete(t *testing.T) {
+	fx := newFixture(t, output.JSON)
+	ctx := context.Background()
+	for _, q := range []string{"mailer", "mailer-dlq", "orders"} {
+		if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := NewCmdReceive(fx.deps, nil)
+	got, dir := cmd.ValidArgsFunction(cmd, nil, "mai")
+	if strings.Join(got, ",") != "mailer,mailer-dlq" || dir != cobra.ShellCompDirectiveNoFileComp {
+		t.Errorf("complete mai = %q %v", got, dir)
+	}
+	if got, _ := cmd.ValidArgsFunction(cmd, []string{"mailer"}, ""); got != nil {
+		t.Errorf("second argument completed to %q", got)
+	}
+	// No server: nothing, and no error in the shell.
+	down := fx.deps
+	down.API = func() (*platform.API, error) { return platform.NewAPI("http://127.0.0.1:1", nil, nil), nil }
+	if got := queueNames(ctx, down, ""); got != nil {
+		t.Errorf("no server: %q", got)
 	}
 }

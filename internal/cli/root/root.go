@@ -193,9 +193,7 @@ compare state); see "snavio help exit-codes".`,
 		return file.ProfileNames(), cobra.ShellCompDirectiveNoFileComp
 	})
 
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &cmdutil.UsageError{Err: err}
-	})
+	cmd.SetFlagErrorFunc(cmdutil.FlagError)
 
 	return cmd
 }

@@ -3,6 +3,10 @@ package root
 import (
 	"bytes"
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/iostreams"
 )
 
@@ -212,4 +217,54 @@ func BenchmarkNewCmdForVersion(b *testing.B) {
 		g := &cmdutil.Globals{}
 		NewCmdFor(cmdutil.New(ios, mapEnv{}, g), g, args)
 	}
+}
+
+// TestEnvironmentTopicListsEveryVariable fails when a non-test source file
+// reads a SNAVIO_* variable that `snavio help environment` does not list.
+func TestEnvironmentTopicListsEveryVariable(t *testing.T) {
+	var page string
+	for _, c := range helpTopics() {
+		if c.Use == "environment" {
+			page = c.Long
+		}
+	}
+	if page == "" {
+		t.Fatal("no environment help topic")
+	}
+	root := filepath.Join("..", "..", "..")
+	re := regexp.MustCompile(`"(SNAVIO_[A-Z_]+)"`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			if !listed(page, m[1]) {
+				t.Errorf("%s reads %s, which `snavio help environment` does not list", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range config.SettingKeys() {
+		if name := config.EnvName(k); !listed(page, name) {
+			t.Errorf("setting %s is read from %s, which `snavio help environment` does not list", k, name)
+		}
+	}
+}
+
+// listed reports whether the environment page has a line for name.
+func listed(page, name string) bool {
+	return regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + `(\s|$)`).MatchString(page)
 }

@@ -94,6 +94,15 @@ Every setting resolves with the precedence:
   SNAVIO_TABLE_PREFIX     DynamoDB table prefix of an aws profile
   SNAVIO_SNAPSHOT_BUCKET  snapshot bucket of an aws profile
   SNAVIO_ROLE_ARN         role to assume for an aws profile
+  SNAVIO_TOKEN            bearer token for the control API of a local profile
+                          (a tenant token; default: the operator token in the
+                          data directory)
+  SNAVIO_SECRET           snavio send: the HMAC secret in base64 (instead of
+                          --secret-file), with SNAVIO_KEY_VERSION
+  SNAVIO_KEY_VERSION      snavio send: the key version of SNAVIO_SECRET
+  SNAVIO_ALERT_EMAIL_PASSWORD
+                          dispatch serve: the SMTP AUTH password of the email
+                          alert channel (instead of --alert-email-password-file)
   SNAVIO_FORCE_TTY        1 treats stdout and stderr as terminals
   NO_COLOR                any non-empty value disables colour (no-color.org)
   XDG_CONFIG_HOME         base of the default config file location

@@ -44,11 +44,13 @@ nothing the second time.
 file no longer lists; other teams' targets are never touched, and revoked
 ACLs are kept for the revocation audit.
 
-Exit codes: 0 ok; 1 error; 2 invalid input (a bad flag, or a file or record
-the CLI or the dispatcher refused: nothing was written). With
---detailed-exitcode, as terraform's: 0 when the registry already matched
-the file, 3 when the plan had changes (with --dry-run: changes pending;
-without: they were made).
+Exit codes: 0 ok; 1 error, such as a queue that failed the test routing
+(nothing was written); 2 invalid input (a bad flag, or a file or record the
+CLI or the dispatcher refused as malformed: nothing was written). With
+--detailed-exitcode, as terraform plan's: 0 when nothing is left to do, 3
+when changes are pending. A dry run with changes exits 3; an apply that
+made them exits 0, since nothing is pending afterwards (its summary says
+what changed).
 
 File format (durations take a unit; every key but kind, target and command
 is optional, and queue and dlq are required for routes):
@@ -95,7 +97,7 @@ is optional, and queue and dlq are required for routes):
 	f.StringVarP(&opts.File, "file", "f", "", "YAML file of routes and ACLs, or - for stdin (required)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and write nothing")
 	f.BoolVar(&opts.Prune, "prune", false, "delete the routes and ACLs of the file's targets that the file no longer lists")
-	f.BoolVar(&opts.DetailedExitcode, "detailed-exitcode", false, "exit 3 when the plan has changes, 0 when it has none")
+	f.BoolVar(&opts.DetailedExitcode, "detailed-exitcode", false, "exit 3 when changes are pending (a dry run with changes), 0 when none are")
 	_ = cmd.MarkFlagFilename("file", "yaml", "yml")
 	return cmd
 }
@@ -148,7 +150,7 @@ func RunApply(ctx context.Context, opts *ApplyOptions) error {
 	if err := Print(p, opts.ErrOut, res); err != nil {
 		return err
 	}
-	if opts.DetailedExitcode && res.Summary.Pending() {
+	if opts.DetailedExitcode && res.DryRun && res.Summary.Pending() {
 		return &cmdutil.ExitCodeError{Code: cmdutil.ExitChanges}
 	}
 	return nil

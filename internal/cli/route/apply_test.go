@@ -54,8 +54,10 @@ func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
 	if !res.DryRun || res.Summary.Create != 2 {
 		t.Fatalf("plan = %+v", res)
 	}
-	if err := e.run(t, NewCmdApply(d, nil), "-f", f); err != nil {
-		t.Fatal(err)
+	// Applying them with --detailed-exitcode exits 0: nothing is pending
+	// afterwards.
+	if err := e.run(t, NewCmdApply(d, nil), "-f", f, "--detailed-exitcode"); err != nil {
+		t.Fatalf("apply with --detailed-exitcode: %v", err)
 	}
 	decode()
 	if res.Summary.Create != 2 || res.Changes[0].Version != 1 {

@@ -123,7 +123,7 @@ func TestRegisterMapsServerErrors(t *testing.T) {
 		return control.QueueInfo{}, control.ErrNoQueue
 	}))
 	err := e.run(t, NewCmdRegister(e.deps("op", output.JSON), nil), base...)
-	if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "queue "+queue+" does not exist") || !strings.Contains(err.Error(), "snavio queue create mailer --dlq mailer-dlq") {
+	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "queue "+queue+" does not exist") || !strings.Contains(err.Error(), "snavio queue create mailer --dlq mailer-dlq") {
 		t.Fatalf("err = %v", err)
 	}
 	e2 := newTestEnv(t, nil)

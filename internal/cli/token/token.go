@@ -184,6 +184,9 @@ func runCreate(ctx context.Context, o *CreateOptions) (err error) {
 		out.Token, out.TokenFile = "", o.TokenFile
 		out.Notice = "the token is in " + o.TokenFile + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + o.TokenFile + ")"
 	}
+	if w := cmdutil.SecretFileWarning("--token-file", o.TokenFile); w != "" && file != nil {
+		fmt.Fprintln(o.ErrOut, w)
+	}
 	if err := p.Print(out); err != nil {
 		return err
 	}

@@ -2,10 +2,13 @@
 package version
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/build"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/output"
 )
 
 // Options are the inputs of `snavio version`.
@@ -22,7 +25,9 @@ func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `Print the version, commit, build date and Go version of this binary.
 
 Release builds carry the values goreleaser stamps with -ldflags; a binary
-built with "go install" reports the module version and VCS data instead.`,
+built with "go install" reports the module version and VCS data instead.
+On a terminal (-o table) it is one line, like "gh --version"; the other
+formats give each field.`,
 		Example: `  snavio version
   snavio version -o json`,
 		Args: cmdutil.NoArgs,
@@ -40,5 +45,19 @@ func run(f *cmdutil.Factory, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	return p.Print(opts.Info())
+	info := opts.Info()
+	if p.Format() == output.Table {
+		_, err := fmt.Fprintln(f.IOStreams.Out, Line(info))
+		return err
+	}
+	return p.Print(info)
+}
+
+// Line is the one-line form: "snavio version V (commit C, built D) GO PLATFORM".
+func Line(i build.Info) string {
+	commit := i.Commit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	return fmt.Sprintf("snavio version %s (commit %s, built %s) %s %s", i.Version, commit, i.Date, i.GoVersion, i.Platform)
 }

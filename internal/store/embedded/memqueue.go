@@ -19,6 +19,9 @@ type memQueue struct {
 	reserved int
 }
 
+// full says whether a send would exceed the queue's MaxDepth.
+func (q *memQueue) full() bool { return len(q.msgs)+q.reserved >= q.q.MaxDepth }
+
 func newMemQueue(q Queue) *memQueue {
 	return &memQueue{q: q, msgs: make(map[string]*memMsg)}
 }

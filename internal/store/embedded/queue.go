@@ -785,7 +785,8 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 	if err != nil {
 		return nil, err
 	}
-	if n := len(q.msgs) + q.reserved; n >= q.q.MaxDepth {
+	if q.full() {
+		n := len(q.msgs) + q.reserved
 		s.qmu.Unlock()
 		return nil, fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
 	}

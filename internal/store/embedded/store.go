@@ -107,6 +107,16 @@ type Options struct {
 	// segmentBytes overrides walSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
 	segmentBytes int64
+
+	// logIO, when set, replaces the log's file writes and syncs (tests:
+	// a disk that fails, then recovers).
+	logIO *logIO
+}
+
+// logIO is how the log writes and syncs its segment files.
+type logIO struct {
+	writeAt  func(f *os.File, b []byte, off int64) (int, error)
+	datasync func(f *os.File) error
 }
 
 // ErrClosed is returned by every method called after Close.
@@ -316,6 +326,9 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.wal.onSync = opts.OnLogSync
+	if opts.logIO != nil {
+		s.wal.writeAt, s.wal.datasync = opts.logIO.writeAt, opts.logIO.datasync
+	}
 	s.wg.Add(1)
 	go s.committer()
 	go s.wal.flusher()
@@ -333,7 +346,8 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 	if err := s.loadQueues(); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now}
+	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now,
+		failed: make(chan struct{}), writeAt: (*os.File).WriteAt, datasync: fdatasync}
 	w.cur = w.newGroup()
 	if !ephemeral {
 		w.syncEvery = syncEvery
@@ -418,6 +432,50 @@ func checkFormat(tx *bolt.Tx, path string) error {
 func formatError(path string, f uint64) error {
 	return fmt.Errorf("embedded store: %s: %w %d (this snavio reads format %d only; the file was written by another snavio version): run the snavio version that wrote it, or move the file away to start with an empty store", path, ErrFormat, f, StoreFormat)
 }
+
+// ErrApplyFailing wraps Health's report that applying the log to the
+// store file fails (the file cannot be written, say its disk is full): the
+// applier retries, and reads of telemetry and the archive wait meanwhile.
+var ErrApplyFailing = errors.New("embedded store: applying the write-ahead log to the store file fails")
+
+// Health says whether the store takes writes: nil, or an error wrapping
+// ErrLogFailed once the write-ahead log failed (until the store is
+// reopened; it is reported after Close too), ErrApplyFailing while the
+// log cannot be applied to the file (until an apply succeeds), or
+// ErrClosed after Close.
+func (s *Store) Health() error {
+	s.wal.mu.Lock()
+	lerr := s.wal.err
+	s.wal.mu.Unlock()
+	if lerr != nil {
+		return fmt.Errorf("%w: %w", ErrLogFailed, lerr)
+	}
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	s.ap.mu.Lock()
+	aerr := s.ap.err
+	s.ap.mu.Unlock()
+	if aerr != nil {
+		return fmt.Errorf("%w: %w", ErrApplyFailing, aerr)
+	}
+	return nil
+}
+
+// QueueFull says whether queue holds its MaxDepth of messages: a send to
+// it now fails with ErrQueueFull.
+func (s *Store) QueueFull(queue string) (bool, error) {
+	q, err := s.lockQueue(queue, "")
+	if err != nil {
+		return false, err
+	}
+	defer s.qmu.Unlock()
+	return q.full(), nil
+}
+
+// LogFailed is closed when the write-ahead log fails: from then on every
+// write is refused until the store is reopened (Health has the cause).
+func (s *Store) LogFailed() <-chan struct{} { return s.wal.failed }
 
 // Path returns the store's file, or "" for an ephemeral store.
 func (s *Store) Path() string { return s.path }

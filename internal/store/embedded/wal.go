@@ -260,7 +260,10 @@ type wal struct {
 	cur     *walGroup
 	spare   []chunk // a flushed group's chunks, reused
 	closing bool
-	err     error
+	// err is the failure that stopped the log (nil while it works);
+	// failed is closed when it is set (fail).
+	err    error
+	failed chan struct{}
 	// spares are the paths of deleted segments' files kept for reuse
 	// (walSpareSegments at most).
 	spares []string
@@ -301,6 +304,10 @@ type wal struct {
 	// given each sync's duration (Options.OnLogSync).
 	now    func() time.Time
 	onSync func(time.Duration)
+	// writeAt and datasync write and sync a segment's file: f.WriteAt
+	// and fdatasync, or a test's failing disk (Options.logIO).
+	writeAt  func(f *os.File, b []byte, off int64) (int, error)
+	datasync func(f *os.File) error
 
 	frames, writes, syncs atomic.Uint64
 	syncNanos             atomic.Int64 // the syncs' total duration
@@ -325,7 +332,7 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLogFailed, w.err)
+		return nil, fmt.Errorf("%w: %w", ErrLogFailed, w.err)
 	}
 	if w.closing {
 		return nil, ErrClosed
@@ -334,8 +341,8 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	if seg.size > 0 && seg.size+int64(len(f.b)) > w.segmentBytes {
 		ns, err := w.createSegment(w.next)
 		if err != nil {
-			w.err = err
-			return nil, fmt.Errorf("%w: %v", ErrLogFailed, err)
+			w.fail(err)
+			return nil, fmt.Errorf("%w: %w", ErrLogFailed, err)
 		}
 		w.segs = append(w.segs, ns)
 		seg = ns
@@ -458,14 +465,29 @@ func (w *wal) syncDue() bool {
 	return w.onDemand() && len(w.pending) > 0 && w.demand > w.committed.Load()
 }
 
+// fail stops the log with err, the first failure; the caller holds w.mu.
+func (w *wal) fail(err error) {
+	if w.err == nil {
+		w.err = err
+		close(w.failed)
+	}
+}
+
 // flush writes g. In memory or with a sync interval it commits g at once;
-// on a log that syncs on demand g waits in pending for its sync.
+// on a log that syncs on demand g waits in pending for its sync. After a
+// failure nothing more is written: a group written past a torn one would
+// be acknowledged and then lost, as recovery stops at the torn frame.
 func (w *wal) flush(g *walGroup) {
-	err := w.write(g)
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err == nil {
+		err = w.write(g)
+	}
 	last := g.lastLSN()
 	w.mu.Lock()
-	if err != nil && w.err == nil {
-		w.err = err
+	if err != nil {
+		w.fail(err)
 	}
 	for _, c := range g.chunks {
 		if cap(c.b) <= 4<<20 {
@@ -479,7 +501,7 @@ func (w *wal) flush(g *walGroup) {
 	if err != nil {
 		// The groups written before it are whole: they are still synced
 		// and committed.
-		g.err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+		g.err = fmt.Errorf("%w: %w", ErrLogFailed, err)
 		g.werr = g.err
 		close(g.written)
 		close(g.done)
@@ -530,7 +552,7 @@ func (w *wal) commitSynced() {
 	if w.synced.Load() < last {
 		// sync syncs everything written, pending included.
 		if err = w.sync(); err != nil {
-			err = fmt.Errorf("%w: %v", ErrLogFailed, err)
+			err = fmt.Errorf("%w: %w", ErrLogFailed, err)
 		}
 	}
 	for _, g := range gs {
@@ -566,7 +588,7 @@ func (w *wal) write(g *walGroup) error {
 			}
 			c.seg.synced.Store(true)
 		}
-		if _, err := c.seg.f.WriteAt(c.b, c.off); err != nil {
+		if _, err := w.writeAt(c.seg.f, c.b, c.off); err != nil {
 			return fmt.Errorf("write %s: %w", c.seg.name, err)
 		}
 		if w.onDemand() && g.durable {
@@ -596,7 +618,7 @@ func (w *wal) write(g *walGroup) error {
 func (w *wal) syncSegments(segs []*segment) error {
 	start := w.now()
 	for _, s := range segs {
-		if err := fdatasync(s.f); err != nil {
+		if err := w.datasync(s.f); err != nil {
 			return fmt.Errorf("sync %s: %w", s.name, err)
 		}
 		if !s.synced.Load() {
@@ -622,6 +644,13 @@ func (w *wal) sync() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	w.mu.Lock()
+	if err := w.err; err != nil {
+		// After a failed sync a later one can succeed with the failed
+		// pages dropped (Linux marks them clean): nothing written before
+		// the failure is made out to be durable.
+		w.mu.Unlock()
+		return err
+	}
 	segs, upTo := w.dirty, w.written
 	w.dirty = nil
 	w.mu.Unlock()
@@ -631,9 +660,7 @@ func (w *wal) sync() error {
 	if len(segs) > 0 {
 		if err := w.syncSegments(segs); err != nil {
 			w.mu.Lock()
-			if w.err == nil {
-				w.err = err
-			}
+			w.fail(err)
 			w.mu.Unlock()
 			return err
 		}
@@ -650,7 +677,7 @@ func (w *wal) syncThrough(lsn uint64) error {
 		return nil
 	}
 	if err := w.sync(); err != nil {
-		return fmt.Errorf("%w: %v", ErrLogFailed, err)
+		return fmt.Errorf("%w: %w", ErrLogFailed, err)
 	}
 	return nil
 }

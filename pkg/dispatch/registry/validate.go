@@ -374,7 +374,7 @@ type QueueARN struct {
 func ParseQueueARN(s string) (QueueARN, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" {
-		return QueueARN{}, fmt.Errorf("%q is not an SQS queue ARN: use arn:aws:sqs:<region>:<account>:<queue>", clip(s))
+		return QueueARN{}, fmt.Errorf("%q is not an SQS queue ARN: use arn:aws:sqs:<region>:<account>:<queue> on AWS, or arn:snavio:sqs:local:000000000000:<queue> for a local dispatch serve (snavio queue list shows them)", clip(s))
 	}
 	a := QueueARN{Partition: parts[1], Region: parts[3], Account: parts[4], Name: parts[5]}
 	if strings.HasSuffix(a.Name, ".fifo") {
