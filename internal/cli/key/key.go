@@ -39,15 +39,17 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 with an HMAC-SHA256 secret. "key create" makes a service's first secret,
 "key rotate" its next one (the previous stays accepted for the overlap);
 both print the new secret once. "key list" shows versions and dates, never
-secrets. Creating and rotating need the operator token.`,
+secrets. Creating and rotating need the operator token. "key delivery"
+prints the key a target's consumer verifies delivered messages with.`,
 		Example: `  snavio key create --service acme/billing
   snavio key rotate --service acme/billing --activate-in 1h
-  snavio key list --tenant acme`,
+  snavio key list --tenant acme
+  snavio key delivery --target orders`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
 	d := route.NewDeps(f)
-	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdRotate(d, nil), NewCmdList(d, nil))
+	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdRotate(d, nil), NewCmdList(d, nil), NewCmdDelivery(d, nil))
 	return cmd
 }
 

@@ -741,8 +741,11 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	}
 	sent := nanos(now)
 	h := msgHeader{VisibleAt: sent, SentAt: sent}
-	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+len(d.Body)+512)}
-	off, n := f.newMsg(d.Queue, &h, &Message{ID: id, Body: d.Body, Attributes: d.Attributes})
+	msg := &Message{ID: id, Body: d.Body, Attributes: d.Attributes}
+	// Room for the message with its attributes, and 512 bytes for a claim
+	// and an event, so that the frame is allocated once.
+	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+msgLen(msg)+512)}
+	off, n := f.newMsg(d.Queue, &h, msg)
 	if d.Claim != nil {
 		appendClaimOp(f, d.Claim)
 	}
