@@ -49,7 +49,30 @@ type ArchivedEvent struct {
 	// well-formed).
 	Target  string `json:"target,omitempty"`
 	Command string `json:"command,omitempty"`
+	// Verdict is the shield's verdict on the event; empty for an event
+	// archived before verdicts were recorded (a replay re-verifies it).
+	Verdict Verdict `json:"verdict,omitempty"`
+	// Reason is the shield's reason code for a rejected event.
+	Reason string `json:"reason,omitempty"`
+	// KeyVersion is the key version the shield verified an accepted
+	// command with.
+	KeyVersion string `json:"key_version,omitempty"`
 }
+
+// Verdict is what the dispatcher made of an archived event.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictAccepted: a command the shield accepted (authentic, fresh,
+	// well-formed); only these can be replayed.
+	VerdictAccepted Verdict = "accepted"
+	// VerdictRejected: a command the shield rejected, with its reason.
+	VerdictRejected Verdict = "rejected"
+	// VerdictNotCommand: an event whose detail-type the dispatcher does
+	// not consume; kept for the record, never replayed.
+	VerdictNotCommand Verdict = "not_command"
+)
 
 // ArchiveQuery selects archived events.
 type ArchiveQuery struct {
@@ -189,8 +212,7 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	}
 	size := frameHeaderLen
 	for i := range events {
-		e := &events[i]
-		size += opHeaderLen + 9 + 5*2 + len(e.EventID) + len(e.Source) + len(e.DetailType) + len(e.Target) + len(e.Command) + len(e.Detail)
+		size += opHeaderLen + archivedLen(&events[i])
 	}
 	// Sized once: growing a request's 10 events one by one allocated
 	// about four times the frame.
@@ -216,8 +238,11 @@ func checkArchived(e *ArchivedEvent) error {
 	if len(e.Detail) > MaxArchiveDetail {
 		return fmt.Errorf("archive event %s: detail of %d bytes, over the limit of %d", e.EventID, len(e.Detail), MaxArchiveDetail)
 	}
-	if len(e.Source) > maxKeyLen || len(e.DetailType) > maxKeyLen || len(e.Target) > maxKeyLen || len(e.Command) > maxKeyLen {
-		return fmt.Errorf("archive event %s: source, detail-type, target or command over %d bytes", e.EventID, maxKeyLen)
+	if len(e.Source) > maxKeyLen || len(e.DetailType) > maxKeyLen || len(e.Target) > maxKeyLen || len(e.Command) > maxKeyLen || len(e.Reason) > maxKeyLen || len(e.KeyVersion) > maxKeyLen {
+		return fmt.Errorf("archive event %s: source, detail-type, target, command, reason or key version over %d bytes", e.EventID, maxKeyLen)
+	}
+	if _, ok := verdictByte(e.Verdict); !ok {
+		return fmt.Errorf("archive event %s: unknown verdict %.40q: use accepted, rejected, not_command or none", e.EventID, e.Verdict)
 	}
 	if e.ReceivedAt.IsZero() {
 		return fmt.Errorf("archive event %s: no received time: set ReceivedAt", e.EventID)
