@@ -61,6 +61,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// KeyPolicy is the rotation policy (overlap, cadence).
 	KeyPolicy keys.Policy
+	// KeyHistory is how long a rotation keeps a version after it stopped
+	// being accepted, so that an archived command signed with it can be
+	// verified again before a replay (default 7 days, the archive's
+	// retention; docs/replay.md).
+	KeyHistory time.Duration
 	// RevokeRetain keeps a revoked ACL record this long so every cache
 	// sees the revocation (default 10 min; must exceed the largest ACL
 	// stale TTL).
@@ -95,6 +100,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.RevokeRetain <= 0 {
 		o.RevokeRetain = 10 * time.Minute
+	}
+	if o.KeyHistory <= 0 {
+		o.KeyHistory = DefaultKeyHistory
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = spec.MaxFileBytes
@@ -643,16 +651,32 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 		return err
 	}
 	v := registry.KeyVersion{ID: "hmac-v" + strconv.Itoa(n+1), Secret: secret, ActivatedAt: at.UTC()}
-	// Keep only what is still accepted: the versions from the previous one on.
-	if len(vs) > 1 {
-		vs = vs[len(vs)-1:]
-	}
-	k.Versions = append(vs, v)
+	k.Versions = append(keptVersions(vs, now, a.o.KeyPolicy.WithDefaults().Overlap+a.o.KeyHistory), v)
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
+}
+
+// DefaultKeyHistory is Options.KeyHistory's default: the archive's
+// default retention.
+const DefaultKeyHistory = 7 * 24 * time.Hour
+
+// keptVersions are the versions (in activation order) a rotation keeps:
+// every version whose successor activated less than keep ago (so it is
+// still accepted, or was within the key history), and the latest, within
+// room for one more under registry.MaxKeyVersions (the oldest go first:
+// a command signed with a dropped version is refused by a replay, never
+// replayed unverified).
+func keptVersions(vs []registry.KeyVersion, now time.Time, keep time.Duration) []registry.KeyVersion {
+	cutoff := now.Add(-keep)
+	from := len(vs) - 1
+	for from > 0 && vs[from].ActivatedAt.After(cutoff) {
+		from-- // vs[from-1]'s successor activated after the cutoff
+	}
+	from = max(from, len(vs)-(registry.MaxKeyVersions-1))
+	return vs[from:]
 }
 
 func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {

@@ -306,7 +306,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st)})
+	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}
