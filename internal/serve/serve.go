@@ -131,6 +131,9 @@ type Options struct {
 	// hidden before it is retried (default 30 s). Together they bound how
 	// late a command whose first attempt crashed is delivered.
 	InProgressTTL, HandoffVisibility time.Duration
+	// ArchiveBounds bound each tenant's share of the archive (zero fields:
+	// 256 MiB, of which 4 MiB for records the shield did not accept).
+	ArchiveBounds embedded.ArchiveBounds
 }
 
 // Serve is a running dispatcher.
@@ -202,6 +205,10 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
 	s.store = st
+	if err := st.SetArchiveBounds(o.ArchiveBounds); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			_ = st.Close()

@@ -210,6 +210,16 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	for i := range events {
+		e := events[i]
+		if err := checkArchived(&e); err != nil {
+			return err
+		}
+	}
+	events, undo, err := s.admitArchived(ctx, events)
+	if err != nil || len(events) == 0 {
+		return err
+	}
 	size := frameHeaderLen
 	for i := range events {
 		size += opHeaderLen + archivedLen(&events[i])
@@ -218,13 +228,12 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	// about four times the frame.
 	f := &frame{b: make([]byte, frameHeaderLen, size)}
 	for _, e := range events {
-		if err := checkArchived(&e); err != nil {
-			return err
-		}
+		_ = checkArchived(&e) // checked above; fills the derived fields
 		appendArchOp(f, &e)
 	}
 	g, err := s.wal.add(f)
 	if err != nil {
+		undo()
 		return err
 	}
 	return settle(ctx, g)
@@ -373,9 +382,17 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}
-	var n int
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		n = 0
+	// Loaded before the purge, so that what it deletes is released from
+	// the usage it counted.
+	s.arch.mu.Lock()
+	err := s.loadLedger(ctx)
+	s.arch.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	var purged []purgedRecord
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		purged = purged[:0]
 		ab := tx.Bucket(bArchive)
 		ev, ids := ab.Bucket(bArchEv), ab.Bucket(bArchIDs)
 		if ev == nil {
@@ -388,11 +405,12 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 			if int64(binary.BigEndian.Uint64(k[:8])) >= nanos(before) {
 				break
 			}
-			id, err := archivedID(v)
+			h, err := archivedHead(v)
 			if err != nil {
 				return corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
-			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(id)})
+			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(h.id)})
+			purged = append(purged, purgedRecord{source: h.source, size: int64(len(v)), verdict: h.verdict})
 		}
 		for _, vi := range victims {
 			if err := ev.Delete(vi.k); err != nil {
@@ -402,8 +420,11 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 				return err
 			}
 		}
-		n = len(victims)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	s.releasePurged(purged)
+	return len(purged), nil
 }

@@ -227,8 +227,11 @@ func TestArchivedVerdictRoundTrip(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, e) {
 			t.Fatalf("%s: %+v %v", e.EventID, got, err)
 		}
-		if id, src, err := archivedHead(encodeArchived(&e)); id != e.EventID || src != e.Source || err != nil {
-			t.Fatalf("%s: head %q %q %v", e.EventID, id, src, err)
+		if n := len(encodeArchived(&e)); int64(n) != archivedSize(&e) {
+			t.Fatalf("%s: archivedSize %d, record %d bytes", e.EventID, archivedSize(&e), n)
+		}
+		if h, err := archivedHead(encodeArchived(&e)); h.id != e.EventID || h.source != e.Source || h.verdict != e.Verdict || err != nil {
+			t.Fatalf("%s: head %+v %v", e.EventID, h, err)
 		}
 	}
 	if err := checkArchived(&ArchivedEvent{EventID: "x", ReceivedAt: at, Verdict: "maybe"}); err == nil || !strings.Contains(err.Error(), "unknown verdict") {
@@ -246,8 +249,8 @@ func TestArchivedV1StillReads(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("v1: %+v %v", got, err)
 	}
-	if id, src, err := archivedHead(v1); id != "e1" || src != "acme/x" || err != nil {
-		t.Fatalf("v1 head: %q %q %v", id, src, err)
+	if h, err := archivedHead(v1); h.id != "e1" || h.source != "acme/x" || h.verdict != "" || err != nil {
+		t.Fatalf("v1 head: %+v %v", h, err)
 	}
 }
 
@@ -271,12 +274,12 @@ func FuzzDecodeArchived(f *testing.F) {
 	f.Add([]byte{recArchV2, 0, 0, 0, 0, 0, 0, 0, 1, 9, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeArchived(b)
-		id, src, herr := archivedHead(b)
+		h, herr := archivedHead(b)
 		if err != nil {
 			return
 		}
-		if herr != nil || id != e.EventID || src != e.Source {
-			t.Fatalf("head %q %q %v disagrees with the record %+v", id, src, herr, e)
+		if herr != nil || h.id != e.EventID || h.source != e.Source || h.verdict != e.Verdict {
+			t.Fatalf("head %+v %v disagrees with the record %+v", h, herr, e)
 		}
 		if e.ReceivedAt.Before(time.Unix(0, 0)) {
 			return // not a time snavio writes; nanos clamps it

@@ -363,24 +363,37 @@ func decodeArchived(rec []byte) (ArchivedEvent, error) {
 	return e, nil
 }
 
-// archivedHead reads an archived event's id and source without copying
-// the detail.
-func archivedHead(rec []byte) (id, source string, err error) {
+// archHead is what a purge needs of an archived record.
+type archHead struct {
+	id, source string
+	verdict    Verdict
+}
+
+// archivedHead reads an archived event's id, source and verdict without
+// copying the detail.
+func archivedHead(rec []byte) (archHead, error) {
 	r := reader{b: rec}
 	v := r.archVersion()
 	r.u64()
+	var h archHead
 	if v == recArchV2 {
-		r.byte()
+		vb := r.byte()
+		if r.err == nil && int(vb) >= len(archVerdicts) {
+			r.fail(fmt.Errorf("unknown verdict %d", vb))
+		}
+		if r.err == nil {
+			h.verdict = archVerdicts[vb]
+		}
 	}
-	id = r.str(maxKeyLen)
-	source = r.str(maxKeyLen)
-	return id, source, r.err
+	h.id = r.str(maxKeyLen)
+	h.source = r.str(maxKeyLen)
+	return h, r.err
 }
 
 // archivedID reads an archived event's id only.
 func archivedID(rec []byte) (string, error) {
-	id, _, err := archivedHead(rec)
-	return id, err
+	h, err := archivedHead(rec)
+	return h.id, err
 }
 
 // Telemetry records:

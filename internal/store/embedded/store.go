@@ -182,6 +182,9 @@ type Store struct {
 	cmu        sync.Mutex
 	completing map[string]uint64
 
+	// arch counts each tenant's share of the archive (archive_bounds.go).
+	arch archiveLedger
+
 	// tmu guards the telemetry positions: each stream's last sequence
 	// number and the last global number handed out.
 	tmu       sync.Mutex
