@@ -22,9 +22,9 @@ import (
 //     command is always stored: its acknowledgement waits for it.
 //   - Age: every record goes after the archive's retention (ArchivePurge).
 //
-// The usage is counted in memory, from a scan of the archive on first use,
-// then kept at each append and purge. An event id appended twice (a no-op
-// in the archive) is counted twice, until the next Open.
+// The usage is counted in memory, from a scan of the archive when the store
+// opens, then kept at each append and purge. An event id appended twice (a
+// no-op in the archive) is counted twice, until the next Open.
 
 // Default archive bounds.
 const (
@@ -66,7 +66,6 @@ type ArchiveUsage struct {
 type archiveLedger struct {
 	mu      sync.Mutex
 	bounds  ArchiveBounds
-	loaded  bool
 	tenants map[string]*ArchiveUsage
 }
 
@@ -87,12 +86,12 @@ func (s *Store) SetArchiveBounds(b ArchiveBounds) error {
 
 // ArchiveUsage returns every tenant's share of the archive.
 func (s *Store) ArchiveUsage(ctx context.Context) (map[string]ArchiveUsage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	l := &s.arch
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := s.loadLedger(ctx); err != nil {
-		return nil, err
-	}
 	out := make(map[string]ArchiveUsage, len(l.tenants))
 	for t, u := range l.tenants {
 		out[t] = *u
@@ -127,21 +126,24 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// loadLedger counts the archive's records by tenant, once. l.mu is held.
-func (s *Store) loadLedger(ctx context.Context) error {
-	l := &s.arch
-	if l.loaded {
-		return nil
-	}
-	if l.bounds == (ArchiveBounds{}) {
-		l.bounds = l.bounds.withDefaults()
-	}
-	if err := s.awaitApplied(ctx); err != nil {
-		return err
-	}
+// loadArchiveLedger counts the archive's records by tenant. Open calls it
+// once recovery has applied the log to the file and before the store's
+// goroutines start, so the file holds every archived record and nothing
+// changes it meanwhile.
+func (s *Store) loadArchiveLedger() error {
 	tenants := map[string]*ArchiveUsage{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		clear(tenants)
+	count := func(source string, size int64, v Verdict) {
+		u := tenants[tenantOf(source)]
+		if u == nil {
+			u = &ArchiveUsage{}
+			tenants[tenantOf(source)] = u
+		}
+		u.Bytes += size
+		if !accepted(v) {
+			u.Unaccepted += size
+		}
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
 		ev := tx.Bucket(bArchive).Bucket(bArchEv)
 		if ev == nil {
 			return nil
@@ -151,22 +153,20 @@ func (s *Store) loadLedger(ctx context.Context) error {
 			if err != nil {
 				return corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
-			u := tenants[tenantOf(h.source)]
-			if u == nil {
-				u = &ArchiveUsage{}
-				tenants[tenantOf(h.source)] = u
-			}
-			u.Bytes += int64(len(v))
-			if !accepted(h.verdict) {
-				u.Unaccepted += int64(len(v))
-			}
+			count(h.source, int64(len(v)), h.verdict)
 			return nil
 		})
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("embedded store: count the archive's usage: %w", err)
 	}
-	l.tenants, l.loaded = tenants, true
+	l := &s.arch
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tenants = tenants
+	if l.bounds == (ArchiveBounds{}) {
+		l.bounds = l.bounds.withDefaults()
+	}
 	return nil
 }
 
@@ -174,13 +174,10 @@ func (s *Store) loadLedger(ctx context.Context) error {
 // to store: an event the shield did not accept is dropped (and counted)
 // when its tenant's unaccepted records are at their bound. undo takes the
 // admitted events back out when their write fails.
-func (s *Store) admitArchived(ctx context.Context, events []ArchivedEvent) (keep []ArchivedEvent, undo func(), err error) {
+func (s *Store) admitArchived(events []ArchivedEvent) (keep []ArchivedEvent, undo func()) {
 	l := &s.arch
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := s.loadLedger(ctx); err != nil {
-		return nil, nil, err
-	}
 	keep = events
 	dropped := false
 	for i := range events {
@@ -209,7 +206,7 @@ func (s *Store) admitArchived(ctx context.Context, events []ArchivedEvent) (keep
 			l.release(keep[i].Source, archivedSize(&keep[i]), keep[i].Verdict)
 		}
 	}
-	return keep, undo, nil
+	return keep, undo
 }
 
 // usage returns the usage of source's tenant, made if missing. l.mu is
@@ -244,7 +241,7 @@ type purgedRecord struct {
 	verdict Verdict
 }
 
-// releasePurged takes purged records out of the ledger (loaded by then).
+// releasePurged takes purged records out of the ledger.
 func (s *Store) releasePurged(recs []purgedRecord) {
 	l := &s.arch
 	l.mu.Lock()
@@ -263,10 +260,6 @@ func (s *Store) ArchivePurgeOverBudget(ctx context.Context, limit int) (int, err
 	}
 	l := &s.arch
 	l.mu.Lock()
-	if err := s.loadLedger(ctx); err != nil {
-		l.mu.Unlock()
-		return 0, err
-	}
 	over := map[string]int64{} // tenant -> bytes to free
 	for t, u := range l.tenants {
 		if u.Bytes > l.bounds.TenantBytes {

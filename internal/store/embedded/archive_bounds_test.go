@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,33 @@ func TestArchiveBoundsBadInput(t *testing.T) {
 	}
 	if _, err := s.ArchivePurgeOverBudget(context.Background(), 0); err == nil {
 		t.Error("a purge limit of 0 accepted")
+	}
+}
+
+// Archived events the log holds and the file does not yet (a crash before
+// the apply) are counted when the store opens.
+func TestArchiveUsageCountsTheLogNotYetApplied(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live", "snavio.db")
+	clk := clock.NewFake(t0)
+	s := openTest(t, Options{Path: path, Clock: clk, applyEvery: time.Hour})
+	// The first apply runs at once; after it, nothing more is applied for
+	// an hour.
+	if err := s.ArchiveAppend(ctx, archEvent("a", "acme/x", VerdictAccepted, 10, t0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.awaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ArchiveAppend(ctx, archEvent("r", "acme/x", VerdictRejected, 20, t0)); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := s.ArchiveUsage(ctx)
+	copyDir(t, filepath.Dir(path), filepath.Join(dir, "copy")) // as kill -9 leaves them
+	r := openTest(t, Options{Path: filepath.Join(dir, "copy", "snavio.db"), Clock: clk})
+	got, err := r.ArchiveUsage(ctx)
+	if err != nil || got["acme"] != want["acme"] || got["acme"].Unaccepted == 0 {
+		t.Fatalf("usage after recovery %+v %v, before %+v", got, err, want)
 	}
 }

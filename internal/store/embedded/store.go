@@ -319,6 +319,11 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.wal.onSync = opts.OnLogSync
+	if err := s.loadArchiveLedger(); err != nil {
+		_ = s.wal.closeFiles()
+		db.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.committer()
 	go s.wal.flusher()
