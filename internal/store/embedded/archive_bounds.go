@@ -215,6 +215,9 @@ func (l *archiveLedger) usage(source string) *ArchiveUsage {
 	t := tenantOf(source)
 	u := l.tenants[t]
 	if u == nil {
+		if l.tenants == nil {
+			l.tenants = map[string]*ArchiveUsage{}
+		}
 		u = &ArchiveUsage{}
 		l.tenants[t] = u
 	}
