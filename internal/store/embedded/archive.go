@@ -382,6 +382,24 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}
+	end := nanos(before)
+	return s.purgeArchive(ctx, limit, func() pickFunc {
+		return func(k []byte, _ archHead, _ int64) (take, stop bool) {
+			stop = int64(binary.BigEndian.Uint64(k[:8])) >= end
+			return !stop, stop
+		}
+	})
+}
+
+// pickFunc decides, for each archived record oldest first, whether a purge
+// deletes it and whether the walk stops there.
+type pickFunc func(k []byte, h archHead, size int64) (take, stop bool)
+
+// purgeArchive deletes in one transaction, oldest first, up to limit
+// records a picker takes (newPick makes one per attempt of the
+// transaction), releases them from the usage and returns how many it
+// deleted.
+func (s *Store) purgeArchive(ctx context.Context, limit int, newPick func() pickFunc) (int, error) {
 	var purged []purgedRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		purged = purged[:0]
@@ -390,19 +408,23 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 		if ev == nil {
 			return nil
 		}
+		pick := newPick()
 		type victim struct{ k, id []byte }
 		var victims []victim
 		c := ev.Cursor()
 		for k, v := c.First(); k != nil && len(victims) < limit; k, v = c.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) >= nanos(before) {
-				break
-			}
 			h, err := archivedHead(v)
 			if err != nil {
 				return corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
-			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(h.id)})
-			purged = append(purged, purgedRecord{source: h.source, size: int64(len(v)), verdict: h.verdict})
+			take, stop := pick(k, h, int64(len(v)))
+			if stop {
+				break
+			}
+			if take {
+				victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(h.id)})
+				purged = append(purged, purgedRecord{source: h.source, size: int64(len(v)), verdict: h.verdict})
+			}
 		}
 		for _, vi := range victims {
 			if err := ev.Delete(vi.k); err != nil {

@@ -276,49 +276,20 @@ func (s *Store) ArchivePurgeOverBudget(ctx context.Context, limit int) (int, err
 	if err := s.awaitApplied(ctx); err != nil {
 		return 0, err
 	}
-	var purged []purgedRecord
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		purged = purged[:0]
-		ab := tx.Bucket(bArchive)
-		ev, ids := ab.Bucket(bArchEv), ab.Bucket(bArchIDs)
-		if ev == nil {
-			return nil
-		}
-		type victim struct{ k, id []byte }
-		var victims []victim
+	return s.purgeArchive(ctx, limit, func() pickFunc {
 		need := maps.Clone(over)
-		c := ev.Cursor()
-		for k, v := c.First(); k != nil && len(victims) < limit && len(need) > 0; k, v = c.Next() {
-			h, err := archivedHead(v)
-			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
-			}
+		return func(_ []byte, h archHead, size int64) (take, stop bool) {
 			t := tenantOf(h.source)
 			left, ok := need[t]
 			if !ok {
-				continue
+				return false, len(need) == 0
 			}
-			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(h.id)})
-			purged = append(purged, purgedRecord{source: h.source, size: int64(len(v)), verdict: h.verdict})
-			if left -= int64(len(v)); left <= 0 {
+			if left -= size; left <= 0 {
 				delete(need, t)
 			} else {
 				need[t] = left
 			}
+			return true, false
 		}
-		for _, vi := range victims {
-			if err := ev.Delete(vi.k); err != nil {
-				return err
-			}
-			if err := ids.Delete(vi.id); err != nil {
-				return err
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	s.releasePurged(purged)
-	return len(purged), nil
 }

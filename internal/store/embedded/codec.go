@@ -327,6 +327,18 @@ func (r *reader) archVersion() byte {
 	return v
 }
 
+// verdict reads an archived record's verdict byte.
+func (r *reader) verdict() Verdict {
+	vb := r.byte()
+	if r.err == nil && int(vb) >= len(archVerdicts) {
+		r.fail(fmt.Errorf("unknown verdict %d", vb))
+	}
+	if r.err != nil {
+		return ""
+	}
+	return archVerdicts[vb]
+}
+
 // decodeArchived decodes an archived event; its detail is a copy.
 func decodeArchived(rec []byte) (ArchivedEvent, error) {
 	r := reader{b: rec}
@@ -334,13 +346,7 @@ func decodeArchived(rec []byte) (ArchivedEvent, error) {
 	var e ArchivedEvent
 	e.ReceivedAt = time.Unix(0, int64(r.u64())).UTC()
 	if v == recArchV2 {
-		vb := r.byte()
-		if r.err == nil && int(vb) >= len(archVerdicts) {
-			r.fail(fmt.Errorf("unknown verdict %d", vb))
-		}
-		if r.err == nil {
-			e.Verdict = archVerdicts[vb]
-		}
+		e.Verdict = r.verdict()
 	}
 	e.EventID = r.str(maxKeyLen)
 	e.Source = r.str(maxKeyLen)
@@ -377,13 +383,7 @@ func archivedHead(rec []byte) (archHead, error) {
 	r.u64()
 	var h archHead
 	if v == recArchV2 {
-		vb := r.byte()
-		if r.err == nil && int(vb) >= len(archVerdicts) {
-			r.fail(fmt.Errorf("unknown verdict %d", vb))
-		}
-		if r.err == nil {
-			h.verdict = archVerdicts[vb]
-		}
+		h.verdict = r.verdict()
 	}
 	h.id = r.str(maxKeyLen)
 	h.source = r.str(maxKeyLen)
