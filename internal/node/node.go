@@ -344,8 +344,9 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 }
 
 // fast runs the shield and the fast stage on one command entry, and says
-// whether it handed the command to the slow stage. A panic (a bug)
-// refuses the entry, as net/http would have refused the request.
+// whether it handed the command to the slow stage, and what the
+// dispatcher made of it (for the archive). A panic (a bug) refuses the
+// entry, as net/http would have refused the request.
 func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool, r dispatch.Result) {
 	defer func() {
 		if p := recover(); p != nil {

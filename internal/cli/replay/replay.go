@@ -102,7 +102,7 @@ its verdict, and a replay verifies each command's original signature
 again, against the key version valid when it was received, before it
 re-signs it. Everything else (rejected by the shield, not a command, a bad
 or unknown key, a timestamp outside the window) is listed as refused, by
-reason, and never sent.
+reason, and never sent; refused records do not change the exit code.
 
 Times (--start, --end) are RFC 3339 or how long ago (90m, 2h, 3d). The
 archive needs --start; its end defaults to the start of the replay.
