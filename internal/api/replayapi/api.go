@@ -335,7 +335,7 @@ func (a *API) engine(ctx context.Context) (*replay.Engine, *registryView, error)
 
 func (a *API) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
 	if p.origin.IsArchive() {
-		v, err := newVerifier(view.ring, a.o.Shield)
+		v, err := newVerifier(view, a.o.Shield, a.o.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("replay: the shield configuration: %w", err)
 		}

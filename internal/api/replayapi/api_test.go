@@ -556,3 +556,35 @@ func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
 		t.Fatalf("run = %+v, put %d", fin.Replay, len(e.pipe.got))
 	}
 }
+
+// A command signed with a key version revoked since it was received is
+// refused: whoever leaked the key could have signed it.
+func TestArchiveReplayRefusesARevokedKeysCommands(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sent, _, _ := command(t, 1, "mailer", e.clk.Now())
+	if err := e.store.ArchiveAppend(ctx, embedded.ArchivedEvent{EventID: "a1", Source: src, DetailType: envelope.EventType, Detail: sent, ReceivedAt: e.clk.Now(), Verdict: embedded.VerdictAccepted, KeyVersion: "hmac-v1"}); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}
+	e.clk.Advance(time.Minute)
+	var pr PlanResponse
+	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
+	if pr.Plan.Total != 1 || pr.Plan.Refused != 0 {
+		t.Fatalf("before the revocation: %+v", pr.Plan)
+	}
+	reg := e.api.o.Registry.(*memstore.Registry)
+	it, err := reg.Get(ctx, registry.KeyID(src), e.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := *it.Key
+	k.Versions[0].NotAfter = e.clk.Now()
+	if _, err := reg.Put(ctx, registry.Actor{Who: "test", At: e.clk.Now()}, registry.Item{Key: &k}); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
+	if pr.Plan.Total != 0 || pr.Plan.RefusedBy[RefuseKeyRevoked] != 1 {
+		t.Fatalf("after the revocation: %+v", pr.Plan)
+	}
+}

@@ -86,6 +86,9 @@ const (
 	// RefuseKeyVersionMismatch: the command verifies now with another key
 	// version than the one the shield recorded.
 	RefuseKeyVersionMismatch = "key_version_mismatch"
+	// RefuseKeyRevoked: the key version it was signed with has been
+	// revoked since (NotAfter): a leaked key could have signed it.
+	RefuseKeyRevoked = "key_revoked"
 	// RefuseUnverifiable: the re-verification itself failed (a bug).
 	RefuseUnverifiable = "unverifiable"
 )
@@ -95,14 +98,16 @@ const (
 // was received, against the registry's key history. Not safe for
 // concurrent use: a source uses it from one goroutine.
 type verifier struct {
-	at time.Time // the time the shield reads: the record's ReceivedAt
-	sh *shield.Shield
+	at   time.Time // the time the shield reads: the record's ReceivedAt
+	now  time.Time // when the replay runs
+	sh   *shield.Shield
+	view *registryView
 }
 
-func newVerifier(ring *keys.Keyring, cfg shield.Config) (*verifier, error) {
-	v := &verifier{}
+func newVerifier(view *registryView, cfg shield.Config, now time.Time) (*verifier, error) {
+	v := &verifier{now: now, view: view}
 	cfg.SampleRate, cfg.NoticeInterval = -1, -1 // no telemetry to sample or throttle
-	sh, err := shield.New(cfg, shield.Deps{Clock: clock.Func(func() time.Time { return v.at }), Keys: ring, Telemetry: telemetry.Discard{}})
+	sh, err := shield.New(cfg, shield.Deps{Clock: clock.Func(func() time.Time { return v.at }), Keys: view.ring, Telemetry: telemetry.Discard{}})
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +134,12 @@ func (v *verifier) refusal(e *embedded.ArchivedEvent) string {
 		}
 		return RefuseUnverifiable
 	}
-	if e.Verdict == embedded.VerdictAccepted && e.KeyVersion != "" && acc.Envelope.Metadata.VersionID != e.KeyVersion {
+	version := acc.Envelope.Metadata.VersionID
+	if e.Verdict == embedded.VerdictAccepted && e.KeyVersion != "" && version != e.KeyVersion {
 		return RefuseKeyVersionMismatch
+	}
+	if at, ok := v.view.revoked[[2]string{e.Source, version}]; ok && !v.now.Before(at) {
+		return RefuseKeyRevoked
 	}
 	return ""
 }
@@ -226,8 +235,11 @@ func (b pipelineBus) PutEvents(ctx context.Context, evs []replay.Event) ([]repla
 // with the version current when it started, which the dispatcher accepts
 // through the rotation overlap).
 type registryView struct {
-	ring   *keys.Keyring
-	strict map[[2]string]bool
+	ring *keys.Keyring
+	// revoked is when a key version was revoked (its NotAfter), by source
+	// and version id.
+	revoked map[[2]string]time.Time
+	strict  map[[2]string]bool
 }
 
 func loadRegistry(ctx context.Context, r registry.Reader, policy keys.Policy, now time.Time) (*registryView, error) {
@@ -236,16 +248,20 @@ func loadRegistry(ctx context.Context, r registry.Reader, policy keys.Policy, no
 		return nil, err
 	}
 	versions := map[string][]keys.Version{}
+	revoked := map[[2]string]time.Time{}
 	for _, k := range d.Keys {
 		for _, v := range k.Versions {
 			versions[k.Source] = append(versions[k.Source], keys.Version{ID: v.ID, Secret: v.Secret, ActivatedAt: v.ActivatedAt, NotAfter: v.NotAfter})
+			if !v.NotAfter.IsZero() {
+				revoked[[2]string{k.Source, v.ID}] = v.NotAfter
+			}
 		}
 	}
 	ring, err := keys.NewKeyring(policy, versions)
 	if err != nil {
 		return nil, err
 	}
-	v := &registryView{ring: ring, strict: map[[2]string]bool{}}
+	v := &registryView{ring: ring, revoked: revoked, strict: map[[2]string]bool{}}
 	for i := range d.Routes {
 		if d.Routes[i].Strict() {
 			v.strict[[2]string{d.Routes[i].Target, d.Routes[i].Command}] = true
