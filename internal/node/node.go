@@ -1,6 +1,7 @@
 // Package node is the dispatcher of `snavio dispatch serve` on one
 // machine: it takes PutEvents entries from the ingress (server.Pipeline),
-// archives them, runs the shield and fast stages inline, hands escalations
+// runs the shield and fast stages inline, archives the entries with the
+// shield's verdicts, hands escalations
 // to the slow stage through a durable queue, and runs a bounded pool of
 // slow workers. Storage is behind small ports (Handoff, Archive) that the
 // embedded store implements.

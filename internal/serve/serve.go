@@ -2,7 +2,7 @@
 // and background job on one machine, on the embedded store.
 //
 //	PutEvents ingress (internal/server)
-//	  -> node: archive, shield + fast inline, durable hand-off
+//	  -> node: shield + fast inline, archive (with verdicts), durable hand-off
 //	  -> slow workers (node.RunSlow) over the hand-off queue
 //	  -> local target queues (embedded store), telemetry outbox per tenant
 //	control API (/v1/...) over the same store; jobs on their schedules.
