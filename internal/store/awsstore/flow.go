@@ -329,10 +329,10 @@ func (s *FlowStore) resetLease(ctx context.Context, pk, holder string, expiresAt
 }
 
 func checkClaim(rec flow.DedupeRecord) error {
-	if rec.State != flow.ClaimInProgress || rec.ID == "" || rec.Owner == "" {
-		return fmt.Errorf("claim %q: a claim must be in state %q with an id and an owner (got state %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Owner)
+	if rec.State != flow.ClaimInProgress || rec.Tenant == "" || rec.ID == "" || rec.Owner == "" {
+		return fmt.Errorf("claim %q: a claim must be in state %q with a tenant, an id and an owner (got state %q, tenant %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Tenant, rec.Owner)
 	}
-	if err := checkKey("dedupe id", rec.ID); err != nil {
+	if err := checkKey("dedupe key", rec.Key()); err != nil {
 		return err
 	}
 	if err := checkKey("dedupe owner", rec.Owner); err != nil {
@@ -353,12 +353,12 @@ func (s *FlowStore) Claim(ctx context.Context, rec flow.DedupeRecord, now time.T
 	if err := checkClaim(rec); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
-	pk := pkDedupe + rec.ID
+	pk := pkDedupe + rec.Key() // scoped by tenant: another tenant's id is another item
 	ttl, exact := expiry(rec.ExpiresAt)
 	_, err := s.put.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
-			attrPK: str(pk), attrSK: str(singleton), "hash": str(rec.PayloadHash), "state": str(string(rec.State)),
+			attrPK: str(pk), attrSK: str(singleton), "tenant": str(rec.Tenant), "hash": str(rec.PayloadHash), "state": str(string(rec.State)),
 			"owner": str(rec.Owner), attrExpiresAt: ttl, attrExpiresAtNS: exact,
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #expns <= :now"),
@@ -377,15 +377,15 @@ func (s *FlowStore) Claim(ctx context.Context, rec flow.DedupeRecord, now time.T
 	if err != nil {
 		return false, flow.DedupeRecord{}, fmt.Errorf("awsstore: claim %q: %w", rec.ID, err)
 	}
-	existing, err := dedupeRecord(rec.ID, old)
+	existing, err := dedupeRecord(rec.Tenant, rec.ID, old)
 	if err != nil {
 		return false, flow.DedupeRecord{}, corrupt(s.table, pk, err)
 	}
 	return false, existing, nil
 }
 
-func dedupeRecord(id string, item map[string]types.AttributeValue) (flow.DedupeRecord, error) {
-	r := flow.DedupeRecord{ID: id}
+func dedupeRecord(tenant, id string, item map[string]types.AttributeValue) (flow.DedupeRecord, error) {
+	r := flow.DedupeRecord{Tenant: tenant, ID: id}
 	var err error
 	var state string
 	var exp int64
@@ -415,7 +415,8 @@ func ownedValues(owner string, now time.Time) map[string]types.AttributeValue {
 	}
 }
 
-// Complete implements flow.DedupeClaims: one conditional UpdateItem.
+// Complete implements flow.DedupeClaims: one conditional UpdateItem on the
+// claim under id (its DedupeRecord.Key).
 func (s *FlowStore) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
 	if checkKey("dedupe id", id) != nil || checkKey("dedupe owner", owner) != nil {
 		return fmt.Errorf("complete %q as %q: %w", id, owner, flow.ErrNotOwner)
