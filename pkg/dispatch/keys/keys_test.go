@@ -230,4 +230,3 @@ func TestPolls(t *testing.T) {
 		t.Error("over 12h: overdue")
 	}
 }
-
