@@ -244,6 +244,10 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("live alert %q, unread %q; want snavio.command.invalid and 1 unread", alert, unread)
 	}
 
+	if os.Getenv(ScreenshotsEnv) == "1" {
+		screenshot(t, ctx, "dashboard-tenant.png")
+	}
+
 	// The filter hides other events.
 	do("filter", chromedp.SendKeys(chromedp.ID("filter"), "delivered"))
 	if shown := count(`[...document.querySelectorAll("#live-list li")].filter(e => !e.hidden).length`); shown != 0 {
@@ -266,9 +270,6 @@ func TestBrowser(t *testing.T) {
 		if status, body := call(t, base, demoToken, "GET", path, ""); status != http.StatusForbidden {
 			t.Fatalf("GET %s as demo: %d %s; want 403", path, status, body)
 		}
-	}
-	if os.Getenv(ScreenshotsEnv) == "1" {
-		screenshot(t, ctx, "dashboard-tenant.png")
 	}
 
 	// Acknowledge: the unread count drops, the alert stays, dimmed.
@@ -309,6 +310,13 @@ func TestBrowser(t *testing.T) {
 	if delivered, routes := text("#total-delivered"), count(`document.querySelectorAll("#routes tbody tr").length`); delivered != "1" || routes != 2 {
 		t.Fatalf("operator page: delivered %q, %d routes; want 1 and 2", delivered, routes)
 	}
+	// The operator's live stream carries every tenant's telemetry.
+	do("operator stream open", chromedp.WaitVisible(chromedp.Search(`//span[@id="live-status" and text()="live"]`)))
+	ingest(t, s, serve.DemoSource, signed(t, key, "0f8fad5b-d9cb-469f-a165-000000000003", `{"sku":"B-2"}`))
+	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other-3"}}`))
+	do("operator sees both tenants live",
+		chromedp.WaitVisible(chromedp.CSS(`#live-list li[data-name="snavio.command.delivered"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//li[@data-name="snavio.command.invalid"]/span[@class="tenant" and text()="other"]`)))
 	if os.Getenv(ScreenshotsEnv) == "1" {
 		screenshot(t, ctx, "dashboard-operator.png")
 	}

@@ -53,9 +53,12 @@ func chartSVG(t Throughput) template.HTML {
 	}
 	// x labels every 15 minutes.
 	for i := 0; i <= 60; i += 15 {
-		x := float64(padL) + float64(i)*barW
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" font-size="11" fill="#555">%s</text>`,
-			x, chartH-6, t.Start.Add(time.Duration(i)*time.Minute).UTC().Format("15:04"))
+		x, anchor := float64(padL)+float64(i)*barW, "middle"
+		if i == 60 { // the last label ends at the plot's edge
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s" font-size="11" fill="#555">%s</text>`,
+			x, chartH-6, anchor, t.Start.Add(time.Duration(i)*time.Minute).UTC().Format("15:04"))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) //nolint:gosec // numbers and fixed labels only

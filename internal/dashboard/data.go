@@ -26,7 +26,9 @@ type apiError struct {
 	body   string
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("control API answered %d: %s", e.status, e.body) }
+func (e *apiError) Error() string {
+	return fmt.Sprintf("control API answered %d: %s", e.status, e.body)
+}
 
 // recorder is the in-process ResponseWriter of an API call.
 type recorder struct {
