@@ -187,7 +187,9 @@ func (d *Dashboard) withSession(next func(http.ResponseWriter, *http.Request, si
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+			if !parseForm(w, r) {
+				return
+			}
 			got := r.PostFormValue("csrf")
 			if subtle.ConstantTimeCompare([]byte(got), []byte(si.sess.CSRF)) != 1 {
 				http.Error(w, "form field csrf: missing or not this session's; reload the dashboard and submit again", http.StatusForbidden)
@@ -223,11 +225,31 @@ func (d *Dashboard) signinForm(w http.ResponseWriter, r *http.Request) {
 	d.render(w, http.StatusOK, "signin.html", signinPage{})
 }
 
+// maxForm bounds a form's body: the dashboard's forms are a few fields.
+const maxForm = 4 << 10
+
+// parseForm reads a POST's form, or answers why it cannot.
+func parseForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		status := http.StatusBadRequest
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, "the form cannot be read ("+err.Error()+"); submit it from the dashboard's page", status)
+		return false
+	}
+	return true
+}
+
 // maxTokenLen bounds the token field: tokens are well under it.
 const maxTokenLen = 512
 
 func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if !parseForm(w, r) {
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" || len(token) > maxTokenLen {
 		d.render(w, http.StatusBadRequest, "signin.html", signinPage{Error: "form field token: paste the operator token (operator.token in the data directory) or a tenant token from `snavio token create`"})
