@@ -220,8 +220,11 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first paint: %v", err)
 	}
-	t.Logf("first contentful paint of the tenant page: %.0f ms", fcp)
-	fmt.Printf("dashboard first contentful paint: %.0f ms\n", fcp)
+	ttfb, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(n => n.responseStart - n.requestStart)(performance.getEntriesByType("navigation")[0])`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("dashboard first contentful paint: %.0f ms (server answered in %.0f ms)\n", fcp, ttfb)
 	if fcp <= 0 || fcp > 1000 {
 		t.Errorf("first contentful paint = %.0f ms; the goal is under 200 ms from a local serve, and over 1 s is a regression", fcp)
 	}
