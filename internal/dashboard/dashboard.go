@@ -60,8 +60,10 @@ type Options struct {
 	// LiveWait is how long the live stream waits for telemetry before it
 	// looks for new alerts again (default 1 s).
 	LiveWait time.Duration
-	// MaxStreams bounds the live streams open at once (default 64).
-	MaxStreams int
+	// MaxStreams bounds the live streams open at once (default 64), and
+	// MaxPages the pages being rendered at once (default 16): both read
+	// through the control API's handlers, beside its own in-flight bound.
+	MaxStreams, MaxPages int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -75,6 +77,7 @@ type Dashboard struct {
 	static   http.Handler
 	origin   *http.CrossOriginProtection
 	streams  chan struct{}
+	pagesIn  chan struct{}
 	handler  http.Handler
 }
 
@@ -95,6 +98,9 @@ func New(o Options) (*Dashboard, error) {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = 64
 	}
+	if o.MaxPages <= 0 {
+		o.MaxPages = 16
+	}
 	pages, err := template.New("").Funcs(template.FuncMap{"age": age}).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, err
@@ -105,7 +111,7 @@ func New(o Options) (*Dashboard, error) {
 	}
 	d := &Dashboard{o: o, sessions: NewSessions(o.Sessions, o.Clock), acks: newAcks(2000), pages: pages,
 		static: http.StripPrefix("/ui/static/", http.FileServerFS(static)), origin: http.NewCrossOriginProtection(),
-		streams: make(chan struct{}, o.MaxStreams)}
+		streams: make(chan struct{}, o.MaxStreams), pagesIn: make(chan struct{}, o.MaxPages)}
 	d.origin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused: the dashboard takes form posts from its own pages only; reload the dashboard and submit again", http.StatusForbidden)
 	}))
@@ -288,6 +294,14 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request) {
 	si, ok := d.current(r)
 	if !ok {
 		http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
+		return
+	}
+	select {
+	case d.pagesIn <- struct{}{}:
+		defer func() { <-d.pagesIn }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many dashboard pages are being rendered on this server; reload in a moment", http.StatusServiceUnavailable)
 		return
 	}
 	page, err := d.page(r.Context(), si)

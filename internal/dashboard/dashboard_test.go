@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -26,6 +27,10 @@ type fakeAPI struct {
 	alerts map[string][]alerts.Alert
 	telem  map[string][]telemetryapi.Record
 	asked  []server.Principal
+	// entered and release, when set, hold each /v1/alerts call until
+	// release is closed, after saying so on entered.
+	entered chan struct{}
+	release chan struct{}
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,6 +45,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var v any
 	switch r.URL.Path {
 	case "/v1/alerts":
+		if f.entered != nil {
+			f.entered <- struct{}{}
+			<-f.release
+		}
 		var out []alerts.Alert
 		for tenant, as := range f.alerts {
 			if p.CanAccessTenant(tenant) {
@@ -101,7 +110,10 @@ type fixture struct {
 	clk    *clock.Fake
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, Options{}) }
+
+// newFixtureWith builds the dashboard with o's bounds.
+func newFixtureWith(t *testing.T, o Options) *fixture {
 	t.Helper()
 	now := t0.Add(30 * time.Minute)
 	f := &fixture{clk: clock.NewFake(now), api: &fakeAPI{
@@ -119,11 +131,12 @@ func newFixture(t *testing.T) *fixture {
 	}, tokens: &tokens{m: map[string]server.Principal{
 		"demo-token": server.TenantPrincipal("demo"), "op-token": server.OperatorPrincipal(),
 	}}}
-	d, err := New(Options{API: f.api, Authenticate: f.tokens.auth, Clock: f.clk,
-		Routes: func(context.Context) ([]RouteHealth, error) {
-			f.routes++
-			return []RouteHealth{{Target: "orders", Command: "create", Queue: "q", Health: "healthy"}}, nil
-		}})
+	o.API, o.Authenticate, o.Clock = f.api, f.tokens.auth, f.clk
+	o.Routes = func(context.Context) ([]RouteHealth, error) {
+		f.routes++
+		return []RouteHealth{{Target: "orders", Command: "create", Queue: "q", Health: "healthy"}}, nil
+	}
+	d, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,4 +427,76 @@ func FuzzSignInAndAck(f *testing.F) {
 			t.Fatalf("ack %q: %d", key, w.Code)
 		}
 	})
+}
+
+func TestPagesBeingRenderedAreBounded(t *testing.T) {
+	f := newFixtureWith(t, Options{MaxPages: 1})
+	c, _ := f.signIn(t, "demo-token")
+	f.api.entered, f.api.release = make(chan struct{}), make(chan struct{})
+	done := make(chan int)
+	go func() { done <- f.do("GET", "/", nil, c, nil).Code }()
+	<-f.api.entered // the first page is inside the API
+	if w := f.do("GET", "/", nil, c, nil); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a second page at once: %d, want 503 with Retry-After", w.Code)
+	}
+	close(f.api.release)
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("the first page: %d", code)
+	}
+}
+
+// readEvent reads the stream until an event named name, or fails.
+func readEvent(t *testing.T, sc *bufio.Scanner, name string) {
+	t.Helper()
+	for sc.Scan() {
+		if sc.Text() == "event: "+name {
+			return
+		}
+	}
+	t.Fatalf("the stream ended without event %s: %v", name, sc.Err())
+}
+
+func TestLiveStreamEndsAtSignOutAndIsBounded(t *testing.T) {
+	f := newFixtureWith(t, Options{MaxStreams: 1})
+	srv := httptest.NewServer(f.d)
+	defer srv.Close()
+	c, _ := f.signIn(t, "demo-token")
+	open := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/ui/events?alerts_since=2000-01-01T00:00:00Z", nil)
+		req.AddCookie(c)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := open()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	readEvent(t, sc, "alert") // demo's alert, newer than alerts_since
+	if second := open(); second.StatusCode != http.StatusServiceUnavailable {
+		second.Body.Close()
+		t.Fatalf("a second stream with MaxStreams 1: %d, want 503", second.StatusCode)
+	}
+	f.d.sessions.Delete(c.Value)
+	readEvent(t, sc, "signedout")
+	for sc.Scan() { // its data line, then the end of the response
+		if strings.HasPrefix(sc.Text(), "event:") {
+			t.Fatalf("the stream went on after sign-out: %q", sc.Text())
+		}
+	}
+}
+
+func TestLiveStreamRefusesBadParameters(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.signIn(t, "demo-token")
+	if w := f.do("GET", "/ui/events?alerts_since=yesterday", nil, c, nil); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "alerts_since") {
+		t.Fatalf("bad alerts_since: %d %s", w.Code, w.Body)
+	}
+	if w := f.do("GET", "/ui/events", nil, c, map[string]string{"Last-Event-ID": "x"}); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Last-Event-ID") {
+		t.Fatalf("bad Last-Event-ID: %d %s", w.Code, w.Body)
+	}
 }

@@ -97,6 +97,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, si signedIn) 
 		q = url.Values{"after": {strconv.FormatUint(after, 10)}, "wait": {wait}, "limit": {"200"}}
 	}
 	for ctx.Err() == nil {
+		if _, ok := d.current(r); !ok { // signed out, expired or revoked meanwhile
+			_ = send("", "signedout", map[string]string{"signin": "/ui/signin"})
+			_ = rc.Flush()
+			return
+		}
 		var page telemetryapi.Page
 		err := d.call(ctx, si.p, "/v1/telemetry?"+q.Encode(), &page)
 		var ae *apiError

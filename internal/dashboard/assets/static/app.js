@@ -80,6 +80,10 @@
   es.addEventListener("error", function () { status.textContent = "reconnecting…"; });
   es.addEventListener("telemetry", function (m) { addTelemetry(JSON.parse(m.data)); });
   es.addEventListener("alert", function (m) { addAlert(JSON.parse(m.data)); });
+  es.addEventListener("signedout", function () {
+    es.close();
+    window.location.assign("/ui/signin");
+  });
   es.addEventListener("failure", function (m) {
     status.textContent = "stream failed: " + JSON.parse(m.data).error;
   });
