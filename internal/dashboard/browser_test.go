@@ -235,6 +235,19 @@ func TestBrowser(t *testing.T) {
 	}
 	do("live stream open", chromedp.WaitVisible(chromedp.Search(`//span[@id="live-status" and text()="live"]`)))
 
+	// Notifications: the browser's own Notification is replaced by one
+	// that records, as if the user had opted in (headless chromium denies
+	// the permission prompt).
+	do("opt in to notifications", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => {
+			window.__notes = [];
+			window.Notification = function (title, o) { window.__notes.push(title + " | " + o.body); };
+			window.Notification.permission = "granted";
+			return true;
+		})()`)(ctx, tg)
+		return err
+	}))
+
 	// An invalid command arrives without a reload: its critical alert and
 	// its telemetry.
 	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other-2"}}`))
@@ -245,6 +258,10 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#live-list li[data-name="snavio.command.invalid"]`)))
 	if alert, unread := text(`#alert-list li.alert.critical.fresh`), text("#unread"); !strings.Contains(alert, "snavio.command.invalid") || unread != "1" {
 		t.Fatalf("live alert %q, unread %q; want snavio.command.invalid and 1 unread", alert, unread)
+	}
+	notes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__notes`))
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "snavio: snavio.command.invalid | snavio.command.invalid for tenant demo") {
+		t.Fatalf("browser notifications = %q, %v; want one for the critical alert", notes, err)
 	}
 
 	if os.Getenv(ScreenshotsEnv) == "1" {

@@ -72,6 +72,22 @@
       alertList.insertBefore(row, firstPlain);
     }
     unread.textContent = String(a.unread);
+    notifyCritical(a);
+  }
+
+  // Browser notifications of critical alerts, on opt-in: the button asks
+  // for the browser's permission; the permission is the opt-in.
+  const notify = document.getElementById("notify");
+  function showNotify() {
+    notify.hidden = !("Notification" in window) || Notification.permission !== "default";
+  }
+  notify.addEventListener("click", function () {
+    Notification.requestPermission().then(showNotify);
+  });
+  showNotify();
+  function notifyCritical(a) {
+    if (!a.critical || !("Notification" in window) || Notification.permission !== "granted") return;
+    new Notification("snavio: " + a.event, { body: a.summary, tag: a.key });
   }
 
   const since = encodeURIComponent(body.dataset.alertsSince || "");
