@@ -481,6 +481,13 @@ func TestLiveStreamEndsAtSignOutAndIsBounded(t *testing.T) {
 		second.Body.Close()
 		t.Fatalf("a second stream with MaxStreams 1: %d, want 503", second.StatusCode)
 	}
+	// A silent stream says it is alive every 15 s.
+	f.clk.Advance(keepAlive)
+	for sc.Scan() && sc.Text() != ": keep-alive" {
+	}
+	if sc.Err() != nil {
+		t.Fatal(sc.Err())
+	}
 	f.d.sessions.Delete(c.Value)
 	readEvent(t, sc, "signedout")
 	for sc.Scan() { // its data line, then the end of the response

@@ -13,6 +13,10 @@ import (
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 )
 
+// keepAlive is the longest a live stream stays silent: a comment line
+// then tells proxies and the browser that it is alive.
+const keepAlive = 15 * time.Second
+
 // liveRecord is one telemetry record on the live stream.
 type liveRecord struct {
 	Seq    uint64          `json:"seq"`
@@ -96,6 +100,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, si signedIn) 
 	if resume {
 		q = url.Values{"after": {strconv.FormatUint(after, 10)}, "wait": {wait}, "limit": {"200"}}
 	}
+	lastWrite := d.o.Clock.Now()
 	for ctx.Err() == nil {
 		if _, ok := d.current(r); !ok { // signed out, expired or revoked meanwhile
 			_ = send("", "signedout", map[string]string{"signin": "/ui/signin"})
@@ -153,8 +158,18 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, si signedIn) 
 			}
 		}
 		alertsSince = newest
-		if rc.Flush() != nil {
-			return
+		wrote := len(page.Records) > 0 || len(fresh) > 0
+		if !wrote && d.o.Clock.Now().Sub(lastWrite) >= keepAlive {
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			wrote = true
+		}
+		if wrote {
+			lastWrite = d.o.Clock.Now()
+			if rc.Flush() != nil {
+				return
+			}
 		}
 	}
 }
