@@ -131,6 +131,9 @@ type Options struct {
 	// hidden before it is retried (default 30 s). Together they bound how
 	// late a command whose first attempt crashed is delivered.
 	InProgressTTL, HandoffVisibility time.Duration
+	// AllowedHosts are the host names (besides loopback names and IP
+	// addresses) the server answers to (--allowed-host).
+	AllowedHosts []string
 }
 
 // Serve is a running dispatcher.
@@ -316,8 +319,19 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// One credential store for the ingress' SigV4 checks and the
+	// credential API, so that a revoked credential stops working at once.
+	creds, err := server.OpenFileCredentialStore(filepath.Join(o.DataDir, server.IngressCredentialsFile), o.Clock)
+	if err != nil {
+		return nil, err
+	}
+	if o.Demo {
+		if err := seedDemoCredentials(s.demo, creds, o.DataDir); err != nil {
+			return nil, fmt.Errorf("seeding the demo's ingress credentials: %w", err)
+		}
+	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
-		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens}
+		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Credentials: creds}
 	api, err := s.mountAPI(ctl)
 	if err != nil {
 		return nil, err
@@ -326,6 +340,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.srv, err = server.Start(server.StartOptions{
 		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
+		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts,
 	})
 	if err != nil {
 		return nil, err

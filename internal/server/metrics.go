@@ -138,6 +138,7 @@ type Metrics struct {
 	inFlight   *family
 	rejected   *family
 	entriesVec *family
+	denied     *family
 	saturation atomic.Pointer[func() float64]
 }
 
@@ -171,6 +172,9 @@ func NewMetrics() *Metrics {
 		entriesVec: newFamily("snavio_ingress_entries_total",
 			"PutEvents entries answered, by result (accepted or failed).",
 			typeCounter, nil, "result"),
+		denied: newFamily("snavio_ingress_access_denied_total",
+			"PutEvents entries refused with AccessDeniedException: their Source's tenant is not the signer's.",
+			typeCounter, nil),
 	}
 	saturation := newFamily("snavio_ingress_saturation",
 		"Fraction of the ingress in-flight request limit in use, 0 to 1.", typeGauge, nil)
@@ -182,7 +186,7 @@ func NewMetrics() *Metrics {
 	}
 	m.reg.read = readScrape
 	m.reg.mustRegister(runtimeFamilies()...)
-	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, saturation)
+	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, m.denied, saturation)
 	return m
 }
 
@@ -353,6 +357,14 @@ func (m *Metrics) entries(accepted, failed int) {
 	}
 	m.entriesVec.with("accepted").add(float64(accepted))
 	m.entriesVec.with("failed").add(float64(failed))
+}
+
+// accessDenied counts an entry refused for its source.
+func (m *Metrics) accessDenied() {
+	if m == nil {
+		return
+	}
+	m.denied.with().add(1)
 }
 
 // setSaturation installs the function the saturation gauge reads.
