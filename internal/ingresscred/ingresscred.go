@@ -18,12 +18,19 @@ package ingresscred
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Key is an access key id and its secret.
@@ -209,3 +216,15 @@ func Resolve(in Input) (Key, string, error) {
 	return Key{}, "", fmt.Errorf("%w for tenant %q: set %s and %s, pass --credentials-file FILE, or set the profile's credentials_file (create them with `snavio tenant credentials create --tenant %s --credentials-file FILE`)",
 		errNone, in.Tenant, EnvAccessKeyID, EnvSecretAccessKey, in.Tenant)
 }
+
+// Sign signs req, whose body is body, as an EventBridge client does
+// (SigV4 for service "events" in region, at t), with the AWS SDK's own
+// signer: for tools and tests that build PutEvents requests by hand.
+func Sign(req *http.Request, body []byte, k Key, region string, at time.Time) error {
+	sum := sha256.Sum256(body)
+	return v4.NewSigner().SignHTTP(req.Context(), aws.Credentials{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey},
+		req, hex.EncodeToString(sum[:]), SigningService, region, at)
+}
+
+// SigningService is the SigV4 service name of EventBridge.
+const SigningService = "events"

@@ -40,31 +40,37 @@ func (IngressRefused) EventName() string { return EventNameIngressRefused }
 // shows in the metrics' rate.
 func (IngressRefused) Alert() bool { return false }
 
-// DefaultRefusalInterval is how often a RefusalReporter reports at most.
+// DefaultRefusalInterval is how often a RefusalReporter reports one
+// reason and key at most.
 const DefaultRefusalInterval = 10 * time.Second
 
-// maxRefusalKeys bounds the distinct (reason, key) pairs held between
-// reports; the rest are counted under one overflow entry.
+// maxRefusalKeys bounds the distinct (reason, key) pairs tracked; the rest
+// are counted under reason "other".
 const maxRefusalKeys = 64
 
 type refusalKey struct{ reason, accessKeyID string }
 
+type refusalState struct {
+	ev   IngressRefused // Count and Since: refusals not yet reported
+	last time.Time      // when this key was last reported
+}
+
 // RefusalReporter counts the ingress's refusals and emits them as
-// IngressRefused events at most once per interval, whatever the refused
-// traffic's rate. A nil *RefusalReporter reports nothing.
+// IngressRefused events: a (reason, access key) pair's first refusal at
+// once, then at most one event per interval carrying the count since the
+// last; what is left is reported by Flush (at shutdown). A nil
+// *RefusalReporter reports nothing.
 type RefusalReporter struct {
 	sink     telemetry.Sink
 	clock    clock.Clock
 	interval time.Duration
 
-	mu      sync.Mutex
-	since   time.Time
-	next    time.Time
-	pending map[refusalKey]*IngressRefused
+	mu   sync.Mutex
+	keys map[refusalKey]*refusalState
 }
 
-// NewRefusalReporter returns a reporter emitting to sink at most once per
-// interval (0: DefaultRefusalInterval).
+// NewRefusalReporter returns a reporter emitting to sink (interval 0:
+// DefaultRefusalInterval).
 func NewRefusalReporter(sink telemetry.Sink, clk clock.Clock, interval time.Duration) (*RefusalReporter, error) {
 	if sink == nil || clk == nil {
 		return nil, errors.New("server: NewRefusalReporter needs a telemetry sink and a clock")
@@ -72,12 +78,11 @@ func NewRefusalReporter(sink telemetry.Sink, clk clock.Clock, interval time.Dura
 	if interval <= 0 {
 		interval = DefaultRefusalInterval
 	}
-	now := clk.Now()
-	return &RefusalReporter{sink: sink, clock: clk, interval: interval, since: now, pending: map[refusalKey]*IngressRefused{}}, nil
+	return &RefusalReporter{sink: sink, clock: clk, interval: interval, keys: map[refusalKey]*refusalState{}}, nil
 }
 
-// Refused counts one refusal and, if the interval has passed since the
-// last report, reports everything counted.
+// Refused counts one refusal, reporting it if its key was not reported
+// within the interval.
 func (r *RefusalReporter) Refused(reason, accessKeyID, tenant, source string) {
 	if r == nil {
 		return
@@ -85,30 +90,59 @@ func (r *RefusalReporter) Refused(reason, accessKeyID, tenant, source string) {
 	now := r.clock.Now()
 	r.mu.Lock()
 	k := refusalKey{reason, accessKeyID}
-	e, ok := r.pending[k]
+	st, ok := r.keys[k]
 	if !ok {
-		if len(r.pending) >= maxRefusalKeys {
-			k = refusalKey{reason: "other"}
-			e = r.pending[k]
+		r.evict(now)
+		if len(r.keys) >= maxRefusalKeys {
+			k, tenant, source = refusalKey{reason: "other"}, "", ""
+			st = r.keys[k]
 		}
-		if e == nil {
-			e = &IngressRefused{Reason: k.reason, AccessKeyID: k.accessKeyID, Tenant: tenant, ExampleSource: source}
-			if k.reason == "other" {
-				e.Tenant, e.ExampleSource = "", ""
-			}
-			r.pending[k] = e
+		if st == nil {
+			st = &refusalState{ev: IngressRefused{Reason: k.reason, AccessKeyID: k.accessKeyID, Tenant: tenant, ExampleSource: source}}
+			r.keys[k] = st
 		}
 	}
-	e.Count++
-	var out []IngressRefused
-	if !now.Before(r.next) {
-		out = make([]IngressRefused, 0, len(r.pending))
-		for _, e := range r.pending {
-			e.Since, e.At = r.since.UTC(), now.UTC()
-			out = append(out, *e)
+	if st.ev.Count == 0 {
+		st.ev.Since = now.UTC()
+	}
+	st.ev.Count++
+	var out *IngressRefused
+	if st.last.IsZero() || now.Sub(st.last) >= r.interval {
+		ev := st.ev
+		ev.At = now.UTC()
+		out = &ev
+		st.ev.Count, st.last = 0, now
+	}
+	r.mu.Unlock()
+	if out != nil {
+		r.sink.Emit(*out)
+	}
+}
+
+// evict forgets keys with nothing pending whose interval has passed.
+func (r *RefusalReporter) evict(now time.Time) {
+	for k, st := range r.keys {
+		if st.ev.Count == 0 && now.Sub(st.last) >= r.interval {
+			delete(r.keys, k)
 		}
-		clear(r.pending)
-		r.since, r.next = now, now.Add(r.interval)
+	}
+}
+
+// Flush reports every count not yet reported.
+func (r *RefusalReporter) Flush() {
+	if r == nil {
+		return
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	var out []IngressRefused
+	for _, st := range r.keys {
+		if st.ev.Count > 0 {
+			ev := st.ev
+			ev.At = now.UTC()
+			out = append(out, ev)
+			st.ev.Count, st.last = 0, now
+		}
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {

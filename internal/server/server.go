@@ -178,6 +178,9 @@ func Start(opts StartOptions) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if iopts.Refusals != nil {
+		s.OnDrain("ingress refusal report", func(context.Context) error { iopts.Refusals.Flush(); return nil })
+	}
 	var once sync.Once
 	s.http.RegisterOnShutdown(func() { once.Do(func() { close(s.stopping) }) })
 	go func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -29,9 +30,6 @@ const (
 
 // SigV4 constants of the ingress.
 const (
-	// SigningService is the service a credential scope must name: the one
-	// EventBridge clients sign for.
-	SigningService = "events"
 	// DefaultMaxSkew is how far X-Amz-Date may be from the server's clock,
 	// as on AWS.
 	DefaultMaxSkew = 5 * time.Minute
@@ -186,8 +184,8 @@ func (v *SigV4Verifier) Verify(r *http.Request, body []byte) (Caller, *awsError)
 	if h.date != dates[0][:scopeDateLen] {
 		return Caller{}, invalidSignature("bad_scope", fmt.Sprintf("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s', from '%s'.", truncate(h.date, 16), dates[0][:scopeDateLen], dates[0]))
 	}
-	if h.service != SigningService {
-		return Caller{}, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", SigningService))
+	if h.service != ingresscred.SigningService {
+		return Caller{}, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", ingresscred.SigningService))
 	}
 	now := v.clock.Now().UTC()
 	if at.Before(now.Add(-v.maxSkew)) {

@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -173,6 +175,16 @@ the tenant's own token.`,
 }
 
 func runCreate(ctx context.Context, o *CreateOptions) error {
+	// Checked before a credential exists that nobody would hold; the
+	// exclusive write below still refuses a file made in between.
+	if o.CredentialsFile != "" {
+		if _, err := os.Lstat(o.CredentialsFile); err == nil {
+			return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; remove it or pass another path", o.CredentialsFile)
+		}
+		if _, err := os.Stat(filepath.Dir(o.CredentialsFile)); err != nil {
+			return cmdutil.Usagef("--credentials-file: %v; pass a path in a writable directory", err)
+		}
+	}
 	api, err := o.API()
 	if err != nil {
 		return err
