@@ -134,6 +134,10 @@ type Options struct {
 	// AllowedHosts are the host names (besides loopback names and IP
 	// addresses) the server answers to (--allowed-host).
 	AllowedHosts []string
+	// OpenIngress leaves PutEvents unauthenticated: only for `make
+	// bench-serve` to measure what SigV4 verification costs; `dispatch
+	// serve` never sets it.
+	OpenIngress bool
 }
 
 // Serve is a running dispatcher.
@@ -340,7 +344,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.srv, err = server.Start(server.StartOptions{
 		Listen: o.Listen, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
-		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts,
+		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
 	})
 	if err != nil {
 		return nil, err
@@ -458,6 +462,9 @@ func (s *Serve) Node() *node.Node { return s.node }
 // Registry returns the registry as the control API writes it: a write
 // returns once the dispatcher's caches have it.
 func (s *Serve) Registry() registry.Store { return s.registry }
+
+// Credentials returns the ingress credentials the server verifies with.
+func (s *Serve) Credentials() *server.FileCredentialStore { return s.deps.Credentials }
 
 // Store returns the embedded store.
 func (s *Serve) Store() *embedded.Store { return s.store }
