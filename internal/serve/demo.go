@@ -159,5 +159,5 @@ func seedDemoCredentials(info *DemoInfo, creds *server.FileCredentialStore, data
 }
 
 func tryAWSCLI(path string) string {
-	return fmt.Sprintf("AWS_SHARED_CREDENTIALS_FILE=%s aws events put-events --region us-east-1 --endpoint-url $SNAVIO_ENDPOINT_URL --entries ...", path)
+	return fmt.Sprintf(`AWS_SHARED_CREDENTIALS_FILE=%s aws events put-events --region us-east-1 --endpoint-url $SNAVIO_ENDPOINT_URL --entries '[{"Source":"%s","DetailType":"snavio.command-sent","Detail":"{}"}]'`, path, DemoSource)
 }
