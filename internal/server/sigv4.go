@@ -156,7 +156,8 @@ func parseSigV4Header(h string) (sigV4Header, *awsError) {
 }
 
 // Verify checks r's SigV4 signature over body and returns who signed it,
-// or the AWS error to answer with.
+// or the AWS error to answer with (and, once the Authorization header
+// parses, the access key id it names, and its tenant if known).
 func (v *SigV4Verifier) Verify(r *http.Request, body []byte) (Caller, *awsError) {
 	auth := r.Header.Values("Authorization")
 	if len(auth) == 0 {
@@ -173,45 +174,48 @@ func (v *SigV4Verifier) Verify(r *http.Request, body []byte) (Caller, *awsError)
 	if aerr != nil {
 		return Caller{}, aerr
 	}
+	// Refusals from here on name the key that was tried, for the reports.
+	who := Caller{AccessKeyID: h.accessKeyID}
 	dates := r.Header.Values("X-Amz-Date")
 	if len(dates) != 1 {
-		return Caller{}, incomplete("Authorization header requires existence of a 'X-Amz-Date' header (exactly one); this ingress takes the signing time from it")
+		return who, incomplete("Authorization header requires existence of a 'X-Amz-Date' header (exactly one); this ingress takes the signing time from it")
 	}
 	at, err := time.Parse(amzDateFormat, dates[0])
 	if err != nil {
-		return Caller{}, incomplete(fmt.Sprintf("X-Amz-Date %q is not an ISO 8601 basic date-time such as 20260102T150405Z", truncate(dates[0], 40)))
+		return who, incomplete(fmt.Sprintf("X-Amz-Date %q is not an ISO 8601 basic date-time such as 20260102T150405Z", truncate(dates[0], 40)))
 	}
 	if h.date != dates[0][:scopeDateLen] {
-		return Caller{}, invalidSignature("bad_scope", fmt.Sprintf("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s', from '%s'.", truncate(h.date, 16), dates[0][:scopeDateLen], dates[0]))
+		return who, invalidSignature("bad_scope", fmt.Sprintf("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s', from '%s'.", truncate(h.date, 16), dates[0][:scopeDateLen], dates[0]))
 	}
 	if h.service != ingresscred.SigningService {
-		return Caller{}, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", ingresscred.SigningService))
+		return who, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", ingresscred.SigningService))
 	}
 	now := v.clock.Now().UTC()
 	if at.Before(now.Add(-v.maxSkew)) {
-		return Caller{}, invalidSignature("signature_expired", fmt.Sprintf("Signature expired: %s is now earlier than %s (%s - %d min.); check the client's clock",
+		return who, invalidSignature("signature_expired", fmt.Sprintf("Signature expired: %s is now earlier than %s (%s - %d min.); check the client's clock",
 			dates[0], now.Add(-v.maxSkew).Format(amzDateFormat), now.Format(amzDateFormat), int(v.maxSkew/time.Minute)))
 	}
 	if at.After(now.Add(v.maxSkew)) {
-		return Caller{}, invalidSignature("signature_expired", fmt.Sprintf("Signature not yet current: %s is still later than %s (%s + %d min.); check the client's clock",
+		return who, invalidSignature("signature_expired", fmt.Sprintf("Signature not yet current: %s is still later than %s (%s + %d min.); check the client's clock",
 			dates[0], now.Add(v.maxSkew).Format(amzDateFormat), now.Format(amzDateFormat), int(v.maxSkew/time.Minute)))
 	}
 	tenant, secret, ok := v.creds.Lookup(h.accessKeyID)
+	who.Tenant = tenant
 	if !ok {
-		return Caller{}, &awsError{Status: http.StatusBadRequest, Type: ErrCodeUnrecognizedClient, Reason: "unknown_access_key",
+		return who, &awsError{Status: http.StatusBadRequest, Type: ErrCodeUnrecognizedClient, Reason: "unknown_access_key",
 			Message: "The security token included in the request is invalid: no ingress credential has this access key id (it may be mistyped, revoked, or from another data directory)"}
 	}
 	sum := sha256.Sum256(body)
 	payloadHash := hex.EncodeToString(sum[:])
 	if got := r.Header.Values("X-Amz-Content-Sha256"); len(got) > 1 || len(got) == 1 && got[0] != payloadHash {
-		return Caller{}, invalidSignature("bad_signature", "The provided 'x-amz-content-sha256' header does not match what was computed; sign the SHA-256 of the body as sent")
+		return who, invalidSignature("bad_signature", "The provided 'x-amz-content-sha256' header does not match what was computed; sign the SHA-256 of the body as sent")
 	}
 	want, aerr := v.expected(r, &h, secret, payloadHash, at)
 	if aerr != nil {
-		return Caller{}, aerr
+		return who, aerr
 	}
 	if subtle.ConstantTimeCompare([]byte(want), []byte(h.signature)) != 1 {
-		return Caller{}, invalidSignature("bad_signature", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+		return who, invalidSignature("bad_signature", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return Caller{AccessKeyID: h.accessKeyID, Tenant: tenant}, nil
 }
