@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // hostCheck refuses requests whose Host header names a host this server
@@ -58,7 +60,7 @@ func (h *hostCheck) wrap(m *Metrics, next http.Handler) http.Handler {
 		msg := fmt.Sprintf("the Host header %q names a host this server does not answer to", truncate(r.Host, 100))
 		fix := "use http://127.0.0.1:PORT or http://localhost:PORT, or start the server with --allowed-host NAME for the name clients use"
 		if r.URL.Path == "/" {
-			writeAWSError(w, "", &awsError{Status: http.StatusMisdirectedRequest, Type: ErrCodeMisdirected, Message: msg + "; " + fix})
+			writeAWSError(w, uuid.NewString(), &awsError{Status: http.StatusMisdirectedRequest, Type: ErrCodeMisdirected, Message: msg + "; " + fix})
 			return
 		}
 		WriteAPIError(w, http.StatusMisdirectedRequest, msg, fix)
