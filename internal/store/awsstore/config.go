@@ -1,8 +1,8 @@
 // Package awsstore implements the pkg/dispatch ports on AWS services. So
 // far: flow control (dedupe claims, rate counters, prefetch leases, ban
 // ledger, global bans, fairness rollups) on one DynamoDB table, and the
-// registry with its changelog on two more. The table
-// design is docs/store/aws.md; the behaviour is the dispatchtest contract
+// registry with its changelog on two more, and registry snapshots on S3.
+// The design is docs/store/aws.md; the behaviour is the dispatchtest contract
 // suites, which the tests run against DynamoDB Local.
 package awsstore
 
@@ -13,6 +13,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // Config configures the AWS store. Call SetDefaults, then Validate (New
@@ -31,11 +36,25 @@ type Config struct {
 	// ClientOptions adjust the DynamoDB client, e.g. BaseEndpoint for an
 	// emulator, or a middleware in tests.
 	ClientOptions []func(*dynamodb.Options)
+
+	// SnapshotBucket is the S3 bucket of registry snapshots (bucket names
+	// are global, so it is given, not derived from Env). Required by
+	// NewSnapshotStore only.
+	SnapshotBucket string
+	// S3Options, SQSOptions and SNSOptions adjust those clients as
+	// ClientOptions does DynamoDB's.
+	S3Options  []func(*s3.Options)
+	SQSOptions []func(*sqs.Options)
+	SNSOptions []func(*sns.Options)
+	// Clock orders snapshot versions (default: the system clock).
+	Clock clock.Clock
 }
 
 var (
 	envPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 	tablePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,200}$`)
+	// bucketPattern is S3's general-purpose bucket naming rule.
+	bucketPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 )
 
 // SetDefaults fills the zero fields.
@@ -45,6 +64,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 32
+	}
+	if c.Clock == nil {
+		c.Clock = clock.System()
 	}
 }
 
@@ -59,6 +81,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		errs = append(errs, fmt.Errorf("awsstore: max attempts %d: give 1 to 1000", c.MaxAttempts))
+	}
+	if c.SnapshotBucket != "" && !bucketPattern.MatchString(c.SnapshotBucket) {
+		errs = append(errs, fmt.Errorf("awsstore: snapshot bucket %q: give an S3 bucket name, 3-63 lower-case letters, digits, '.' or '-'", c.SnapshotBucket))
 	}
 	if c.AWSConfig.Region == "" {
 		errs = append(errs, errors.New("awsstore: the AWS config has no region: set AWS_REGION or the profile's region"))
