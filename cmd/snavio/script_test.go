@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +20,11 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/app"
+	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/smallfs"
+	"github.com/snavio/snavio/internal/store/embedded"
 )
 
 // TestMain lets testscript run the real snavio entry point in-process: the
@@ -37,7 +43,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend},
 		Condition:           condition,
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
@@ -178,6 +184,42 @@ func waitCount(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("wait-count: %d of %d lines matched within 30s (last error: %v); last stdout:\n%s", got, n, err, out)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// storeSend implements the script command
+//
+//	store-send DATA_DIR QUEUE FILE
+//
+// for what no client can do: it opens the store of a stopped dispatch serve
+// in DATA_DIR and sends each message of FILE (the JSON array that `snavio
+// queue receive -o json` prints: body, body_encoding and attributes) to QUEUE as
+// they are, through the store's API, as anyone allowed to send to a queue
+// could. Scripts use it to plant messages in a dead-letter queue.
+func storeSend(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: store-send DATA_DIR QUEUE FILE")
+	}
+	var in []queueapi.Message
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[2])), &in); err != nil || len(in) == 0 {
+		ts.Fatalf("store-send: %s is not what `snavio queue receive -o json` prints, with messages: %v", args[2], err)
+	}
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(ts.MkAbs(args[0]), serve.StoreFile)})
+	if err != nil {
+		ts.Fatalf("store-send: %v (is the server stopped?)", err)
+	}
+	defer func() { ts.Check(st.Close()) }()
+	for _, m := range in {
+		body := []byte(m.Body)
+		if m.BodyEncoding == "base64" {
+			body, err = base64.StdEncoding.DecodeString(m.Body)
+			ts.Check(err)
+		}
+		id, err := st.Send(context.Background(), args[1], body, m.Attributes)
+		if err != nil {
+			ts.Fatalf("store-send: %v", err)
+		}
+		fmt.Fprintln(ts.Stdout(), id)
 	}
 }
 

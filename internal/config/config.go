@@ -239,14 +239,42 @@ func Save(path string, f *File) error {
 	return nil
 }
 
-// ProfileNames returns the profile names in sorted order.
+// ProfileNames returns the names of every profile there is, in sorted
+// order: the file's, and the built-in DefaultProfileName unless the file
+// defines its own.
 func (f *File) ProfileNames() []string {
-	names := make([]string, 0, len(f.Profiles))
+	names := make([]string, 0, len(f.Profiles)+1)
 	for n := range f.Profiles {
 		names = append(names, n)
 	}
+	if _, ok := f.Profiles[DefaultProfileName]; !ok {
+		names = append(names, DefaultProfileName)
+	}
 	sort.Strings(names)
 	return names
+}
+
+// Lookup returns the profile called name: the file's, or, for
+// DefaultProfileName when the file has none by that name, the built-in
+// local profile (builtin true). It is always there, so a config file of
+// aws profiles alone still leaves a local one to switch back to.
+func (f *File) Lookup(name string) (p *Profile, builtin, ok bool) {
+	if p, ok := f.Profiles[name]; ok {
+		return p, false, true
+	}
+	if name == DefaultProfileName {
+		return &Profile{Kind: KindLocal}, true, true
+	}
+	return nil, false, false
+}
+
+// Current returns the name of the current profile: the file's
+// current_profile, or DefaultProfileName.
+func (f *File) Current() string {
+	if f.CurrentProfile != "" {
+		return f.CurrentProfile
+	}
+	return DefaultProfileName
 }
 
 // The validation patterns are compiled on first use, not at package init:

@@ -211,3 +211,24 @@ func TestPresentation(t *testing.T) {
 		t.Fatalf("bad bool: %v", err)
 	}
 }
+
+func TestBuiltinDefaultProfile(t *testing.T) {
+	f := &File{Profiles: map[string]*Profile{"prod": {Kind: KindAWS, Region: "eu-west-1"}}}
+	if got := f.ProfileNames(); len(got) != 2 || got[0] != "default" || got[1] != "prod" {
+		t.Errorf("ProfileNames = %q, want default and prod", got)
+	}
+	if p, builtin, ok := f.Lookup("default"); !ok || !builtin || p.Kind != KindLocal {
+		t.Errorf("Lookup(default) = %+v %v %v", p, builtin, ok)
+	}
+	if f.Current() != "default" {
+		t.Errorf("Current = %q", f.Current())
+	}
+	// A file's own "default" replaces the built-in one.
+	f.Profiles["default"] = &Profile{Kind: KindAWS, Region: "us-east-1"}
+	if p, builtin, _ := f.Lookup("default"); builtin || p.Kind != KindAWS {
+		t.Errorf("own default: %+v builtin %v", p, builtin)
+	}
+	if _, _, ok := f.Lookup("nope"); ok {
+		t.Error("Lookup(nope) found a profile")
+	}
+}

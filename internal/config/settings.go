@@ -140,13 +140,9 @@ func Resolve(file *File, flags *pflag.FlagSet, paths Paths) (*Settings, error) {
 	if f := lookupChanged(flags, "profile"); f != nil {
 		s.ProfileName, s.ProfileOrigin = f.Value.String(), FromFlag
 	}
-	prof, ok := file.Profiles[s.ProfileName]
+	prof, _, ok := file.Lookup(s.ProfileName)
 	if !ok {
-		if s.ProfileName != DefaultProfileName || s.ProfileOrigin != FromDefault {
-			return nil, fmt.Errorf("profile %q (from %s) is not in %s: run `snavio profile list` to see the profiles, or `snavio profile set %s --kind local` to create it", s.ProfileName, s.ProfileOrigin, paths.ConfigFile, s.ProfileName)
-		}
-		// No configuration at all: the built-in local profile.
-		prof = &Profile{Kind: KindLocal}
+		return nil, fmt.Errorf("profile %q (from %s) is not in %s: run `snavio profile list` to see the profiles, or `snavio profile set %s --kind local` to create it", s.ProfileName, s.ProfileOrigin, paths.ConfigFile, s.ProfileName)
 	}
 	s.Kind = prof.Kind
 

@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -643,11 +644,23 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 		return err
 	}
 	v := registry.KeyVersion{ID: "hmac-v" + strconv.Itoa(n+1), Secret: secret, ActivatedAt: at.UTC()}
-	// Keep only what is still accepted: the versions from the previous one on.
-	if len(vs) > 1 {
-		vs = vs[len(vs)-1:]
+	vs = append(vs, v)
+	// Keep what the keyring still accepts, with the new version scheduled:
+	// the current one until the new one activates and the previous one
+	// through its overlap (docs/security/keys.md).
+	kv := make([]keys.Version, len(vs))
+	for i, x := range vs {
+		kv[i] = keys.Version{ID: x.ID, Secret: x.Secret, ActivatedAt: x.ActivatedAt, NotAfter: x.NotAfter}
 	}
-	k.Versions = append(vs, v)
+	ring, err := keys.NewKeyring(a.o.KeyPolicy, map[string][]keys.Version{req.Source: kv})
+	if err != nil {
+		return fmt.Errorf("stored keys of %s: %w", req.Source, err)
+	}
+	kept := map[string]bool{}
+	for _, x := range ring.Retained(req.Source, now) {
+		kept[x.ID] = true
+	}
+	k.Versions = slices.DeleteFunc(vs, func(x registry.KeyVersion) bool { return !kept[x.ID] })
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}

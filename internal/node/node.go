@@ -30,6 +30,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/reason"
 )
 
 // Item is one hand-off taken from the queue.
@@ -195,11 +196,12 @@ func (n *Node) count(f func(*Stats)) {
 }
 
 // Ingest implements server.Pipeline. The request's commands run through
-// the shield and the fast stage concurrently, while its events are
-// archived in one durable write: their durable writes (archive, deliveries,
-// telemetry, hand-offs) meet in the store's group commits instead of
-// queueing one behind the other, so a request costs about two commit
-// round trips, not three per entry.
+// the shield and the fast stage concurrently, then its events are
+// archived in one durable write, but for invalid entries of a source over
+// its invalid budget (dispatch.Result.Throttled): under Defer their
+// durable writes (archive, deliveries, telemetry, hand-offs) meet in the
+// store's group commits instead of queueing one behind the other, so a
+// request costs about two commit round trips, not three per entry.
 //
 // An entry is acknowledged only once it is archived and delivered,
 // refused with telemetry, or durably handed off. If the archive write
@@ -219,6 +221,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	}
 	events := make([]Archived, len(entries))
 	escalated := make([]bool, len(entries))
+	throttled := make([]bool, len(entries)) // invalid, over the source's budget: not archived
 	commands := make([]int, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
@@ -245,7 +248,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 				return
 			}
 			i := commands[k]
-			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID)
+			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID, &throttled[i])
 		}
 	}
 	var wg sync.WaitGroup
@@ -256,9 +259,18 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 			run()
 		}()
 	}
-	archErr := n.o.Archive.Append(ctx, events)
 	run()
 	wg.Wait()
+	kept := events[:0]
+	for i := range events {
+		if !throttled[i] {
+			kept = append(kept, events[i])
+		}
+	}
+	var archErr error
+	if len(kept) > 0 {
+		archErr = n.o.Archive.Append(ctx, kept)
+	}
 	if err := wait(); err != nil && archErr == nil {
 		archErr = err
 	}
@@ -291,7 +303,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 // fast runs the shield and the fast stage on one command entry, and says
 // whether it handed the command to the slow stage. A panic (a bug)
 // refuses the entry, as net/http would have refused the request.
-func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool) {
+func (n *Node) fast(ctx context.Context, e *server.Entry, id string, throttled *bool) (res server.EntryResult, escalated bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
@@ -299,6 +311,12 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		}
 	}()
 	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
+	*throttled = r.Throttled
+	if r.Outcome == dispatch.Invalid && r.Reason == string(reason.TooLarge) {
+		// Never deliverable: a permanent refusal, not a retryable one (the
+		// shield emitted snavio.command.invalid).
+		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false
+	}
 	if r.Outcome == dispatch.Escalated {
 		wire, err := esc.Marshal()
 		if err == nil {

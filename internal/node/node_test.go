@@ -516,3 +516,40 @@ func TestAHandOffWakesAWorkerOnceDurable(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottledInvalidEntriesAreNotArchived: past its invalid budget
+// (shield.DefaultInvalidBudget a minute) a source's invalid entries are
+// acknowledged like any invalid entry, get no event of their own, and are
+// not archived; a request holding only such entries is not an error.
+func TestThrottledInvalidEntriesAreNotArchived(t *testing.T) {
+	e := newEnv(t)
+	wrong, _ := signing.NewKey("hmac-v1", []byte("another secret, another secret!!"))
+	bad := func(n int) server.Entry {
+		env := envelope.New(fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), e.clk.Now(), "mailer", "send", []byte(`{}`))
+		if err := wrong.SignEnvelope(&env, source); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := env.AppendJSON(nil)
+		return server.Entry{Source: source, DetailType: envelope.EventType, Detail: b}
+	}
+	var entries []server.Entry
+	for i := range shield.DefaultInvalidBudget + 5 {
+		entries = append(entries, bad(i))
+	}
+	for _, r := range e.node.Ingest(context.Background(), entries) {
+		if r.EventID == "" {
+			t.Fatalf("an invalid entry was refused: %+v", r)
+		}
+	}
+	if len(e.arch.got) != shield.DefaultInvalidBudget || names(e.tel, telemetry.NameInvalid) != shield.DefaultInvalidBudget {
+		t.Fatalf("archived %d, invalid events %d; want %d of each", len(e.arch.got), names(e.tel, telemetry.NameInvalid), shield.DefaultInvalidBudget)
+	}
+	res := e.node.Ingest(context.Background(), []server.Entry{bad(900), bad(901)})
+	if res[0].EventID == "" || res[1].EventID == "" || len(e.arch.got) != shield.DefaultInvalidBudget {
+		t.Fatalf("a request of throttled entries only: %+v, archived %d", res, len(e.arch.got))
+	}
+	// A valid entry of the same source is archived and delivered as ever.
+	if res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 1000, "mailer", "send")}); res[0].EventID == "" || len(e.arch.got) != shield.DefaultInvalidBudget+1 || e.out.n != 1 {
+		t.Fatalf("valid entry: %+v, archived %d, delivered %d", res, len(e.arch.got), e.out.n)
+	}
+}

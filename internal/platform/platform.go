@@ -76,5 +76,5 @@ type aws struct{ target Target }
 func (c *aws) Target() Target { return c.target }
 
 func (c *aws) API() (*API, error) {
-	return nil, errors.New("this command talks to a `snavio dispatch serve` control API, and the profile is kind aws; use a local profile (`snavio profile use local`) or --endpoint-url with a local profile")
+	return nil, errors.New("this command talks to a `snavio dispatch serve` control API, and the profile is kind aws; switch to a local profile (`snavio profile use default`, the built-in one, or another local profile in `snavio profile list`)")
 }

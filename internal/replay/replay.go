@@ -48,6 +48,8 @@ type Record struct {
 	At time.Time
 	// Reason is the failure reason a DLQ message carries, if any.
 	Reason string
+	// Refusal, when set, is why this record must never be replayed: the plan lists it as refused with this reason and a run never sends or acknowledges it.
+	Refusal string
 }
 
 // Source is where records come from.

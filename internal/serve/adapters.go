@@ -9,30 +9,36 @@ import (
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
 
 // The adapters between the dispatcher's ports and the embedded store.
 
 // Message attributes a delivered command carries, like the SQS message
-// attributes the AWS dispatcher sets.
+// attributes the AWS dispatcher sets; the last two carry its delivery
+// signature (docs/security/delivery-signature.md).
 const (
-	AttrCommandID = "snavio.command_id"
-	AttrSource    = "snavio.source"
-	AttrTarget    = "snavio.target"
-	AttrCommand   = "snavio.command_name"
+	AttrCommandID    = provenance.AttrCommandID
+	AttrSource       = provenance.AttrSource
+	AttrTarget       = provenance.AttrTarget
+	AttrCommand      = provenance.AttrCommand
+	AttrSignature    = provenance.AttrSignature
+	AttrSignatureKey = provenance.AttrKeyID
 )
 
 // HandoffQueue is the internal queue between the fast and slow stages.
 const HandoffQueue = "snavio-internal-slow-handoff"
 
-// sender delivers commands to the embedded store's queues. A message, its
-// delivered event and (on a strict route) its claim's completion are one
-// atomic, durable write: a crash cannot leave a delivered message without its
-// event, nor let a retry deliver a strict-mode command twice.
+// sender delivers commands to the embedded store's queues, each signed for
+// its target. A message, its delivered event and (on a strict route) its
+// claim's completion are one atomic, durable write: a crash cannot leave a
+// delivered message without its event, nor let a retry deliver a
+// strict-mode command twice.
 type sender struct {
 	s    *embedded.Store
 	clk  clock.Clock
 	sink *outboxSink // files the event under its tenant
+	sig  *provenance.Signer
 }
 
 var _ dispatch.Sender = sender{}
@@ -42,15 +48,16 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("route queue %s: %w", d.QueueARN, err)
 	}
-	del := embedded.Delivery{
-		Queue: name, Body: d.Body,
-		Attributes: map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command},
+	m := provenance.Message{CommandID: d.CommandID, Source: d.Source, Target: d.Target, Command: d.Command, Body: d.Body}
+	if err := x.sig.Sign(&m); err != nil {
+		return fmt.Errorf("signing the delivery of %s to %s: %w", d.CommandID, d.Target, err)
 	}
+	del := embedded.Delivery{Queue: name, Body: d.Body, Attributes: m.Attributes()}
 	if d.Event.CommandID != "" {
 		del.Event = x.sink.entry(d.Event)
 	}
 	if c := d.Claim; c != nil {
-		del.Claim = &embedded.ClaimCompletion{ID: c.ID, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
+		del.Claim = &embedded.ClaimCompletion{ID: c.Key, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
 	}
 	if _, err := x.s.Deliver(ctx, del); err != nil {
 		return err

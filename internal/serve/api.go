@@ -10,6 +10,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/api/archiveapi"
+	"github.com/snavio/snavio/internal/api/deliveryapi"
 	"github.com/snavio/snavio/internal/api/explainapi"
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/api/replayapi"
@@ -23,6 +24,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
@@ -41,6 +43,8 @@ type Deps struct {
 	Metrics    *server.Metrics
 	// Tokens is the tenant token store the server authenticates with.
 	Tokens *server.FileTokenStore
+	// Delivery signs delivered messages; it gives targets their keys.
+	Delivery *provenance.Signer
 }
 
 // mountAPI builds the /v1/ handler: the control API (registry, keys,
@@ -65,7 +69,10 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := archiveapi.Mount(mux, archiveapi.Options{Archive: s.store, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Clock: s.clk, Logger: s.log}); err != nil {
+	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log}); err != nil {

@@ -10,16 +10,60 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
 
 // SigningKeyFile holds the Ed25519 key that signs registry snapshots,
 // base64 of the 32-byte seed, mode 0600.
 const SigningKeyFile = "snapshot-signing.key"
 
+// DeliveryKeyFile holds the master secret that every target's delivery
+// signature key is derived from (docs/security/delivery-signature.md),
+// base64 of 32 random bytes, mode 0600.
+const DeliveryKeyFile = "delivery-signing.key"
+
+// secretFile is a secret the data directory keeps: base64 of size random
+// bytes, mode 0600, made on first start.
+type secretFile struct {
+	name, what string
+	size       int
+	// lost says what making a new one costs, for a damaged file's error.
+	lost string
+}
+
+var (
+	snapshotSecret = secretFile{name: SigningKeyFile, what: "snapshot signing key", size: ed25519.SeedSize,
+		lost: "snapshots signed by the old key will then be refused and reloaded from the store"}
+	deliverySecret = secretFile{name: DeliveryKeyFile, what: "delivery signing key", size: provenance.MinMasterLen,
+		lost: "messages delivered before then no longer verify, and every target team must fetch its new key with `snavio key delivery`"}
+)
+
 // loadOrCreateSigningKey reads the snapshot signing key in dir, creating
-// it on first start. A key file others can read is refused.
+// it on first start.
 func loadOrCreateSigningKey(dir string) (ed25519.PrivateKey, string, error) {
-	path := filepath.Join(dir, SigningKeyFile)
+	seed, path, err := loadOrCreateSecret(dir, snapshotSecret)
+	if err != nil {
+		return nil, path, err
+	}
+	return ed25519.NewKeyFromSeed(seed), path, nil
+}
+
+// loadOrCreateDeliverySigner reads the delivery signing master secret in
+// dir, creating it on first start.
+func loadOrCreateDeliverySigner(dir string) (*provenance.Signer, string, error) {
+	master, path, err := loadOrCreateSecret(dir, deliverySecret)
+	if err != nil {
+		return nil, path, err
+	}
+	s, err := provenance.NewSigner(master)
+	return s, path, err
+}
+
+// loadOrCreateSecret reads f in dir, creating it on first start. A file
+// others can read is refused.
+func loadOrCreateSecret(dir string, f secretFile) ([]byte, string, error) {
+	path := filepath.Join(dir, f.name)
 	for range 2 {
 		b, err := os.ReadFile(path)
 		if err == nil {
@@ -28,37 +72,37 @@ func loadOrCreateSigningKey(dir string) (ed25519.PrivateKey, string, error) {
 				return nil, path, err
 			}
 			if fi.Mode().Perm()&0o077 != 0 {
-				return nil, path, fmt.Errorf("the snapshot signing key %s has mode %v; others must not read it: run chmod 600 %s", path, fi.Mode().Perm(), path)
+				return nil, path, fmt.Errorf("the %s %s has mode %v; others must not read it: run chmod 600 %s", f.what, path, fi.Mode().Perm(), path)
 			}
-			seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-			if err != nil || len(seed) != ed25519.SeedSize {
-				return nil, path, fmt.Errorf("the snapshot signing key %s is not a base64 Ed25519 seed; delete it to make a new one (snapshots signed by the old key will then be refused and reloaded from the store)", path)
+			secret, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+			if err != nil || len(secret) != f.size {
+				return nil, path, fmt.Errorf("the %s %s is not base64 of %d bytes; delete it to make a new one (%s)", f.what, path, f.size, f.lost)
 			}
-			return ed25519.NewKeyFromSeed(seed), path, nil
+			return secret, path, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, path, fmt.Errorf("reading the snapshot signing key: %w", err)
+			return nil, path, fmt.Errorf("reading the %s: %w", f.what, err)
 		}
-		seed := make([]byte, ed25519.SeedSize)
-		if _, err := rand.Read(seed); err != nil {
+		secret := make([]byte, f.size)
+		if _, err := rand.Read(secret); err != nil {
 			return nil, path, err
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue // another process made it first: read theirs
 		}
 		if err != nil {
-			return nil, path, fmt.Errorf("creating the snapshot signing key: %w; check the data directory is writable", err)
+			return nil, path, fmt.Errorf("creating the %s: %w; check the data directory is writable", f.what, err)
 		}
-		_, werr := f.WriteString(base64.StdEncoding.EncodeToString(seed) + "\n")
-		serr := f.Sync()
-		if cerr := f.Close(); werr == nil && serr == nil {
+		_, werr := file.WriteString(base64.StdEncoding.EncodeToString(secret) + "\n")
+		serr := file.Sync()
+		if cerr := file.Close(); werr == nil && serr == nil {
 			werr = cerr
 		}
 		if werr = errors.Join(werr, serr); werr != nil {
-			return nil, path, fmt.Errorf("writing the snapshot signing key: %w", werr)
+			return nil, path, fmt.Errorf("writing the %s: %w", f.what, werr)
 		}
-		return ed25519.NewKeyFromSeed(seed), path, nil
+		return secret, path, nil
 	}
-	return nil, path, fmt.Errorf("the snapshot signing key %s keeps changing; is another server starting on the same data directory?", path)
+	return nil, path, fmt.Errorf("the %s %s keeps changing; is another server starting on the same data directory?", f.what, path)
 }

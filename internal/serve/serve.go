@@ -38,6 +38,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
@@ -92,8 +93,9 @@ func ParseFsync(v string) (time.Duration, error) {
 
 // Options configure a Serve. DataDir is required.
 type Options struct {
-	// DataDir holds the store file, the operator token, tenant tokens and
-	// the snapshot signing key. Created 0700 if missing.
+	// DataDir holds the store file, the operator token, tenant tokens, the
+	// snapshot signing key and the delivery signing key. Created 0700 if
+	// missing.
 	DataDir string
 	// Ephemeral keeps the store in memory (the data directory still holds
 	// the operator token and the signing key, so the local profile finds
@@ -167,6 +169,9 @@ type Serve struct {
 	coldSource snapshot.Source
 	demo       *DemoInfo
 	keyPath    string
+	// delivery signs delivered messages (its master: deliveryKeyPath).
+	delivery        *provenance.Signer
+	deliveryKeyPath string
 
 	// failed delivers the server's failure or the log's (Failed).
 	failed     chan error
@@ -251,6 +256,12 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.keyPath = keyPath
+	// Deliveries: signed with keys derived from a master in the data
+	// directory.
+	s.delivery, s.deliveryKeyPath, err = loadOrCreateDeliverySigner(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	signer, err := snapshot.NewEd25519Signer(SnapshotKeyID, priv)
 	if err != nil {
 		return nil, err
@@ -297,7 +308,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	polls := &tenantPolls{}
-	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink})
+	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink,
+		BanRepeatInvalid: func(src string, n int64, at time.Time) { s.flow.BanRepeatInvalid(src, n, at) }}) // s.flow is set below, before any request
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +317,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{s: st, clk: o.Clock, sink: s.sink}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
+	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{s: st, clk: o.Clock, sink: s.sink, sig: s.delivery}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +370,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
-		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens}
+		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Delivery: s.delivery}
 	api, err := s.mountAPI(ctl)
 	if err != nil {
 		return nil, err
@@ -506,6 +518,7 @@ type Info struct {
 	OperatorToken     string    `json:"operator_token_file"`
 	TokenCreated      bool      `json:"operator_token_created"`
 	SigningKey        string    `json:"snapshot_signing_key_file"`
+	DeliveryKey       string    `json:"delivery_signing_key_file"`
 	CachesLoadedFrom  string    `json:"caches_loaded_from"`
 	Demo              *DemoInfo `json:"demo,omitempty"`
 	MetricsURL        string    `json:"metrics_url"`
@@ -534,7 +547,7 @@ func (s *Serve) Info() Info {
 	return Info{
 		URL: u, StorePath: path, LogPath: s.store.LogDir(), Fsync: fsync, Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
 		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
-		SigningKey: s.keyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
+		SigningKey: s.keyPath, DeliveryKey: s.deliveryKeyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
 		MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",
 	}
 }

@@ -112,6 +112,9 @@ type Result struct {
 	// Reason is the escalation, rejection or failure reason code.
 	Reason string
 	Path   telemetry.Path
+	// Throttled: an invalid command from a source over its invalid budget
+	// (shield.Throttled); it had no event of its own and is not archived.
+	Throttled bool
 }
 
 // Escalation is a command the fast stage hands to the slow stage: already
@@ -189,7 +192,7 @@ func New(deps Deps) (*Dispatcher, error) {
 func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) (Result, *Escalation) {
 	acc, err := x.d.Shield.Check(busSource, detail)
 	if err != nil {
-		return Result{Outcome: Invalid, Reason: reasonOf(err)}, nil
+		return Result{Outcome: Invalid, Reason: reasonOf(err), Throttled: shield.Throttled(err)}, nil
 	}
 	env := &acc.Envelope
 	if acc.ColdOnly {

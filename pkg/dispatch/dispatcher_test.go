@@ -459,7 +459,7 @@ func TestStrictClaimCompletedBySender(t *testing.T) {
 	if err != nil || res.Outcome != dispatch.Delivered {
 		t.Fatalf("slow = %+v, %v", res, err)
 	}
-	if len(out.claims) != 1 || out.claims[0] == nil || out.claims[0].ID != uuidN(9) || out.claims[0].Owner == "" ||
+	if len(out.claims) != 1 || out.claims[0] == nil || out.claims[0].Key != flow.ClaimKey("acme", uuidN(9)) || out.claims[0].Owner == "" ||
 		!out.claims[0].ExpiresAt.Equal(clk.Now().Add(300*time.Second)) {
 		t.Fatalf("the sender got claim %+v; want the command's claim expiring after the dedupe TTL", out.claims)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
@@ -68,6 +69,9 @@ type Options struct {
 	Audits replay.AuditStore
 	// DataDir is the server's data directory, for the default Audits.
 	DataDir string
+	// Delivery verifies that a DLQ message was delivered by the
+	// dispatcher (docs/security/delivery-signature.md).
+	Delivery *provenance.Signer
 	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s).
 	DedupeTTL time.Duration
 	// Lease is a DLQ message's visibility during a replay (default 30 s).
@@ -105,8 +109,8 @@ func New(o Options) (*API, error) {
 	if o.Audits == nil && o.DataDir != "" {
 		o.Audits = &replay.FileAudits{Dir: filepath.Join(o.DataDir, AuditDir)}
 	}
-	if o.Archive == nil || o.Queues == nil || o.Registry == nil || o.Pipeline == nil || o.Audits == nil {
-		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline and Audits (or DataDir) are required")
+	if o.Archive == nil || o.Queues == nil || o.Registry == nil || o.Pipeline == nil || o.Audits == nil || o.Delivery == nil {
+		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline, Audits (or DataDir) and Delivery are required")
 	}
 	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = 300 * time.Second
@@ -330,7 +334,7 @@ func (a *API) source(p prepared, lease time.Duration) replay.Source {
 	if p.origin.IsArchive() {
 		return &archiveSource{a: a.o.Archive, f: p.opts.Filter}
 	}
-	return newDLQ(a.o.Queues, p.origin.Queue, lease)
+	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock})
 }
 
 func operatorName(r *http.Request) string {

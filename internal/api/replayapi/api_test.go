@@ -21,6 +21,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
@@ -99,6 +100,7 @@ type env struct {
 	store *embedded.Store
 	clk   *clock.Fake
 	pipe  *pipeline
+	sig   *provenance.Signer // the dispatcher's delivery signer
 }
 
 func newEnv(t *testing.T) *env {
@@ -112,11 +114,18 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = st.Close() })
 	reg := memstore.NewRegistry()
 	by := registry.Actor{Who: "test", At: t0.Add(-2 * time.Hour)}
+	// Both targets dead-letter into dlq; billing into a DLQ of its own.
 	strict := dispatchtest.RegistryRoute("accounts", "send")
 	strict.DedupeMode = registry.DedupeStrict
+	mailer := dispatchtest.RegistryRoute("mailer", "send")
+	billing := dispatchtest.RegistryRoute("billing", "send")
+	for _, r := range []*registry.Route{&strict, &mailer, &billing} {
+		r.QueueARN, r.DLQARN = embedded.QueueARN(r.Target), embedded.QueueARN(dlq)
+	}
+	billing.DLQARN = embedded.QueueARN("billing-dlq")
 	for _, it := range []registry.Item{
 		{Key: &registry.ServiceKey{Source: src, Versions: []registry.KeyVersion{{ID: "hmac-v2", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}}}},
-		{Route: &strict},
+		{Route: &strict}, {Route: &mailer}, {Route: &billing},
 	} {
 		if _, err := reg.Put(ctx, by, it); err != nil {
 			t.Fatal(err)
@@ -129,8 +138,12 @@ func newEnv(t *testing.T) *env {
 	}
 	key, _ := signing.NewKey("hmac-v2", secret)
 	p := &pipeline{t: t, key: key, store: st, clk: clk}
+	sig, err := provenance.NewSigner(bytes.Repeat([]byte{0x5d}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := New(Options{
-		Store: st, Registry: reg, Pipeline: p, Audits: &replay.FileAudits{Dir: t.TempDir()}, Clock: clk,
+		Store: st, Registry: reg, Pipeline: p, Audits: &replay.FileAudits{Dir: t.TempDir()}, Delivery: sig, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return ctx.Err() },
 	})
 	if err != nil {
@@ -138,7 +151,7 @@ func newEnv(t *testing.T) *env {
 	}
 	mux := http.NewServeMux()
 	a.Register(mux)
-	return &env{t: t, api: a, mux: mux, store: st, clk: clk, pipe: p}
+	return &env{t: t, api: a, mux: mux, store: st, clk: clk, pipe: p, sig: sig}
 }
 
 // command returns command n's envelope signed with an old key version, as
@@ -164,8 +177,9 @@ func command(t *testing.T, n int, target string, at time.Time) (sent, delivered 
 	return sent, delivered, id
 }
 
-// fillDLQ dead-letters n commands, sent a minute apart ending 10 min ago;
-// every fourth goes to the strict route accounts.
+// fillDLQ dead-letters n commands, sent a minute apart ending 10 min ago,
+// as the dispatcher delivered them (signed); every fourth goes to the
+// strict route accounts.
 func (e *env) fillDLQ(n int) {
 	e.t.Helper()
 	for i := 1; i <= n; i++ {
@@ -173,12 +187,31 @@ func (e *env) fillDLQ(n int) {
 		if i%4 == 0 {
 			target = "accounts"
 		}
-		_, body, _ := command(e.t, i, target, e.clk.Now())
-		if _, err := e.store.Send(context.Background(), dlq, body, map[string]string{attrSource: src, embedded.AttrDLQReason: embedded.DLQReasonMaxReceives}); err != nil {
-			e.t.Fatal(err)
-		}
+		_, body, id := command(e.t, i, target, e.clk.Now())
+		e.deadLetter(dlq, e.delivered(id, target, body))
 	}
 	e.clk.Advance(10 * time.Minute)
+}
+
+// delivered is a command as the dispatcher delivers it to target.
+func (e *env) delivered(id, target string, body []byte) provenance.Message {
+	e.t.Helper()
+	m := provenance.Message{CommandID: id, Source: src, Target: target, Command: "send", Body: body}
+	if err := e.sig.Sign(&m); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// deadLetter puts m into queue q with its attributes and the store's DLQ
+// reason, as a redrive does.
+func (e *env) deadLetter(q string, m provenance.Message) {
+	e.t.Helper()
+	attrs := m.Attributes()
+	attrs[embedded.AttrDLQReason] = embedded.DLQReasonMaxReceives
+	if _, err := e.store.Send(context.Background(), q, m.Body, attrs); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func (e *env) depth(q string) int {

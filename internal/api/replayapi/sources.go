@@ -9,6 +9,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
@@ -69,7 +70,7 @@ func (s *archiveSource) Ack(context.Context, replay.Record) error { return nil }
 
 // attrSource is the message attribute internal/serve's sender sets to the
 // command's bus source.
-const attrSource = "snavio.source"
+const attrSource = provenance.AttrSource
 
 // dlqCursor is the cursor of a DLQ source once a pass has begun.
 const dlqCursor = "dlq"
@@ -78,17 +79,20 @@ const dlqCursor = "dlq"
 // the AWS DLQ redrive): each record is hidden for lease, and Ack deletes
 // it. It remembers the message ids it returned in this pass, and ends the
 // pass when a receive returns only those (never-received messages come
-// before re-received ones, so none is left unread).
+// before re-received ones, so none is left unread). A message the
+// dispatcher did not deliver to a target that dead-letters into this queue
+// comes with a Refusal (deliveryCheck).
 type dlqSource struct {
 	q     Queues
 	queue string
 	lease time.Duration
+	check *deliveryCheck
 	seen  map[string]bool
 	ids   map[string]string // receipt handle -> message id
 }
 
-func newDLQ(q Queues, queue string, lease time.Duration) *dlqSource {
-	return &dlqSource{q: q, queue: queue, lease: lease, seen: map[string]bool{}, ids: map[string]string{}}
+func newDLQ(q Queues, queue string, lease time.Duration, check *deliveryCheck) *dlqSource {
+	return &dlqSource{q: q, queue: queue, lease: lease, check: check, seen: map[string]bool{}, ids: map[string]string{}}
 }
 
 func (s *dlqSource) Name() string { return "dlq:" + s.queue }
@@ -100,6 +104,13 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 	if cursor == "" {
 		clear(s.seen)
 		clear(s.ids)
+	}
+	// Which targets dead-letter here: read at each pass's start, and at a
+	// resumed run's first call.
+	if cursor == "" || s.check.targets == nil {
+		if err := s.check.load(ctx, s.queue); err != nil {
+			return nil, cursor, err
+		}
 	}
 	got, err := s.q.Receive(ctx, s.queue, min(max(limit, 1), embedded.MaxReceiveBatch), s.lease)
 	if err != nil {
@@ -114,7 +125,7 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 		s.ids[m.ReceiptHandle] = m.ID
 		out = append(out, replay.Record{
 			Ref: m.ReceiptHandle, Source: m.Attributes[attrSource], Detail: m.Body, At: m.SentAt,
-			Reason: m.Attributes[embedded.AttrDLQReason],
+			Reason: m.Attributes[embedded.AttrDLQReason], Refusal: s.check.refusal(m.Attributes, m.Body),
 		})
 	}
 	return out, dlqCursor, nil

@@ -67,7 +67,9 @@ where every acknowledged write is synced before the acknowledgement (the
 queues' messages live there; the rest is applied to the file in batches);
 --ephemeral keeps it all in memory. The data directory also holds the
 operator token (operator.token, 0600, made on first start), which local
-profiles pick up, and the snapshot signing key.
+profiles pick up, the snapshot signing key, and the delivery signing key
+(delivery-signing.key, 0600) that every delivered message's signature
+comes from (docs/security/delivery-signature.md).
 
 --fsync chooses what a power loss can take. "always" (the default) syncs
 the log (fdatasync) before any write is acknowledged: nothing acknowledged

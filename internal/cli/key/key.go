@@ -39,15 +39,17 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 with an HMAC-SHA256 secret. "key create" makes a service's first secret,
 "key rotate" its next one (the previous stays accepted for the overlap);
 both print the new secret once. "key list" shows versions and dates, never
-secrets. Creating and rotating need the operator token.`,
+secrets. Creating and rotating need the operator token. "key delivery"
+prints the key a target's consumer verifies delivered messages with.`,
 		Example: `  snavio key create --service acme/billing
   snavio key rotate --service acme/billing --activate-in 1h
-  snavio key list --tenant acme`,
+  snavio key list --tenant acme
+  snavio key delivery --target orders`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
 	d := route.NewDeps(f)
-	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdRotate(d, nil), NewCmdList(d, nil))
+	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdRotate(d, nil), NewCmdList(d, nil), NewCmdDelivery(d, nil))
 	return cmd
 }
 
@@ -99,7 +101,9 @@ func NewCmdCreate(d route.Deps, runF func(context.Context, *Options) error) *cob
 It is never printed again: store it now. A service that has keys already
 is an error (rotate instead).`,
 		Example: `  snavio key create --service acme/billing
-  snavio key create --service acme/billing -o json > acme-billing.key.json`,
+  (umask 077; snavio key create --service acme/billing -o json > acme-billing.key.json)
+  snavio send --source acme/billing --target mailer --command send-receipt \
+      --payload '{}' --secret-file acme-billing.key.json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkService(opts.Service); err != nil {
@@ -128,7 +132,8 @@ func NewCmdRotate(d route.Deps, runF func(context.Context, *Options) error) *cob
 The new version becomes current at --activate-at (RFC 3339) or after
 --activate-in, default now; producers polling the tenant configuration
 switch to it then, and the previous version stays accepted for the overlap.
-Versions older than the previous one are dropped.`,
+Versions no longer accepted are dropped; the current one stays until the
+new one activates.`,
 		Example: `  snavio key rotate --service acme/billing
   snavio key rotate --service acme/billing --activate-in 1h
   snavio key rotate --service acme/billing --activate-at 2026-12-01T00:00:00Z -o json`,

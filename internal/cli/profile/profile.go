@@ -63,6 +63,9 @@ func loadForWrite(f *cmdutil.Factory) (*config.File, string, error) {
 type Entry struct {
 	Name    string `json:"name"`
 	Current bool   `json:"current"`
+	// Builtin marks the built-in local profile "default", which exists
+	// without a config-file entry.
+	Builtin bool `json:"builtin,omitempty"`
 	config.Profile
 }
 
@@ -70,7 +73,9 @@ type Entry struct {
 type Entries []Entry
 
 // TableHeader implements output.Tabular.
-func (Entries) TableHeader() []string { return []string{"current", "name", "kind", "endpoint/region"} }
+func (Entries) TableHeader() []string {
+	return []string{"current", "name", "kind", "endpoint/region"}
+}
 
 // TableRows implements output.Tabular.
 func (es Entries) TableRows() [][]string {
@@ -89,15 +94,17 @@ func (es Entries) TableRows() [][]string {
 	return rows
 }
 
+// entry returns the profile name of file, which must exist (Lookup).
 func entry(file *config.File, name string) Entry {
-	return Entry{Name: name, Current: name == file.CurrentProfile, Profile: *file.Profiles[name]}
+	p, builtin, _ := file.Lookup(name)
+	return Entry{Name: name, Current: name == file.Current(), Builtin: builtin, Profile: *p}
 }
 
 func newListCmd(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the profiles in the config file",
+		Short:   "List the profiles: the config file's and the built-in \"default\"",
 		Example: `  snavio profile list
   snavio profile list -o json`,
 		Args: cmdutil.NoArgs,
@@ -132,7 +139,7 @@ func newUseCmd(f *cmdutil.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, ok := file.Profiles[name]; !ok {
+			if _, _, ok := file.Lookup(name); !ok {
 				return fmt.Errorf("profile %q is not in %s: run `snavio profile list`, or create it with `snavio profile set %s --kind local`", name, path, name)
 			}
 			file.CurrentProfile = name
@@ -170,7 +177,7 @@ With NAME, show that profile as stored in the config file.`,
 				if err != nil {
 					return err
 				}
-				if _, ok := file.Profiles[args[0]]; !ok {
+				if _, _, ok := file.Lookup(args[0]); !ok {
 					return fmt.Errorf("profile %q is not in %s: run `snavio profile list`", args[0], path)
 				}
 				return p.Print(entry(file, args[0]))
@@ -290,7 +297,9 @@ func runSet(f *cmdutil.Factory, cmd *cobra.Command, name string, opts *setOption
 		return &cmdutil.UsageError{Err: err}
 	}
 	file.Profiles[name] = &updated
-	if opts.use || len(file.Profiles) == 1 && file.CurrentProfile == "" {
+	// The current profile changes only when asked: a new aws profile
+	// must not silently take over from the local one.
+	if opts.use {
 		file.CurrentProfile = name
 	}
 	if err := config.Save(path, file); err != nil {
@@ -319,6 +328,9 @@ func newDeleteCmd(f *cmdutil.Factory) *cobra.Command {
 			}
 			e, ok := file.Profiles[name]
 			if !ok {
+				if name == config.DefaultProfileName {
+					return fmt.Errorf("profile %q is the built-in local profile and cannot be deleted; switch away from it with `snavio profile use NAME`", name)
+				}
 				return fmt.Errorf("profile %q is not in %s: run `snavio profile list`", name, path)
 			}
 			deleted := Entry{Name: name, Current: file.CurrentProfile == name, Profile: *e}

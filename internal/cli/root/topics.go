@@ -70,8 +70,11 @@ SNAVIO_PROFILE names another.
 Manage it with "snavio profile list|use|show|set|delete" rather than by hand;
 snavio writes the file atomically with mode 0600. Unknown keys are errors.
 
-With no file at all, snavio uses a built-in local profile named "default"
-(endpoint http://127.0.0.1:8787, data under $XDG_DATA_HOME/snavio).
+A built-in local profile named "default" (endpoint http://127.0.0.1:8787,
+data under $XDG_DATA_HOME/snavio) always exists unless the file defines its
+own: it is current when nothing else is, and "snavio profile use default"
+switches back to it. "snavio profile set" changes the current profile only
+with --use.
 
 Every setting resolves with the precedence:
 

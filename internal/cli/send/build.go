@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	keycmd "github.com/snavio/snavio/internal/cli/key"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -157,13 +158,6 @@ const (
 	FromTenantConfig KeySource = "tenant-config"
 )
 
-// keyFile is a single key as `snavio key create -o json` prints it.
-type keyFile struct {
-	Source    string `json:"source"`
-	VersionID string `json:"version_id"`
-	Secret    []byte `json:"secret"`
-}
-
 // KeyFromFile reads the signing key of source from a --secret-file: a
 // tenant-config document (`snavio tenant-config -o json`) or a key file
 // ({"source","version_id","secret"} with the secret in base64, as `snavio
@@ -193,7 +187,9 @@ func KeyFromFile(path, source, version string, now time.Time) (*signing.Key, err
 		}
 		return KeyFromTenantConfig(&tc, source, version, now, "--secret-file "+path)
 	}
-	var kf keyFile
+	// The key file is exactly what `snavio key create -o json` prints, so it
+	// is decoded into that type: a field added there cannot break this.
+	var kf keycmd.Secret
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&kf); err != nil || kf.VersionID == "" || len(kf.Secret) == 0 {

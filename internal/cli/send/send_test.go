@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	keycmd "github.com/snavio/snavio/internal/cli/key"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
@@ -165,10 +166,18 @@ func TestKeyFromFile(t *testing.T) {
 	key := writeFile(t, dir, "k.json", `{"source":"acme/billing","version_id":"hmac-v1","secret":"`+b64+`"}`, 0o600)
 	tc := writeFile(t, dir, "tc.json", string(tenantConfig(t)), 0o600)
 	open := writeFile(t, dir, "open.json", `{"source":"acme/billing","version_id":"hmac-v1","secret":"`+b64+`"}`, 0o640)
+	// What `snavio key create -o json` prints, every field of it.
+	created, err := json.Marshal(keycmd.Secret{Source: "acme/billing", VersionID: "hmac-v1", ActivatedAt: t0, Secret: secret, Notice: keycmd.Notice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := writeFile(t, dir, "created.json", string(created), 0o600)
 	for _, c := range []struct {
 		path, source, version, wantVersion, err string
 	}{
 		{path: key, source: "acme/billing", wantVersion: "hmac-v1"},
+		{path: printed, source: "acme/billing", wantVersion: "hmac-v1"},
+		{path: writeFile(t, dir, "extra.json", `{"version_id":"hmac-v1","secret":"`+b64+`","colour":"red"}`, 0o600), source: "acme/billing", err: "want a key"},
 		{path: key, source: "acme/other", err: "holds the key of acme/billing"},
 		{path: key, source: "acme/billing", version: "hmac-v2", err: "holds key version hmac-v1"},
 		{path: tc, source: "acme/billing", wantVersion: "hmac-v2"},

@@ -129,15 +129,15 @@ type dedupeRec struct {
 	ExpiresAt   int64  `json:"exp"`
 }
 
-func (r dedupeRec) record(id string) flow.DedupeRecord {
-	return flow.DedupeRecord{ID: id, PayloadHash: r.PayloadHash, State: flow.ClaimState(r.State), Owner: r.Owner, ExpiresAt: time.Unix(0, r.ExpiresAt).UTC()}
+func (r dedupeRec) record(tenant, id string) flow.DedupeRecord {
+	return flow.DedupeRecord{Tenant: tenant, ID: id, PayloadHash: r.PayloadHash, State: flow.ClaimState(r.State), Owner: r.Owner, ExpiresAt: time.Unix(0, r.ExpiresAt).UTC()}
 }
 
 func checkClaim(rec flow.DedupeRecord) error {
-	if rec.State != flow.ClaimInProgress || rec.ID == "" || rec.Owner == "" {
-		return fmt.Errorf("claim %q: a claim must be in state %q with an id and an owner (got state %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Owner)
+	if rec.State != flow.ClaimInProgress || rec.Tenant == "" || rec.ID == "" || rec.Owner == "" {
+		return fmt.Errorf("claim %q: a claim must be in state %q with a tenant, an id and an owner (got state %q, tenant %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Tenant, rec.Owner)
 	}
-	if err := checkKey("dedupe id", rec.ID); err != nil {
+	if err := checkKey("dedupe key", rec.Key()); err != nil {
 		return err
 	}
 	if len(rec.Owner) > maxKeyLen || len(rec.PayloadHash) > maxKeyLen {
@@ -146,20 +146,29 @@ func checkClaim(rec flow.DedupeRecord) error {
 	return nil
 }
 
-// claimTx is Claim inside tx.
+// claimTx is Claim inside tx. A live record under the bare id, written
+// before claims were scoped by tenant, still holds the id (for every
+// tenant) until it expires: a store upgraded in place keeps deduplicating
+// the commands it claimed before. Such records expire within one dedupe
+// TTL; none is written any more.
 func claimTx(tx *bolt.Tx, rec flow.DedupeRecord, now time.Time) (bool, flow.DedupeRecord, error) {
 	b := tx.Bucket(bDedupe)
-	if v := b.Get([]byte(rec.ID)); v != nil {
+	key := rec.Key()
+	for _, k := range []struct{ key, tenant string }{{key, rec.Tenant}, {rec.ID, ""}} {
+		v := b.Get([]byte(k.key))
+		if v == nil {
+			continue
+		}
 		var old dedupeRec
 		if err := json.Unmarshal(v, &old); err != nil {
-			return false, flow.DedupeRecord{}, corrupt("dedupe record", rec.ID, err)
+			return false, flow.DedupeRecord{}, corrupt("dedupe record", k.key, err)
 		}
 		if live(old.ExpiresAt, nanos(now)) {
-			return false, old.record(rec.ID), nil
+			return false, old.record(k.tenant, rec.ID), nil
 		}
 	}
 	nr := dedupeRec{PayloadHash: rec.PayloadHash, State: string(rec.State), Owner: rec.Owner, ExpiresAt: nanos(rec.ExpiresAt)}
-	return true, flow.DedupeRecord{}, putJSON(b, []byte(rec.ID), nr)
+	return true, flow.DedupeRecord{}, putJSON(b, []byte(key), nr)
 }
 
 // Claim implements flow.DedupeClaims.
@@ -167,7 +176,7 @@ func (s *Store) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time)
 	if err := checkClaim(rec); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
-	if err := s.awaitClaim(ctx, rec.ID); err != nil {
+	if err := s.awaitClaim(ctx, rec.Key()); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
 	var claimed bool
@@ -183,67 +192,67 @@ func (s *Store) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time)
 	return claimed, existing, nil
 }
 
-// ownedTx loads owner's live in-progress record for id, or reports
+// ownedTx loads owner's live in-progress record under key, or reports
 // ok=false.
-func ownedTx(tx *bolt.Tx, id, owner string, now time.Time) (dedupeRec, bool, error) {
-	v := tx.Bucket(bDedupe).Get([]byte(id))
+func ownedTx(tx *bolt.Tx, key, owner string, now time.Time) (dedupeRec, bool, error) {
+	v := tx.Bucket(bDedupe).Get([]byte(key))
 	if v == nil {
 		return dedupeRec{}, false, nil
 	}
 	var r dedupeRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return dedupeRec{}, false, corrupt("dedupe record", id, err)
+		return dedupeRec{}, false, corrupt("dedupe record", key, err)
 	}
 	ok := live(r.ExpiresAt, nanos(now)) && r.State == string(flow.ClaimInProgress) && r.Owner == owner
 	return r, ok, nil
 }
 
 // completeTx is Complete inside tx; notOwner reports ErrNotOwner's case.
-func completeTx(tx *bolt.Tx, id, owner string, expiresAt, now time.Time) (notOwner bool, err error) {
-	if id == "" {
+func completeTx(tx *bolt.Tx, key, owner string, expiresAt, now time.Time) (notOwner bool, err error) {
+	if key == "" {
 		return true, nil
 	}
-	r, ok, err := ownedTx(tx, id, owner, now)
+	r, ok, err := ownedTx(tx, key, owner, now)
 	if err != nil || !ok {
 		return !ok, err
 	}
 	r.State = string(flow.ClaimDelivered)
 	r.ExpiresAt = nanos(expiresAt)
-	return false, putJSON(tx.Bucket(bDedupe), []byte(id), r)
+	return false, putJSON(tx.Bucket(bDedupe), []byte(key), r)
 }
 
 // Complete implements flow.DedupeClaims.
-func (s *Store) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
-	if err := s.awaitClaim(ctx, id); err != nil {
+func (s *Store) Complete(ctx context.Context, key, owner string, expiresAt, now time.Time) error {
+	if err := s.awaitClaim(ctx, key); err != nil {
 		return err
 	}
 	var notOwner bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		var err error
-		notOwner, err = completeTx(tx, id, owner, expiresAt, now)
+		notOwner, err = completeTx(tx, key, owner, expiresAt, now)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	if notOwner {
-		return fmt.Errorf("complete %q as %q: %w", id, owner, flow.ErrNotOwner)
+		return fmt.Errorf("complete %q as %q: %w", key, owner, flow.ErrNotOwner)
 	}
 	return nil
 }
 
 // Release implements flow.DedupeClaims.
-func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
-	if err := s.awaitClaim(ctx, id); err != nil {
+func (s *Store) Release(ctx context.Context, key, owner string, now time.Time) error {
+	if err := s.awaitClaim(ctx, key); err != nil {
 		return err
 	}
 	var notOwner bool
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		if id == "" {
+		if key == "" {
 			notOwner = true
 			return nil
 		}
-		_, ok, err := ownedTx(tx, id, owner, now)
+		_, ok, err := ownedTx(tx, key, owner, now)
 		if err != nil {
 			return err
 		}
@@ -251,13 +260,13 @@ func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) er
 		if !ok {
 			return nil
 		}
-		return tx.Bucket(bDedupe).Delete([]byte(id))
+		return tx.Bucket(bDedupe).Delete([]byte(key))
 	})
 	if err != nil {
 		return err
 	}
 	if notOwner {
-		return fmt.Errorf("release %q as %q: %w", id, owner, flow.ErrNotOwner)
+		return fmt.Errorf("release %q as %q: %w", key, owner, flow.ErrNotOwner)
 	}
 	return nil
 }

@@ -29,8 +29,11 @@ const (
 	// MaxReceiveBatch is the most messages one Receive returns.
 	MaxReceiveBatch = 10
 	// MaxMessageBytes bounds a message's body plus its attribute names and
-	// values.
-	MaxMessageBytes = 256 << 10
+	// values: 1 MiB, as SQS since 2025. A command the dispatcher accepts
+	// (a detail of at most 256 KiB, also in canonical form) weighs more once
+	// delivered or handed off (command.source, the hand-off's wrapping,
+	// the attributes), and must always fit.
+	MaxMessageBytes = 1 << 20
 	// MaxMessageAttributes is the most attributes a message carries.
 	MaxMessageAttributes = 10
 	// MaxVisibilityTimeout is the longest visibility timeout.
@@ -687,11 +690,13 @@ func countBuckets(b *bolt.Bucket) int {
 // record the message is not sent and the error wraps flow.ErrNotOwner; if
 // the send is refused (no such queue, full) the claim is left in progress
 // for the caller to release.
-func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, attrs map[string]string, claimID, owner string, expiresAt, now time.Time) (string, error) {
-	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs, Claim: &ClaimCompletion{ID: claimID, Owner: owner, ExpiresAt: expiresAt, Now: now}})
+func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, attrs map[string]string, claimKey, owner string, expiresAt, now time.Time) (string, error) {
+	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs, Claim: &ClaimCompletion{ID: claimKey, Owner: owner, ExpiresAt: expiresAt, Now: now}})
 }
 
-// ClaimCompletion is a strict dedupe claim a Delivery completes.
+// ClaimCompletion is a strict dedupe claim a Delivery completes. ID is the
+// claim's key in the store (flow.DedupeRecord.Key, flow.Completion.Key);
+// the log keeps it as written.
 type ClaimCompletion struct {
 	ID, Owner      string
 	ExpiresAt, Now time.Time
@@ -736,8 +741,11 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	}
 	sent := nanos(now)
 	h := msgHeader{VisibleAt: sent, SentAt: sent}
-	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+len(d.Body)+512)}
-	off, n := f.newMsg(d.Queue, &h, &Message{ID: id, Body: d.Body, Attributes: d.Attributes})
+	msg := &Message{ID: id, Body: d.Body, Attributes: d.Attributes}
+	// Room for the message with its attributes, and 512 bytes for a claim
+	// and an event, so that the frame is allocated once.
+	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+msgLen(msg)+512)}
+	off, n := f.newMsg(d.Queue, &h, msg)
 	if d.Claim != nil {
 		appendClaimOp(f, d.Claim)
 	}

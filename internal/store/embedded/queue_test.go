@@ -305,26 +305,26 @@ func TestSendAndComplete(t *testing.T) {
 	s, clk := fakeStore(t)
 	mustQueue(t, s, QueueConfig{Name: "q"})
 	now := clk.Now()
-	rec := flow.DedupeRecord{ID: "cmd-1", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o1", ExpiresAt: now.Add(30 * time.Second)}
+	rec := flow.DedupeRecord{Tenant: "t", ID: "cmd-1", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o1", ExpiresAt: now.Add(30 * time.Second)}
 	if ok, _, err := s.Claim(ctx, rec, now); !ok || err != nil {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	// A stranger cannot send under the claim: nothing is sent.
-	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o2", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
+	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, rec.Key(), "o2", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
 		t.Fatalf("stranger: %v", err)
 	}
 	// A refused send leaves the claim in progress.
-	if _, err := s.SendAndComplete(ctx, "nope", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now); !errors.Is(err, ErrQueueNotFound) {
+	if _, err := s.SendAndComplete(ctx, "nope", []byte("x"), nil, rec.Key(), "o1", now.Add(5*time.Minute), now); !errors.Is(err, ErrQueueNotFound) {
 		t.Fatalf("missing queue: %v", err)
 	}
 	if stats, _ := s.ListQueues(ctx); stats[0].Visible != 0 {
 		t.Fatal("a message was sent without its claim completing")
 	}
-	id, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now)
+	id, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, rec.Key(), "o1", now.Add(5*time.Minute), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ex, _ := s.Claim(ctx, flow.DedupeRecord{ID: "cmd-1", State: flow.ClaimInProgress, Owner: "o3", ExpiresAt: now.Add(time.Minute)}, now.Add(time.Minute))
+	_, ex, _ := s.Claim(ctx, flow.DedupeRecord{Tenant: "t", ID: "cmd-1", State: flow.ClaimInProgress, Owner: "o3", ExpiresAt: now.Add(time.Minute)}, now.Add(time.Minute))
 	if ex.State != flow.ClaimDelivered || !ex.ExpiresAt.Equal(now.Add(5*time.Minute)) {
 		t.Fatalf("claim after send: %+v", ex)
 	}
@@ -333,7 +333,7 @@ func TestSendAndComplete(t *testing.T) {
 		t.Fatalf("queue holds %+v", got)
 	}
 	// Completed already: a second send under the same claim is refused.
-	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, "cmd-1", "o1", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
+	if _, err := s.SendAndComplete(ctx, "q", []byte("x"), nil, rec.Key(), "o1", now.Add(5*time.Minute), now); !errors.Is(err, flow.ErrNotOwner) {
 		t.Fatalf("second send: %v", err)
 	}
 }

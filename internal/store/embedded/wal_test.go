@@ -563,10 +563,10 @@ func TestRecoveryAppliesWhatTheFileMissed(t *testing.T) {
 	if err := s.awaitApplied(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := s.Claim(ctx, flow.DedupeRecord{ID: "cmd", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: now.Add(time.Minute)}, now); err != nil || !ok {
+	if ok, _, err := s.Claim(ctx, flow.DedupeRecord{Tenant: "t", ID: "cmd", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: now.Add(time.Minute)}, now); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("x"), Claim: &ClaimCompletion{ID: "cmd", Owner: "o", ExpiresAt: now.Add(time.Hour), Now: now},
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("x"), Claim: &ClaimCompletion{ID: flow.ClaimKey("t", "cmd"), Owner: "o", ExpiresAt: now.Add(time.Hour), Now: now},
 		Event: &OutboxEntry{Tenant: "t", Event: delivered("cmd")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +592,7 @@ func TestRecoveryAppliesWhatTheFileMissed(t *testing.T) {
 	if _, ok, err := r.ArchiveGet(ctx, "ev"); err != nil || !ok {
 		t.Fatalf("archived event after recovery: %v %v", ok, err)
 	}
-	_, ex, err := r.Claim(ctx, flow.DedupeRecord{ID: "cmd", State: flow.ClaimInProgress, Owner: "o2", ExpiresAt: now.Add(time.Minute)}, now)
+	_, ex, err := r.Claim(ctx, flow.DedupeRecord{Tenant: "t", ID: "cmd", State: flow.ClaimInProgress, Owner: "o2", ExpiresAt: now.Add(time.Minute)}, now)
 	if err != nil || ex.State != flow.ClaimDelivered {
 		t.Fatalf("claim after recovery: %+v %v (the delivery's completion was not applied)", ex, err)
 	}

@@ -153,9 +153,16 @@ func TestLeases(t *testing.T, newStore func(t *testing.T) flow.Leases) {
 	})
 }
 
+// claimTenant is the tenant of the contract's claims but where a case says
+// otherwise.
+const claimTenant = "acme"
+
 func inProgress(id, hash, owner string, exp time.Time) flow.DedupeRecord {
-	return flow.DedupeRecord{ID: id, PayloadHash: hash, State: flow.ClaimInProgress, Owner: owner, ExpiresAt: exp}
+	return flow.DedupeRecord{Tenant: claimTenant, ID: id, PayloadHash: hash, State: flow.ClaimInProgress, Owner: owner, ExpiresAt: exp}
 }
+
+// key is the store key of id's claim in claimTenant.
+func key(id string) string { return flow.ClaimKey(claimTenant, id) }
 
 // TestDedupe is the contract of flow.DedupeClaims.
 func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
@@ -176,7 +183,7 @@ func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
 		if ex.State != flow.ClaimInProgress || ex.Owner != "o1" || ex.PayloadHash != "h" {
 			t.Fatalf("existing = %+v", ex)
 		}
-		if err := s.Complete(ctx, "id1", "o1", done, epoch); err != nil {
+		if err := s.Complete(ctx, key("id1"), "o1", done, epoch); err != nil {
 			t.Fatal(err)
 		}
 		ok, ex, _ = s.Claim(ctx, inProgress("id1", "h", "o3", ip), epoch.Add(time.Minute))
@@ -189,10 +196,10 @@ func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
 		if ok, _, _ := s.Claim(ctx, inProgress("id", "h", "o1", ip), epoch); !ok {
 			t.Fatal("claim failed")
 		}
-		if err := s.Release(ctx, "id", "o2", epoch); !errors.Is(err, flow.ErrNotOwner) {
+		if err := s.Release(ctx, key("id"), "o2", epoch); !errors.Is(err, flow.ErrNotOwner) {
 			t.Fatalf("release by a stranger: %v, want ErrNotOwner", err)
 		}
-		if err := s.Release(ctx, "id", "o1", epoch); err != nil {
+		if err := s.Release(ctx, key("id"), "o1", epoch); err != nil {
 			t.Fatal(err)
 		}
 		if ok, _, _ := s.Claim(ctx, inProgress("id", "h", "o2", ip), epoch); !ok {
@@ -209,14 +216,14 @@ func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
 		if err != nil || !ok {
 			t.Fatalf("claim over an expired in-progress record: %v %v", ok, err)
 		}
-		if err := s.Complete(ctx, "id", "crashed", done, ip); !errors.Is(err, flow.ErrNotOwner) {
+		if err := s.Complete(ctx, key("id"), "crashed", done, ip); !errors.Is(err, flow.ErrNotOwner) {
 			t.Fatalf("the crashed owner completed a record it lost: %v", err)
 		}
 	})
 	t.Run("DeliveredExpiresAfterTTL", func(t *testing.T) {
 		s := newStore(t)
 		s.Claim(ctx, inProgress("id", "h", "o", ip), epoch)
-		if err := s.Complete(ctx, "id", "o", done, epoch); err != nil {
+		if err := s.Complete(ctx, key("id"), "o", done, epoch); err != nil {
 			t.Fatal(err)
 		}
 		if ok, _, _ := s.Claim(ctx, inProgress("id", "h", "o2", done.Add(time.Minute)), done); !ok {
@@ -225,17 +232,17 @@ func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
 	})
 	t.Run("CompleteAndReleaseNeedALiveInProgressRecord", func(t *testing.T) {
 		s := newStore(t)
-		if err := s.Complete(ctx, "none", "o", done, epoch); !errors.Is(err, flow.ErrNotOwner) {
+		if err := s.Complete(ctx, key("none"), "o", done, epoch); !errors.Is(err, flow.ErrNotOwner) {
 			t.Fatalf("complete of a missing record: %v", err)
 		}
 		s.Claim(ctx, inProgress("id", "h", "o", ip), epoch)
-		if err := s.Complete(ctx, "id", "o", done, epoch); err != nil {
+		if err := s.Complete(ctx, key("id"), "o", done, epoch); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Release(ctx, "id", "o", epoch); !errors.Is(err, flow.ErrNotOwner) {
+		if err := s.Release(ctx, key("id"), "o", epoch); !errors.Is(err, flow.ErrNotOwner) {
 			t.Fatalf("release of a delivered record: %v", err)
 		}
-		if err := s.Complete(ctx, "id", "o", done, epoch); !errors.Is(err, flow.ErrNotOwner) {
+		if err := s.Complete(ctx, key("id"), "o", done, epoch); !errors.Is(err, flow.ErrNotOwner) {
 			t.Fatalf("second complete: %v", err)
 		}
 	})
@@ -261,12 +268,54 @@ func TestDedupe(t *testing.T, newStore func(t *testing.T) flow.DedupeClaims) {
 			t.Fatalf("%d goroutines won the claim, want exactly 1", winners.Load())
 		}
 	})
+	t.Run("TenantsDoNotShareIDs", func(t *testing.T) {
+		// One delivery per id holds within a tenant: another tenant's
+		// claim of the same id, even with the same payload, is its own.
+		s := newStore(t)
+		mine := inProgress("shared", "h", "o1", ip)
+		theirs := mine
+		theirs.Tenant, theirs.Owner = "globex", "o2"
+		if ok, _, err := s.Claim(ctx, mine, epoch); err != nil || !ok {
+			t.Fatalf("acme's claim: %v %v", ok, err)
+		}
+		if ok, ex, err := s.Claim(ctx, theirs, epoch); err != nil || !ok {
+			t.Fatalf("globex's claim of the same id: %v %+v %v; a tenant must not suppress another's command", ok, ex, err)
+		}
+		if err := s.Complete(ctx, mine.Key(), "o1", done, epoch); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, theirs.Key(), "o2", done, epoch); err != nil {
+			t.Fatalf("globex's completion: %v", err)
+		}
+		for _, rec := range []flow.DedupeRecord{mine, theirs} {
+			rec.Owner = "o3"
+			if ok, ex, _ := s.Claim(ctx, rec, epoch.Add(time.Minute)); ok || ex.State != flow.ClaimDelivered {
+				t.Fatalf("%s's copy after delivery: %v %+v, want its own delivered record", rec.Tenant, ok, ex)
+			}
+		}
+		// Release and Complete act on their own tenant's record only.
+		other := inProgress("other", "h", "o1", ip)
+		if ok, _, _ := s.Claim(ctx, other, epoch); !ok {
+			t.Fatal("claim failed")
+		}
+		if err := s.Release(ctx, flow.ClaimKey("globex", "other"), "o1", epoch); !errors.Is(err, flow.ErrNotOwner) {
+			t.Fatalf("release under another tenant's key: %v, want ErrNotOwner", err)
+		}
+		if ok, _, _ := s.Claim(ctx, inProgress("other", "h", "o2", ip), epoch); ok {
+			t.Fatal("the claim was released through another tenant's key")
+		}
+	})
 	t.Run("RejectsMalformedClaims", func(t *testing.T) {
 		s := newStore(t)
 		bad := inProgress("id", "h", "o", ip)
 		bad.State = flow.ClaimDelivered
 		if _, _, err := s.Claim(ctx, bad, epoch); err == nil {
 			t.Fatal("a claim in the delivered state was accepted")
+		}
+		noTenant := inProgress("id", "h", "o", ip)
+		noTenant.Tenant = ""
+		if _, _, err := s.Claim(ctx, noTenant, epoch); err == nil {
+			t.Fatal("a claim without a tenant was accepted")
 		}
 		if _, _, err := s.Claim(ctx, inProgress("", "h", "o", ip), epoch); err == nil {
 			t.Fatal("a claim without an id was accepted")

@@ -298,6 +298,9 @@ func (s *state) fastPayload(d []byte, i int, lim Limits) (int, bool) {
 	if s.payload, err = jcs.Append(s.payload[:0], v, jcs.Limits{MaxDepth: lim.MaxDepth, MaxMembers: lim.MaxMembers}); err != nil {
 		return i, false
 	}
+	if _, over := s.canonicalSize(len(d), len(v), lim); over {
+		return i, false
+	}
 	s.have |= 1 << fPayload
 	return i + int(s.dec.InputOffset()), true
 }

@@ -143,6 +143,7 @@ type state struct {
 	blob     []byte // validated string fields, back to back
 	payload  []byte // canonical payload
 	raw      []byte // the fast path's payload: canonical already, in detail
+	size     int    // len(detail), for the canonical size check
 	start    [numFields]int
 	end      [numFields]int
 	have     uint16 // bit per field seen
@@ -203,6 +204,7 @@ func (s *state) parse(detail []byte, lim Limits, check func(time.Time) error) (E
 	s.blob = s.blob[:0]
 	s.payload = s.payload[:0]
 	s.raw = nil
+	s.size = len(detail)
 	s.have = 0
 	s.replay = false
 
@@ -539,8 +541,22 @@ func (s *state) readPayload(lim Limits) error {
 		return reason.New(reason.InvalidPayload, "command.payload",
 			"cannot be canonicalized (RFC 8785): "+err.Error())
 	}
+	if n, over := s.canonicalSize(s.size, len(v), lim); over {
+		return reason.New(reason.TooLarge, "command.payload",
+			"is "+strconv.Itoa(len(s.payload))+" bytes in canonical form (RFC 8785), which makes the detail "+strconv.Itoa(n)+
+				" bytes; the limit is "+strconv.Itoa(lim.MaxBytes)+" bytes: make the payload smaller (numbers such as 1e20 or 1e400 grow when canonicalized)")
+	}
 	s.have |= 1 << fPayload
 	return nil
+}
+
+// canonicalSize is the size of a detail of detailLen bytes with its
+// payload of rawLen bytes (as sent) replaced by s.payload, its canonical
+// form, and whether that is over the limit. The canonical payload is what
+// is signed and delivered, so it is held to the limit too.
+func (s *state) canonicalSize(detailLen, rawLen int, lim Limits) (int, bool) {
+	n := detailLen - rawLen + len(s.payload)
+	return n, n > lim.MaxBytes
 }
 
 // skimCommand reads, after an early rejection, as much of a following

@@ -228,6 +228,55 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// TestParseCanonicalSize: the canonical payload is what is signed and
+// delivered, so the detail with it in place is held to the limit too; on
+// the fast path and on the token parser alike. 1e400 is 5 bytes as sent and
+// 23 canonical; whitespace shrinks.
+func TestParseCanonicalSize(t *testing.T) {
+	p := NewParser(Limits{})
+	withPayload := func(payload string) []byte {
+		return []byte(strings.Replace(good(), `{"user":"u-1","n":1}`, payload, 1))
+	}
+	grows := withPayload("[" + strings.Repeat("1e400,", 38_000) + "1e400]")
+	if len(grows) > DefaultMaxBytes {
+		t.Fatalf("test setup: %d bytes as sent", len(grows))
+	}
+	// Just over: the sent detail is at the limit and one number grows.
+	base := withPayload(`["` + strings.Repeat("x", DefaultMaxBytes) + `",1e20]`)
+	justOver := withPayload(`["` + strings.Repeat("x", DefaultMaxBytes-(len(base)-DefaultMaxBytes)) + `",1e20]`)
+	if len(justOver) != DefaultMaxBytes {
+		t.Fatalf("test setup: %d bytes", len(justOver))
+	}
+	// Grows by one byte (1e3 is 1000) to exactly the limit: accepted.
+	atLimitPayload := `["` + strings.Repeat("x", DefaultMaxBytes-1-len(withPayload(`["",1e3]`))) + `",1e3]`
+	atLimit := withPayload(atLimitPayload)
+	if len(atLimit) != DefaultMaxBytes-1 {
+		t.Fatalf("test setup: %d bytes", len(atLimit))
+	}
+	for _, c := range []struct {
+		name   string
+		detail []byte
+		want   reason.Code
+	}{
+		{"1e400 x 38001", grows, reason.TooLarge},
+		{"at the limit as sent, 1e20 grows", justOver, reason.TooLarge},
+		{"canonical exactly at the limit", atLimit, ""},
+	} {
+		for _, fast := range []bool{true, false} {
+			env, _, err := p.parse(c.detail, nil, fast)
+			if reason.Of(err) != c.want {
+				t.Fatalf("%s (fast path %v): %v, want %q", c.name, fast, err, c.want)
+			}
+			if c.want == reason.TooLarge && !strings.Contains(err.Error(), "command.payload") {
+				t.Fatalf("%s: %v does not name the payload", c.name, err)
+			}
+			if c.want == "" && (len(env.Command.Payload) != len(atLimitPayload)+1 || !strings.HasSuffix(string(env.Command.Payload), ",1000]")) {
+				t.Fatalf("%s: canonical payload of %d bytes", c.name, len(env.Command.Payload))
+			}
+		}
+	}
+}
+
 func TestParseCheckStopsEarly(t *testing.T) {
 	p := NewParser(Limits{})
 	stop := errors.New("outside window")

@@ -88,6 +88,31 @@ func TestDedupeStates(t *testing.T) {
 			}
 		})
 
+		t.Run(name+"/IDsAreScopedByTenant", func(t *testing.T) {
+			h := newSolo(t, mod)
+			mine := cmd("shared-id", "acme/s", "tg", "c")
+			if act, ok := h.dispatch(t, mine, strict, always); act != flow.Proceed || !ok {
+				t.Fatalf("acme: %v %v", act, ok)
+			}
+			// Another tenant with the same id and payload is delivered:
+			// neither the seen-set nor the claim may count acme's delivery.
+			theirs := cmd("shared-id", "globex/shop", "tg", "c")
+			if d := h.f.Fast(theirs, strict); d.Action != flow.Escalate {
+				t.Fatalf("fast for globex: %v, want escalate", d.Action)
+			}
+			if act, ok := h.dispatch(t, theirs, strict, always); act != flow.Proceed || !ok {
+				t.Fatalf("globex: %v %v, want delivered", act, ok)
+			}
+			// Another service of the same tenant is the same scope.
+			sibling := cmd("shared-id", "acme/other", "tg", "c")
+			if act, _ := h.dispatch(t, sibling, strict, always); act != flow.Drop {
+				t.Fatalf("acme/other: %v, want drop (one delivery per id within the tenant)", act)
+			}
+			if n := len(h.sink.of(telemetry.NameDuplicate)); n != 1 {
+				t.Fatalf("%d duplicate events, want 1", n)
+			}
+		})
+
 		t.Run(name+"/InProgressCopyIsRetriedNotDropped", func(t *testing.T) {
 			h := newSolo(t, mod)
 			c := cmd("b", "acme/s", "tg", "c")

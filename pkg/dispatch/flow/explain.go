@@ -63,8 +63,8 @@ func (f *Flow) Explain(c *Command, r *Route) Preview {
 	add(Step{Check: "global_ban", Result: StepPass, Detail: "not banned (ban list as cached)"})
 	if r.Strict {
 		if c.ID != "" && !f.cfg.DisableSeenSet {
-			if h, ok := f.seen.delivered(c.ID, now); ok && h != "" && h == c.hash() {
-				add(Step{Check: "dedupe", Result: StepDrop, Detail: "strict: id " + c.ID + " is known delivered with this payload on this instance"})
+			if h, ok := f.seen.delivered(c.tenant(), c.ID, now); ok && h != "" && h == c.hash() {
+				add(Step{Check: "dedupe", Result: StepDrop, Detail: "strict: id " + c.ID + " is known delivered for tenant " + c.tenant() + " with this payload on this instance"})
 				p.Action = Drop
 				return p
 			}

@@ -260,11 +260,38 @@ func (f *Flow) escalateBan(key BanKey, at time.Time) {
 	})
 }
 
+// BanRepeatInvalid bans source from the warm path for GlobalBanDuration:
+// its invalid traffic stayed over the shield's budget for several
+// intervals in a row (shield.Deps.BanRepeatInvalid; invalid is its count in
+// the current one). The ban is stored on the executor, so this never
+// blocks; snavio.fairness.abuse_detected tells the tenant. A source already
+// banned past the new ban's end is left alone.
+func (f *Flow) BanRepeatInvalid(source string, invalid int64, at time.Time) {
+	until := at.Add(f.cfg.GlobalBanDuration)
+	if b, ok := f.bans.lookup(source, at); ok && !b.Until.Before(until) {
+		return
+	}
+	f.cfg.Executor(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StoreTimeout)
+		defer cancel()
+		b := Ban{Source: source, Until: until, Reason: BanReasonInvalid}
+		if err := f.store.PutBan(ctx, b); err != nil {
+			f.cfg.Logger.Warn("storing a ban for repeated invalid traffic failed", "source", source, "err", err)
+			return
+		}
+		f.bans.add(b)
+		f.cfg.Metrics.Count(MetricGlobalBans, 1)
+		f.sink.Emit(telemetry.AbuseDetected{Source: source, AffectedTargets: []string{}, TotalViolations: invalid, BanAppliedUntil: until})
+		f.cfg.Logger.Info("global warm-path ban for repeated invalid traffic", "source", source, "invalid", invalid, "until", until)
+	})
+}
+
 // Ban reasons.
 const (
 	BanReasonRepeat   = "repeat-warm-path-bans"
 	BanReasonAbuse    = "abuse-detected"
 	BanReasonColdOnly = "cold-only"
+	BanReasonInvalid  = "repeat-invalid"
 )
 
 // RefreshBans reloads the global ban list from the store now.

@@ -345,3 +345,29 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("defaults rejected: %v", err)
 	}
 }
+
+// TestBanRepeatInvalid: the shield's escalation of a source whose invalid
+// traffic stays over budget is a global warm-path ban, stored, cached,
+// told to the tenant, and not renewed while one lasts.
+func TestBanRepeatInvalid(t *testing.T) {
+	h := newSolo(t, nil)
+	h.f.BanRepeatInvalid("acme/noisy", 150, h.clk.Now())
+	h.q.run()
+	bans, err := h.store.Bans(context.Background(), h.clk.Now())
+	if err != nil || len(bans) != 1 || bans[0].Source != "acme/noisy" || bans[0].Reason != flow.BanReasonInvalid || !bans[0].Until.Equal(h.clk.Now().Add(10*time.Minute)) {
+		t.Fatalf("global bans = %+v %v", bans, err)
+	}
+	if d := h.f.Fast(cmd("", "acme/noisy", "tg", "c"), plenty); d.Escalation != flow.EscalateGlobalBan {
+		t.Fatalf("banned source on the fast path: %v %v", d.Action, d.Escalation)
+	}
+	if got := h.sink.count(telemetry.NameAbuseDetected); got != 1 {
+		t.Fatalf("%d abuse_detected events, want 1", got)
+	}
+	// While the ban lasts past what a new one would give, nothing is done.
+	h.clk.Advance(time.Minute)
+	h.f.BanRepeatInvalid("acme/noisy", 150, h.clk.Now().Add(-2*time.Minute))
+	h.q.run()
+	if got := h.sink.count(telemetry.NameAbuseDetected); got != 1 {
+		t.Fatalf("a lasting ban was renewed: %d events", got)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +78,12 @@ type Command struct {
 }
 
 func (c *Command) key() RouteKey { return RouteKey{Target: c.Target, Command: c.Name} }
+
+// tenant is the tenant of the command's source: the scope of its dedupe.
+func (c *Command) tenant() string {
+	t, _, _ := strings.Cut(c.Source, "/")
+	return t
+}
 
 // hash returns the command's payload hash, computing it from Payload if
 // PayloadHash is empty; "" if neither is known.
@@ -146,8 +153,10 @@ type Decision struct {
 	// ShadowRefusal names what shadow mode would have refused ("" if
 	// nothing).
 	ShadowRefusal string
-	// claim is the slow path's dedupe claim, finished by Finish.
-	claim *DedupeRecord
+	// claim is the slow path's dedupe claim, finished by Finish, and
+	// claimKey its store key (claim.Key(), built once).
+	claim    *DedupeRecord
+	claimKey string
 	// completedUntil is set when the sender completed the claim itself,
 	// atomically with the delivery (see Completion).
 	completedUntil time.Time
@@ -213,7 +222,7 @@ func (f *Flow) FastAt(c *Command, r *Route, now time.Time) Decision {
 		if c.ID != "" && !f.cfg.DisableSeenSet {
 			// A reused id with another payload is not a duplicate: the
 			// slow stage refuses it as a conflict.
-			if h, ok := f.seen.delivered(c.ID, now); ok && h != "" && h == c.hash() {
+			if h, ok := f.seen.delivered(c.tenant(), c.ID, now); ok && h != "" && h == c.hash() {
 				f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
 				f.emitDuplicate(c)
 				return Decision{Action: Drop}
@@ -275,7 +284,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			return Decision{}, fmt.Errorf("flow: strict route %s/%s needs the command id and payload hash", c.Target, c.Name)
 		}
 		claim := DedupeRecord{
-			ID: c.ID, PayloadHash: c.PayloadHash, State: ClaimInProgress,
+			Tenant: c.tenant(), ID: c.ID, PayloadHash: c.PayloadHash, State: ClaimInProgress,
 			Owner:     f.cfg.Instance + "/" + strconv.FormatUint(f.attempt.Add(1), 36),
 			ExpiresAt: now.Add(f.cfg.InProgressTTL),
 		}
@@ -294,12 +303,12 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			}
 			f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
 			if existing.State == ClaimDelivered && !f.cfg.DisableSeenSet {
-				f.seen.add(c.ID, c.PayloadHash, existing.ExpiresAt)
+				f.seen.add(claim.Tenant, c.ID, c.PayloadHash, existing.ExpiresAt)
 			}
 			f.emitDuplicate(c)
 			return Decision{Action: Drop}, nil
 		}
-		d.claim = &claim
+		d.claim, d.claimKey = &claim, claim.Key()
 	}
 	refuse := func(reason telemetry.FailReason, quota string, t Throttle, dom Dominance) (Decision, error) {
 		if f.cfg.Shadow {
@@ -308,7 +317,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			return d, nil
 		}
 		if d.claim != nil {
-			if err := f.store.Release(ctx, d.claim.ID, d.claim.Owner, f.cfg.Clock.Now()); err != nil {
+			if err := f.store.Release(ctx, d.claimKey, d.claim.Owner, f.cfg.Clock.Now()); err != nil {
 				f.cfg.Logger.Warn("releasing dedupe claim after refusal failed; it expires on its own", "id", c.ID, "err", err)
 			}
 		}
@@ -329,7 +338,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 		if q, ok := f.quotas.SourceQuota(c.Source, c.Target, c.Name); ok && q.Limited() {
 			granted, t, err := f.limiter.quotaTake(ctx, c.Source, k, q, now)
 			if err != nil {
-				f.release(ctx, d.claim)
+				f.release(ctx, d)
 				return Decision{}, fmt.Errorf("flow: source quota of %s on %s/%s: %w", c.Source, c.Target, c.Name, err)
 			}
 			if !granted {
@@ -339,7 +348,7 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 	}
 	granted, t, err := f.limiter.slowTake(ctx, k, r.RateLimit, now, !localBan && !globalBan)
 	if err != nil {
-		f.release(ctx, d.claim)
+		f.release(ctx, d)
 		return Decision{}, fmt.Errorf("flow: rate limit of %s/%s: %w", c.Target, c.Name, err)
 	}
 	if !granted {
@@ -359,12 +368,12 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 // duplicate of the first.
 const ReasonDedupeConflict = reason.DedupeConflict
 
-func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
-	if claim == nil {
+func (f *Flow) release(ctx context.Context, d Decision) {
+	if d.claim == nil {
 		return
 	}
-	if err := f.store.Release(ctx, claim.ID, claim.Owner, f.cfg.Clock.Now()); err != nil {
-		f.cfg.Logger.Warn("releasing dedupe claim failed; it expires on its own", "id", claim.ID, "err", err)
+	if err := f.store.Release(ctx, d.claimKey, d.claim.Owner, f.cfg.Clock.Now()); err != nil {
+		f.cfg.Logger.Warn("releasing dedupe claim failed; it expires on its own", "id", d.claim.ID, "err", err)
 	}
 }
 
@@ -373,10 +382,10 @@ func (f *Flow) release(ctx context.Context, claim *DedupeRecord) {
 // embedded store's SendAndComplete): then no crash between the delivery
 // and the completion can let a retry deliver the command twice.
 type Completion struct {
-	// ID and Owner identify the claim; ExpiresAt is the delivered
-	// record's expiry (now + the dedupe TTL).
-	ID, Owner string
-	ExpiresAt time.Time
+	// Key (the claim's DedupeRecord.Key) and Owner identify the claim;
+	// ExpiresAt is the delivered record's expiry (now + the dedupe TTL).
+	Key, Owner string
+	ExpiresAt  time.Time
 }
 
 // Completion returns the claim completion of a slow-path decision on a
@@ -385,7 +394,7 @@ func (f *Flow) Completion(d Decision) (Completion, bool) {
 	if d.claim == nil {
 		return Completion{}, false
 	}
-	return Completion{ID: d.claim.ID, Owner: d.claim.Owner, ExpiresAt: f.cfg.Clock.Now().Add(f.cfg.DedupeTTL)}, true
+	return Completion{Key: d.claimKey, Owner: d.claim.Owner, ExpiresAt: f.cfg.Clock.Now().Add(f.cfg.DedupeTTL)}, true
 }
 
 // Completed returns d marked as completed by the sender (until is the
@@ -416,7 +425,7 @@ func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, del
 		return nil
 	}
 	if !delivered {
-		if err := f.store.Release(ctx, d.claim.ID, d.claim.Owner, now); err != nil {
+		if err := f.store.Release(ctx, d.claimKey, d.claim.Owner, now); err != nil {
 			return fmt.Errorf("flow: release claim of %s after failed delivery: %w (it expires at %s)", c.ID, err, d.claim.ExpiresAt.Format(time.RFC3339))
 		}
 		return nil
@@ -424,12 +433,12 @@ func (f *Flow) Finish(ctx context.Context, c *Command, r *Route, d Decision, del
 	exp := d.completedUntil
 	if exp.IsZero() {
 		exp = now.Add(f.cfg.DedupeTTL)
-		if err := f.store.Complete(ctx, d.claim.ID, d.claim.Owner, exp, now); err != nil {
+		if err := f.store.Complete(ctx, d.claimKey, d.claim.Owner, exp, now); err != nil {
 			return fmt.Errorf("flow: complete claim of %s: %w", c.ID, err)
 		}
 	}
 	if !f.cfg.DisableSeenSet {
-		f.seen.add(c.ID, d.claim.PayloadHash, exp)
+		f.seen.add(d.claim.Tenant, c.ID, d.claim.PayloadHash, exp)
 	}
 	return nil
 }

@@ -10,19 +10,22 @@ func TestSeenSetIsBoundedAndExpires(t *testing.T) {
 	s := newSeenSet(64)
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for i := range 1000 {
-		s.add(fmt.Sprintf("id-%d", i), "h", now.Add(time.Minute))
+		s.add("acme", fmt.Sprintf("id-%d", i), "h", now.Add(time.Minute))
 	}
 	if n := s.size(); n > 64 {
 		t.Fatalf("seen-set holds %d ids, bound 64", n)
 	}
-	if h, ok := s.delivered("id-999", now); !ok || h != "h" {
+	if h, ok := s.delivered("acme", "id-999", now); !ok || h != "h" {
 		t.Fatal("the newest id was evicted")
 	}
-	if _, ok := s.delivered("id-0", now); ok {
+	if _, ok := s.delivered("acme", "id-0", now); ok {
 		t.Fatal("the oldest id survived eviction")
 	}
-	if _, ok := s.delivered("id-999", now.Add(time.Minute)); ok {
+	if _, ok := s.delivered("acme", "id-999", now.Add(time.Minute)); ok {
 		t.Fatal("an id is still delivered at its expiry")
+	}
+	if _, ok := s.delivered("globex", "id-999", now); ok {
+		t.Fatal("another tenant's delivered id counts as delivered")
 	}
 }
 

@@ -55,6 +55,10 @@ const (
 // DedupeRecord is one command id's write-once record. It keeps a hash of the
 // payload, never the payload.
 type DedupeRecord struct {
+	// Tenant scopes the record: the tenant of the command's source. One
+	// delivery per id holds within a tenant, so a tenant that learns
+	// another's command id cannot suppress that command. Required.
+	Tenant      string
 	ID          string
 	PayloadHash string
 	State       ClaimState
@@ -63,6 +67,14 @@ type DedupeRecord struct {
 	Owner     string
 	ExpiresAt time.Time
 }
+
+// Key is the record's key in a store: ClaimKey(Tenant, ID).
+func (r DedupeRecord) Key() string { return ClaimKey(r.Tenant, r.ID) }
+
+// ClaimKey is the store key of command id's claim in tenant: tenant "/" id.
+// A tenant id never contains "/", so two tenants' keys never collide.
+// Stores written before claims were scoped by tenant hold bare ids.
+func ClaimKey(tenant, id string) string { return tenant + "/" + id }
 
 // ErrNotOwner is returned by Complete and Release when the record is missing,
 // expired, not in progress, or owned by someone else.
@@ -79,18 +91,21 @@ var ErrClaimInProgress = errors.New("command id is claimed by an attempt still i
 
 // DedupeClaims store write-once records for strict-mode command ids.
 type DedupeClaims interface {
-	// Claim stores rec (which must be in progress) unless a live record for
-	// rec.ID exists. It returns claimed=true on success; otherwise the live
-	// record is returned as existing. A record expired at now is not live,
-	// deleted or not. DynamoDB: PutItem with attribute_not_exists(id) OR
-	// expires_at <= :now, ReturnValuesOnConditionCheckFailure=ALL_OLD.
+	// Claim stores rec (which must be in progress, with a tenant) unless a
+	// live record under rec.Key() exists: records of the same id in other
+	// tenants do not count. It returns claimed=true on success; otherwise
+	// the live record is returned as existing. A record expired at now is
+	// not live, deleted or not. DynamoDB: PutItem keyed by rec.Key() with
+	// attribute_not_exists(id) OR expires_at <= :now,
+	// ReturnValuesOnConditionCheckFailure=ALL_OLD.
 	Claim(ctx context.Context, rec DedupeRecord, now time.Time) (claimed bool, existing DedupeRecord, err error)
-	// Complete turns owner's live in-progress record for id into a
-	// delivered record expiring at expiresAt. ErrNotOwner otherwise.
-	Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error
-	// Release deletes owner's live in-progress record for id, so that a
+	// Complete turns owner's live in-progress record under key (the
+	// claim's DedupeRecord.Key) into a delivered record expiring at
+	// expiresAt. ErrNotOwner otherwise.
+	Complete(ctx context.Context, key, owner string, expiresAt, now time.Time) error
+	// Release deletes owner's live in-progress record under key, so that a
 	// retry of an undelivered command can claim it. ErrNotOwner otherwise.
-	Release(ctx context.Context, id, owner string, now time.Time) error
+	Release(ctx context.Context, key, owner string, now time.Time) error
 }
 
 // BanKey names a (source, target, command) triplet.
@@ -111,7 +126,8 @@ type BanLedger interface {
 type Ban struct {
 	Source string
 	Until  time.Time
-	// Reason says why: "repeat-warm-path-bans" or "abuse-detected".
+	// Reason says why: "repeat-warm-path-bans", "abuse-detected" or
+	// "repeat-invalid".
 	Reason string
 }
 

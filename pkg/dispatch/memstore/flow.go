@@ -20,7 +20,7 @@ type Flow struct {
 	mu       sync.Mutex
 	counters map[string]counter
 	leases   map[string]lease
-	dedupe   map[string]flow.DedupeRecord
+	dedupe   map[string]flow.DedupeRecord // by DedupeRecord.Key
 	bans     map[flow.BanKey][]time.Time
 	global   map[string]flow.Ban
 	rollups  map[rollupKey]rollupRec
@@ -110,47 +110,48 @@ func (s *Flow) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time) 
 	if err := ctx.Err(); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
-	if rec.State != flow.ClaimInProgress || rec.ID == "" || rec.Owner == "" {
-		return false, flow.DedupeRecord{}, fmt.Errorf("claim %q: a claim must be in progress with an id and an owner", rec.ID)
+	if rec.State != flow.ClaimInProgress || rec.Tenant == "" || rec.ID == "" || rec.Owner == "" {
+		return false, flow.DedupeRecord{}, fmt.Errorf("claim %q: a claim must be in progress with a tenant, an id and an owner", rec.ID)
 	}
+	key := rec.Key()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.dedupe[rec.ID]; ok && live(old.ExpiresAt, now) {
+	if old, ok := s.dedupe[key]; ok && live(old.ExpiresAt, now) {
 		return false, old, nil
 	}
-	s.dedupe[rec.ID] = rec
+	s.dedupe[key] = rec
 	return true, flow.DedupeRecord{}, nil
 }
 
 // Complete implements flow.DedupeClaims.
-func (s *Flow) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
+func (s *Flow) Complete(ctx context.Context, key, owner string, expiresAt, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.dedupe[id]
+	rec, ok := s.dedupe[key]
 	if !ok || !live(rec.ExpiresAt, now) || rec.State != flow.ClaimInProgress || rec.Owner != owner {
 		return flow.ErrNotOwner
 	}
 	rec.State = flow.ClaimDelivered
 	rec.ExpiresAt = expiresAt
-	s.dedupe[id] = rec
+	s.dedupe[key] = rec
 	return nil
 }
 
 // Release implements flow.DedupeClaims.
-func (s *Flow) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (s *Flow) Release(ctx context.Context, key, owner string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.dedupe[id]
+	rec, ok := s.dedupe[key]
 	if !ok || !live(rec.ExpiresAt, now) || rec.State != flow.ClaimInProgress || rec.Owner != owner {
 		return flow.ErrNotOwner
 	}
-	delete(s.dedupe, id)
+	delete(s.dedupe, key)
 	return nil
 }
 

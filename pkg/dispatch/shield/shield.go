@@ -97,6 +97,19 @@ type Config struct {
 	// two key_expiry_imminent) events for the same source and key version.
 	// 0 means the default, 1 hour; a negative value emits one per message.
 	NoticeInterval time.Duration
+	// InvalidBudget is how many invalid entries of one bus source per
+	// InvalidInterval each emit their own snavio.command.invalid; the
+	// rest of the interval's are throttled: counted into one aggregate
+	// event (Invalid.Suppressed) once the interval ends, and reported by
+	// Throttled so that they are not archived. 0 means the default, 100; a
+	// negative value disables the budget.
+	InvalidBudget int
+	// InvalidInterval is the budget's window. 0 means the default, 1 minute.
+	InvalidInterval time.Duration
+	// InvalidBanAfter: a source over its budget in this many consecutive
+	// intervals is handed to Deps.BanRepeatInvalid. 0 means the default,
+	// 5; a negative value never bans.
+	InvalidBanAfter int
 }
 
 // Deps are the shield's collaborators.
@@ -118,6 +131,12 @@ type Deps struct {
 	// Rand returns uniform numbers in [0, 1) for skew sampling. It must be
 	// safe for concurrent use. nil means math/rand/v2's Float64.
 	Rand func() float64
+	// BanRepeatInvalid is optional: it receives a source whose invalid
+	// traffic stayed over budget for Config.InvalidBanAfter consecutive
+	// intervals, with its invalid count in the current one (the spec's
+	// ban for repeat offenders; flow.Flow.BanRepeatInvalid). Called on the
+	// request path: it must not block.
+	BanRepeatInvalid func(source string, invalid int64, at time.Time)
 }
 
 // Shield is the shield stage. It is safe for concurrent use.
@@ -135,6 +154,8 @@ type Shield struct {
 
 	mu      sync.Mutex
 	notices map[notice]time.Time // last emission per (kind, source, version)
+
+	invalid *budget // nil: no budget
 }
 
 type notice struct {
@@ -180,6 +201,18 @@ func New(cfg Config, deps Deps) (*Shield, error) {
 	if cfg.NoticeInterval == 0 {
 		cfg.NoticeInterval = DefaultNoticeInterval
 	}
+	if cfg.InvalidBudget == 0 {
+		cfg.InvalidBudget = DefaultInvalidBudget
+	}
+	if cfg.InvalidInterval == 0 {
+		cfg.InvalidInterval = DefaultInvalidInterval
+	}
+	if cfg.InvalidInterval < 0 {
+		return nil, errors.New("shield: Config.InvalidInterval must be positive")
+	}
+	if cfg.InvalidBanAfter == 0 {
+		cfg.InvalidBanAfter = DefaultInvalidBanAfter
+	}
 	s := &Shield{
 		cfg:     cfg,
 		parser:  envelope.NewParser(cfg.Limits),
@@ -199,6 +232,7 @@ func New(cfg Config, deps Deps) (*Shield, error) {
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
+	s.invalid = newBudget(cfg, deps.BanRepeatInvalid, s.sink)
 	return s, nil
 }
 
@@ -210,24 +244,29 @@ func (s *Shield) Config() Config { return s.cfg }
 //
 // On success it returns the accepted command and emits the skew and key
 // notices that apply. On rejection it emits exactly one
-// snavio.command.invalid and returns a *reason.Error. Any other error means
+// snavio.command.invalid (or, for a source over its invalid budget, counts
+// the rejection into the source's aggregate event; see Throttled) and
+// returns a *reason.Error. Any other error means
 // a collaborator failed (for example a KeyResolver returning something other
 // than a *reason.Error); the message was not judged, no telemetry was
 // emitted, and the caller should retry or dead-letter it.
 func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 	now := s.clock.Now()
+	if s.invalid != nil {
+		s.invalid.sweep(now)
+	}
 	if !envelope.ValidSource(busSource) {
-		return s.reject(busSource, envelope.Seen{}, reason.New(reason.InvalidBusSource, "bus source",
+		return s.reject(now, busSource, envelope.Seen{}, reason.New(reason.InvalidBusSource, "bus source",
 			"the event source must be <tenant-id>/<service> as registered; check the source your producer sends with"))
 	}
 	env, seen, err := s.parser.Parse(detail, func(sentAt time.Time) error { return s.window(sentAt, now) })
 	if err != nil {
-		return s.reject(busSource, seen, err)
+		return s.reject(now, busSource, seen, err)
 	}
 	seen = envelope.Seen{ID: env.Metadata.ID, Timestamp: env.Metadata.Timestamp, Target: env.Command.Target, Name: env.Command.Name}
 	match, err := s.keys.Resolve(busSource, env.Metadata.VersionID, now)
 	if err != nil {
-		return s.reject(busSource, seen, err)
+		return s.reject(now, busSource, seen, err)
 	}
 	if match.Key == nil {
 		return Accepted{}, errors.New("shield: key resolver returned no key and no error for " + busSource + " " + env.Metadata.VersionID)
@@ -235,14 +274,14 @@ func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 	msg := signing.FromEnvelope(&env, busSource)
 	msg.PayloadCanonical = true // envelope.Parser returns the canonical form
 	if err := match.Key.Verify(&msg, env.Metadata.HMAC); err != nil {
-		return s.reject(busSource, seen, err)
+		return s.reject(now, busSource, seen, err)
 	}
 	ban := NotBanned
 	if s.bans != nil {
 		ban = s.bans.Ban(busSource, env.Command.Target, env.Command.Name, now)
 	}
 	if ban == Blocked {
-		return s.reject(busSource, seen, reason.New(reason.SourceBanned, "bus source",
+		return s.reject(now, busSource, seen, reason.New(reason.SourceBanned, "bus source",
 			busSource+" is banned from sending "+env.Command.Name+" to "+env.Command.Target+"; see your fairness telemetry and wait for the ban to end"))
 	}
 	env.Command.Source = busSource
@@ -266,10 +305,12 @@ func (s *Shield) window(sentAt, now time.Time) error {
 	return nil
 }
 
-// reject emits snavio.command.invalid for a rejection. An error that is not
-// a *reason.Error is a collaborator's failure, not the producer's: it is
-// returned wrapped, without telemetry.
-func (s *Shield) reject(busSource string, seen envelope.Seen, err error) (Accepted, error) {
+// reject emits snavio.command.invalid for a rejection, or counts it into
+// the source's aggregate when the source is over its invalid budget (the
+// error then satisfies Throttled). An error that is not a *reason.Error is
+// a collaborator's failure, not the producer's: it is returned wrapped,
+// without telemetry.
+func (s *Shield) reject(now time.Time, busSource string, seen envelope.Seen, err error) (Accepted, error) {
 	var re *reason.Error
 	if !errors.As(err, &re) {
 		return Accepted{}, fmt.Errorf("shield: internal failure, message not judged: %w", err)
@@ -280,6 +321,9 @@ func (s *Shield) reject(busSource string, seen envelope.Seen, err error) (Accept
 	}
 	if envelope.ValidSource(busSource) {
 		ev.Source = busSource
+	}
+	if s.invalid != nil && !s.invalid.admit(ev, now) {
+		return Accepted{}, throttle(err)
 	}
 	s.sink.Emit(ev)
 	return Accepted{}, err

@@ -134,6 +134,10 @@ type Invalid struct {
 	CommandName string      `json:"command_name,omitempty"`
 	Timestamp   string      `json:"timestamp,omitempty"`
 	Reason      reason.Code `json:"reason"`
+	// Suppressed, on the aggregate event of a source over its invalid
+	// budget, is how many of its invalid entries in one interval got no
+	// event of their own; the other fields are the first of them's.
+	Suppressed int64 `json:"suppressed,omitzero"`
 }
 
 // FailReason is the reason of a Failed event.

@@ -122,6 +122,19 @@ func TestOptionalFieldsOmitted(t *testing.T) {
 	}
 }
 
+// TestInvalidAggregate: the aggregate of a source over its invalid budget
+// carries suppressed, and round-trips.
+func TestInvalidAggregate(t *testing.T) {
+	e := Invalid{Source: "t/a", Reason: reason.BadSignature, Suppressed: 7}
+	b, err := Marshal(e)
+	if want := `{"event":"snavio.command.invalid","source":"t/a","reason":"bad_signature","suppressed":7}`; err != nil || string(b) != want {
+		t.Fatalf("got %s, %v\nwant %s", b, err, want)
+	}
+	if back, err := Unmarshal(b); err != nil || !reflect.DeepEqual(back, e) {
+		t.Fatalf("round trip %#v, %v", back, err)
+	}
+}
+
 func TestAlerts(t *testing.T) {
 	var alerting []string
 	for _, tc := range full {

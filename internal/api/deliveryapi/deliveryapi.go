@@ -1,0 +1,116 @@
+// Package deliveryapi is the delivery-key API of `snavio dispatch serve`:
+// a target's key for verifying that the messages in its queues were
+// delivered by the dispatcher (docs/security/delivery-signature.md).
+//
+//	GET /v1/delivery-keys/{target}   the target's verification key (operator only)
+//
+// The key verifies that target's messages only, and cannot sign another
+// target's. It is derived from the platform's master secret, so it is
+// the same on every call until the master is replaced.
+package deliveryapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+)
+
+// Options configure the API. Signer and Registry are required.
+type Options struct {
+	// Signer is the dispatcher's delivery signer.
+	Signer *provenance.Signer
+	// Registry says which targets routes deliver to.
+	Registry registry.Reader
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// API serves GET /v1/delivery-keys/{target}.
+type API struct{ o Options }
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Signer == nil || o.Registry == nil {
+		return nil, errors.New("deliveryapi: Signer and Registry are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{o: o}, nil
+}
+
+// Mount builds the API from o and registers it on mux.
+func Mount(mux *http.ServeMux, o Options) error {
+	a, err := New(o)
+	if err != nil {
+		return err
+	}
+	a.Register(mux)
+	return nil
+}
+
+// Register mounts the endpoint on mux, for the operator only.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.Handle("GET /v1/delivery-keys/{target}", server.RequireOperator(http.HandlerFunc(a.get)))
+}
+
+// Key is the answer: what a target's consumer needs to verify its messages.
+type Key struct {
+	Target string `json:"target"`
+	// KeyID is the value of the snavio.signature_key attribute the
+	// target's messages carry.
+	KeyID string `json:"key_id"`
+	// Key is the HMAC-SHA256 key, base64url without padding.
+	Key    string `json:"key"`
+	Scheme string `json:"scheme"`
+	// Routes counts the routes delivering to the target.
+	Routes int `json:"routes"`
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	target := r.PathValue("target")
+	if !envelope.ValidTarget(target) {
+		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("invalid target %.80q", target),
+			"name a target as routes do: 1-64 of [a-z0-9._-], starting with a letter or digit, e.g. orders")
+		return
+	}
+	d, err := a.o.Registry.Load(r.Context(), a.o.Clock.Now(), registry.KindRoute)
+	if err != nil {
+		a.o.Logger.Error("delivery keys: reading the routes failed", "err", err)
+		server.WriteAPIError(w, http.StatusInternalServerError, "reading the routes failed: "+err.Error(), "retry; if it persists, check the server log")
+		return
+	}
+	routes := 0
+	for i := range d.Routes {
+		if d.Routes[i].Target == target {
+			routes++
+		}
+	}
+	if routes == 0 {
+		server.WriteAPIError(w, http.StatusNotFound, "no route delivers to target "+target,
+			"check the name with `snavio route list`; a target's key does not change when routes are added, so fetch it once a route names the target")
+		return
+	}
+	k, err := a.o.Signer.Key(target)
+	if err != nil { // cannot happen: the target is valid
+		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "name a valid target")
+		return
+	}
+	b, _ := json.Marshal(Key{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
