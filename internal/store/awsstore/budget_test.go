@@ -45,7 +45,7 @@ func TestCallsPerOperation(t *testing.T) {
 	var c calls
 	s := newFlowStore(t, &c)
 	exp := t0.Add(time.Minute)
-	claim := flow.DedupeRecord{ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
+	claim := flow.DedupeRecord{Tenant: "acme", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
 	checkCalls(t, &c, []callCase{
 		{"Take/new counter", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},
 		{"Take/live counter with room", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},
@@ -64,8 +64,8 @@ func TestCallsPerOperation(t *testing.T) {
 		{"Acquire/expired lease", func() error { _, err := s.Acquire(ctx, "l", "b", 1, exp.Add(time.Minute), exp); return err }, map[string]int{"UpdateItem": 1, "PutItem": 1}},
 		{"Claim/first", func() error { _, _, err := s.Claim(ctx, claim, t0); return err }, map[string]int{"PutItem": 1}},
 		{"Claim/duplicate", func() error { _, _, err := s.Claim(ctx, claim, t0); return err }, map[string]int{"PutItem": 1}},
-		{"Complete", func() error { return s.Complete(ctx, "id", "o", t0.Add(5*time.Minute), t0) }, map[string]int{"UpdateItem": 1}},
-		{"Release/not owner", func() error { _ = s.Release(ctx, "id", "o", t0); return nil }, map[string]int{"DeleteItem": 1}},
+		{"Complete", func() error { return s.Complete(ctx, claim.Key(), "o", t0.Add(5*time.Minute), t0) }, map[string]int{"UpdateItem": 1}},
+		{"Release/not owner", func() error { _ = s.Release(ctx, claim.Key(), "o", t0); return nil }, map[string]int{"DeleteItem": 1}},
 		{"RecordBan", func() error { _, err := s.RecordBan(ctx, flow.BanKey{Source: "t/s"}, t0, time.Minute); return err }, map[string]int{"PutItem": 1, "Query": 1}},
 		{"PutBan", func() error { return s.PutBan(ctx, flow.Ban{Source: "t/s", Until: exp}) }, map[string]int{"PutItem": 1}},
 		{"Bans", func() error { _, err := s.Bans(ctx, t0); return err }, map[string]int{"Query": 1}},

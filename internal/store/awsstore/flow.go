@@ -329,10 +329,13 @@ func (s *FlowStore) resetLease(ctx context.Context, pk, holder string, expiresAt
 }
 
 func checkClaim(rec flow.DedupeRecord) error {
-	if rec.State != flow.ClaimInProgress || rec.ID == "" || rec.Owner == "" {
-		return fmt.Errorf("claim %q: a claim must be in state %q with an id and an owner (got state %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Owner)
+	if rec.State != flow.ClaimInProgress || rec.Tenant == "" || rec.ID == "" || rec.Owner == "" {
+		return fmt.Errorf("claim %q: a claim must be in state %q with a tenant, an id and an owner (got state %q, tenant %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Tenant, rec.Owner)
 	}
-	if err := checkKey("dedupe id", rec.ID); err != nil {
+	if strings.Contains(rec.Tenant, "/") {
+		return fmt.Errorf("claim %q: tenant %q contains '/', which would make its claim keys ambiguous", rec.ID, rec.Tenant)
+	}
+	if err := checkKey("dedupe key", rec.Key()); err != nil {
 		return err
 	}
 	if err := checkKey("dedupe owner", rec.Owner); err != nil {
@@ -347,13 +350,14 @@ func checkClaim(rec flow.DedupeRecord) error {
 	return nil
 }
 
-// Claim implements flow.DedupeClaims: one PutItem that succeeds unless a
-// live record exists, and returns that record (ALL_OLD) when it does not.
+// Claim implements flow.DedupeClaims: one PutItem under the claim's
+// tenant-scoped key that succeeds unless a live record exists, and
+// returns that record (ALL_OLD) when it does not.
 func (s *FlowStore) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time) (bool, flow.DedupeRecord, error) {
 	if err := checkClaim(rec); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
-	pk := pkDedupe + rec.ID
+	pk := pkDedupe + rec.Key()
 	ttl, exact := expiry(rec.ExpiresAt)
 	_, err := s.put.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
@@ -377,15 +381,15 @@ func (s *FlowStore) Claim(ctx context.Context, rec flow.DedupeRecord, now time.T
 	if err != nil {
 		return false, flow.DedupeRecord{}, fmt.Errorf("awsstore: claim %q: %w", rec.ID, err)
 	}
-	existing, err := dedupeRecord(rec.ID, old)
+	existing, err := dedupeRecord(rec.Tenant, rec.ID, old)
 	if err != nil {
 		return false, flow.DedupeRecord{}, corrupt(s.table, pk, err)
 	}
 	return false, existing, nil
 }
 
-func dedupeRecord(id string, item map[string]types.AttributeValue) (flow.DedupeRecord, error) {
-	r := flow.DedupeRecord{ID: id}
+func dedupeRecord(tenant, id string, item map[string]types.AttributeValue) (flow.DedupeRecord, error) {
+	r := flow.DedupeRecord{Tenant: tenant, ID: id}
 	var err error
 	var state string
 	var exp int64
@@ -415,7 +419,8 @@ func ownedValues(owner string, now time.Time) map[string]types.AttributeValue {
 	}
 }
 
-// Complete implements flow.DedupeClaims: one conditional UpdateItem.
+// Complete implements flow.DedupeClaims: one conditional UpdateItem of
+// the record under id, the claim's key (flow.ClaimKey).
 func (s *FlowStore) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
 	if checkKey("dedupe id", id) != nil || checkKey("dedupe owner", owner) != nil {
 		return fmt.Errorf("complete %q as %q: %w", id, owner, flow.ErrNotOwner)
