@@ -1,7 +1,8 @@
 // Package awsstore implements the pkg/dispatch ports on AWS services. So
 // far: flow control (dedupe claims, rate counters, prefetch leases, ban
 // ledger, global bans, fairness rollups) on one DynamoDB table, and the
-// registry with its changelog on two more, and registry snapshots on S3.
+// registry with its changelog on two more, registry snapshots on S3, and
+// the Sender on SQS.
 // The design is docs/store/aws.md; the behaviour is the dispatchtest contract
 // suites, which the tests run against DynamoDB Local.
 package awsstore
@@ -48,6 +49,9 @@ type Config struct {
 	SNSOptions []func(*sns.Options)
 	// Clock orders snapshot versions (default: the system clock).
 	Clock clock.Clock
+	// MaxQueueURLs bounds the SQS sender's cache of queue URLs by queue
+	// ARN (default 10000).
+	MaxQueueURLs int
 }
 
 var (
@@ -65,6 +69,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 32
 	}
+	if c.MaxQueueURLs == 0 {
+		c.MaxQueueURLs = 10_000
+	}
 	if c.Clock == nil {
 		c.Clock = clock.System()
 	}
@@ -81,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
 		errs = append(errs, fmt.Errorf("awsstore: max attempts %d: give 1 to 1000", c.MaxAttempts))
+	}
+	if c.MaxQueueURLs < 1 || c.MaxQueueURLs > 1_000_000 {
+		errs = append(errs, fmt.Errorf("awsstore: max queue URLs %d: give 1 to 1000000", c.MaxQueueURLs))
 	}
 	if c.SnapshotBucket != "" && !bucketPattern.MatchString(c.SnapshotBucket) {
 		errs = append(errs, fmt.Errorf("awsstore: snapshot bucket %q: give an S3 bucket name, 3-63 lower-case letters, digits, '.' or '-'", c.SnapshotBucket))
