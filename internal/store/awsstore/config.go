@@ -1,8 +1,8 @@
 // Package awsstore implements the pkg/dispatch ports on AWS services. So
 // far: flow control (dedupe claims, rate counters, prefetch leases, ban
 // ledger, global bans, fairness rollups) on one DynamoDB table, and the
-// registry with its changelog on two more, registry snapshots on S3, and
-// the Sender on SQS.
+// registry with its changelog on two more, registry snapshots on S3, the
+// Sender on SQS, and telemetry to one SNS topic per tenant.
 // The design is docs/store/aws.md; the behaviour is the dispatchtest contract
 // suites, which the tests run against DynamoDB Local.
 package awsstore
@@ -49,14 +49,18 @@ type Config struct {
 	SNSOptions []func(*sns.Options)
 	// Clock orders snapshot versions (default: the system clock).
 	Clock clock.Clock
+	// AccountID is the 12-digit AWS account of the tenants' telemetry
+	// topics. Required by NewSNSPublisher only.
+	AccountID string
 	// MaxQueueURLs bounds the SQS sender's cache of queue URLs by queue
 	// ARN (default 10000).
 	MaxQueueURLs int
 }
 
 var (
-	envPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	tablePattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,200}$`)
+	envPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	tablePattern   = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,200}$`)
+	accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
 	// bucketPattern is S3's general-purpose bucket naming rule.
 	bucketPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 )
@@ -92,6 +96,9 @@ func (c Config) Validate() error {
 	if c.MaxQueueURLs < 1 || c.MaxQueueURLs > 1_000_000 {
 		errs = append(errs, fmt.Errorf("awsstore: max queue URLs %d: give 1 to 1000000", c.MaxQueueURLs))
 	}
+	if c.AccountID != "" && !accountPattern.MatchString(c.AccountID) {
+		errs = append(errs, fmt.Errorf("awsstore: account id %q: give the 12-digit AWS account id", c.AccountID))
+	}
 	if c.SnapshotBucket != "" && !bucketPattern.MatchString(c.SnapshotBucket) {
 		errs = append(errs, fmt.Errorf("awsstore: snapshot bucket %q: give an S3 bucket name, 3-63 lower-case letters, digits, '.' or '-'", c.SnapshotBucket))
 	}
@@ -109,3 +116,7 @@ func (c Config) RegistryTable() string { return c.TablePrefix + "registry" }
 
 // ChangelogTable is the name of the registry's changelog table.
 func (c Config) ChangelogTable() string { return c.TablePrefix + "changelog" }
+
+// TopicPrefix is the name of every tenant's telemetry topic up to the
+// tenant: snavio-<Env>-telemetry-.
+func (c Config) TopicPrefix() string { return "snavio-" + c.Env + "-telemetry-" }
