@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -44,7 +43,8 @@ type SQSSender struct {
 	urls   GetQueueURLAPI
 	sign   DeliverySigner
 	region string
-	cache  queueURLs
+	// cache maps queue ARN -> URL.
+	cache *bounded[*queueURL]
 }
 
 // NewSQSSender returns the sender on an SQS client built from
@@ -60,7 +60,7 @@ func NewSQSSender(cfg Config, sign DeliverySigner) (*SQSSender, error) {
 	}
 	c := sqs.NewFromConfig(cfg.AWSConfig, cfg.SQSOptions...)
 	return &SQSSender{send: c, urls: c, sign: sign, region: cfg.AWSConfig.Region,
-		cache: queueURLs{max: cfg.MaxQueueURLs, m: map[string]*queueURL{}}}, nil
+		cache: newBounded[*queueURL](cfg.MaxQueueURLs)}, nil
 }
 
 // queueURL is a resolved queue: its URL and, for a queue in another region
@@ -70,49 +70,11 @@ type queueURL struct {
 	region func(*sqs.Options)
 }
 
-// queueURLs caches queue ARN -> URL, bounded: at max entries, adding one
-// drops an arbitrary other (a dropped queue costs one GetQueueUrl again).
-type queueURLs struct {
-	max int
-	mu  sync.RWMutex
-	m   map[string]*queueURL
-}
-
-func (c *queueURLs) get(arn string) *queueURL {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.m[arn]
-}
-
-func (c *queueURLs) put(arn string, q *queueURL) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[arn]; !ok && len(c.m) >= c.max {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[arn] = q
-}
-
-func (c *queueURLs) drop(arn string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, arn)
-}
-
-func (c *queueURLs) len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.m)
-}
-
 // resolve returns the queue of a route's ARN, from the cache or with one
 // GetQueueUrl (the owner's account from the ARN, so a queue of another
 // account works when its policy allows the dispatcher).
 func (s *SQSSender) resolve(ctx context.Context, arn string) (*queueURL, error) {
-	if q := s.cache.get(arn); q != nil {
+	if q, ok := s.cache.get(arn); ok {
 		return q, nil
 	}
 	a, err := registry.ParseQueueARN(arn)

@@ -273,7 +273,7 @@ func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, opts 
 // in its own region, and its owner's account is asked for its URL.
 func TestSQSSenderOtherRegionAndAccount(t *testing.T) {
 	f := &fakeSQS{}
-	s := &SQSSender{send: f, urls: f, sign: testSigner(t), region: "us-east-1", cache: queueURLs{max: 10, m: map[string]*queueURL{}}}
+	s := &SQSSender{send: f, urls: f, sign: testSigner(t), region: "us-east-1", cache: newBounded[*queueURL](10)}
 	for _, arn := range []string{"arn:aws:sqs:eu-west-1:123456789012:billing", "arn:aws:sqs:us-east-1:123456789012:billing"} {
 		if err := s.Send(context.Background(), delivery(arn, "i")); err != nil {
 			t.Fatal(err)
@@ -282,7 +282,7 @@ func TestSQSSenderOtherRegionAndAccount(t *testing.T) {
 	if want := []string{"eu-west-1", "eu-west-1", "us-east-1", "us-east-1"}; !slices.Equal(f.regions, want) {
 		t.Fatalf("regions %v, want %v", f.regions, want)
 	}
-	if q := s.cache.get("arn:aws:sqs:eu-west-1:123456789012:billing"); q == nil || q.url != "https://example/123456789012/billing" {
+	if q, _ := s.cache.get("arn:aws:sqs:eu-west-1:123456789012:billing"); q == nil || q.url != "https://example/123456789012/billing" {
 		t.Fatalf("cached %+v", q)
 	}
 	// A failure other than a missing queue keeps the URL.
@@ -290,7 +290,7 @@ func TestSQSSenderOtherRegionAndAccount(t *testing.T) {
 	if err := s.Send(context.Background(), delivery("arn:aws:sqs:us-east-1:123456789012:billing", "i")); err == nil {
 		t.Fatal("a failed SendMessage was not an error")
 	}
-	if s.cache.get("arn:aws:sqs:us-east-1:123456789012:billing") == nil {
+	if _, ok := s.cache.get("arn:aws:sqs:us-east-1:123456789012:billing"); !ok {
 		t.Fatal("a throttled send dropped the URL")
 	}
 	// SQS's typed missing-queue error (kumo sends only the query code,
@@ -299,7 +299,7 @@ func TestSQSSenderOtherRegionAndAccount(t *testing.T) {
 	if err := s.Send(context.Background(), delivery("arn:aws:sqs:us-east-1:123456789012:billing", "i")); err == nil || !strings.Contains(err.Error(), "create the queue") {
 		t.Fatalf("a missing queue: %v", err)
 	}
-	if s.cache.get("arn:aws:sqs:us-east-1:123456789012:billing") != nil {
+	if _, ok := s.cache.get("arn:aws:sqs:us-east-1:123456789012:billing"); ok {
 		t.Fatal("a missing queue's URL stayed cached")
 	}
 }
