@@ -1,8 +1,9 @@
 // Package awsstore implements the pkg/dispatch ports on AWS services. So
 // far: flow control (dedupe claims, rate counters, prefetch leases, ban
 // ledger, global bans, fairness rollups) on one DynamoDB table, and the
-// registry with its changelog on two more, registry snapshots on S3, the
-// Sender on SQS, and telemetry to one SNS topic per tenant.
+// registry with its changelog on two more, the telemetry outbox on a
+// fourth with a stream, registry snapshots on S3, the Sender on SQS, and
+// telemetry to one SNS topic per tenant.
 // The design is docs/store/aws.md; the behaviour is the dispatchtest contract
 // suites, which the tests run against DynamoDB Local.
 package awsstore
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -49,6 +51,9 @@ type Config struct {
 	SNSOptions []func(*sns.Options)
 	// Clock orders snapshot versions (default: the system clock).
 	Clock clock.Clock
+	// OutboxRetention is how long an outbox record is kept (its TTL;
+	// default 7 days).
+	OutboxRetention time.Duration
 	// AccountID is the 12-digit AWS account of the tenants' telemetry
 	// topics. Required by NewSNSPublisher only.
 	AccountID string
@@ -73,6 +78,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 32
 	}
+	if c.OutboxRetention == 0 {
+		c.OutboxRetention = 7 * 24 * time.Hour
+	}
 	if c.MaxQueueURLs == 0 {
 		c.MaxQueueURLs = 10_000
 	}
@@ -96,6 +104,9 @@ func (c Config) Validate() error {
 	if c.MaxQueueURLs < 1 || c.MaxQueueURLs > 1_000_000 {
 		errs = append(errs, fmt.Errorf("awsstore: max queue URLs %d: give 1 to 1000000", c.MaxQueueURLs))
 	}
+	if c.OutboxRetention < 0 {
+		errs = append(errs, fmt.Errorf("awsstore: outbox retention %v: give a positive duration", c.OutboxRetention))
+	}
 	if c.AccountID != "" && !accountPattern.MatchString(c.AccountID) {
 		errs = append(errs, fmt.Errorf("awsstore: account id %q: give the 12-digit AWS account id", c.AccountID))
 	}
@@ -113,6 +124,9 @@ func (c Config) FlowTable() string { return c.TablePrefix + "flow" }
 
 // RegistryTable is the name of the registry's record table.
 func (c Config) RegistryTable() string { return c.TablePrefix + "registry" }
+
+// OutboxTable is the name of the telemetry outbox table.
+func (c Config) OutboxTable() string { return c.TablePrefix + "outbox" }
 
 // ChangelogTable is the name of the registry's changelog table.
 func (c Config) ChangelogTable() string { return c.TablePrefix + "changelog" }
