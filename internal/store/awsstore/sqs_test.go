@@ -66,6 +66,17 @@ func createQueue(t testing.TB, raw *sqs.Client) string {
 	return attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
 }
 
+// queueURLOf is the URL of a queue of the test's, by its ARN.
+func queueURLOf(t testing.TB, raw *sqs.Client, arn string) *string {
+	t.Helper()
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	u, err := raw.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.QueueUrl
+}
+
 func delivery(arn, id string) *dispatch.Delivery {
 	return &dispatch.Delivery{
 		QueueARN: arn, Body: []byte(`{"command":{"id":"` + id + `","source":"acme/web"}}`),
@@ -77,14 +88,10 @@ func delivery(arn, id string) *dispatch.Delivery {
 func receiveAll(t *testing.T, raw *sqs.Client, arn string) []types.Message {
 	t.Helper()
 	ctx := context.Background()
-	name := arn[strings.LastIndexByte(arn, ':')+1:]
-	u, err := raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := queueURLOf(t, raw, arn)
 	var out []types.Message
 	for {
-		got, err := raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: u.QueueUrl, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 60})
+		got, err := raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: u, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}, VisibilityTimeout: 60})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,12 +171,7 @@ func TestSQSSenderCallsPerDelivery(t *testing.T) {
 		{"next delivery", send, map[string]int{"SendMessage": 1}},
 		{"and the next", send, map[string]int{"SendMessage": 1}},
 	})
-	name := arn[strings.LastIndexByte(arn, ':')+1:]
-	u, err := raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: u.QueueUrl}); err != nil {
+	if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: queueURLOf(t, raw, arn)}); err != nil {
 		t.Fatal(err)
 	}
 	c.take()
