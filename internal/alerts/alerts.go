@@ -1,5 +1,5 @@
-// Package alerts delivers high-signal telemetry out of band (spec section
-// E, "Alert Delivery Model"): events marked alerting go to the channels a
+// Package alerts delivers high-signal telemetry out of band
+// (docs/alerts.md): events marked alerting go to the channels a
 // tenant configured for them, apart from the telemetry stream. Three events
 // are critical and cannot be disabled: snavio.command.invalid,
 // snavio.telemetry.dropped and snavio.secret.key_expiry_imminent always reach

@@ -26,7 +26,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +61,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// KeyPolicy is the rotation policy (overlap, cadence).
 	KeyPolicy keys.Policy
+	// KeyHistory is how long a rotation keeps a version after it stopped
+	// being accepted, so that an archived command signed with it can be
+	// verified again before a replay (default 7 days, the archive's
+	// retention; docs/replay.md).
+	KeyHistory time.Duration
 	// RevokeRetain keeps a revoked ACL record this long so every cache
 	// sees the revocation (default 10 min; must exceed the largest ACL
 	// stale TTL).
@@ -96,6 +100,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.RevokeRetain <= 0 {
 		o.RevokeRetain = 10 * time.Minute
+	}
+	if o.KeyHistory <= 0 {
+		o.KeyHistory = DefaultKeyHistory
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = spec.MaxFileBytes
@@ -644,28 +651,35 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 		return err
 	}
 	v := registry.KeyVersion{ID: "hmac-v" + strconv.Itoa(n+1), Secret: secret, ActivatedAt: at.UTC()}
-	vs = append(vs, v)
-	// Keep what the keyring still accepts, with the new version scheduled:
-	// the current one until the new one activates and the previous one
-	// through its overlap (docs/security/keys.md).
-	kv := make([]keys.Version, len(vs))
-	for i, x := range vs {
-		kv[i] = keys.Version{ID: x.ID, Secret: x.Secret, ActivatedAt: x.ActivatedAt, NotAfter: x.NotAfter}
-	}
-	ring, err := keys.NewKeyring(a.o.KeyPolicy, map[string][]keys.Version{req.Source: kv})
-	if err != nil {
-		return fmt.Errorf("stored keys of %s: %w", req.Source, err)
-	}
-	kept := map[string]bool{}
-	for _, x := range ring.Retained(req.Source, now) {
-		kept[x.ID] = true
-	}
-	k.Versions = slices.DeleteFunc(vs, func(x registry.KeyVersion) bool { return !kept[x.ID] })
+	// Keep every version the keyring still accepts (the current one until
+	// the new one activates, the previous one through its overlap) and,
+	// beyond that, the history replay needs (KeyHistory).
+	k.Versions = append(keptVersions(vs, now, a.o.KeyPolicy.WithDefaults().Overlap+a.o.KeyHistory), v)
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
+}
+
+// DefaultKeyHistory is Options.KeyHistory's default: the archive's
+// default retention.
+const DefaultKeyHistory = 7 * 24 * time.Hour
+
+// keptVersions are the versions (in activation order) a rotation keeps:
+// every version whose successor activated less than keep ago (so it is
+// still accepted, or was within the key history), and the latest, within
+// room for one more under registry.MaxKeyVersions (the oldest go first:
+// a command signed with a dropped version is refused by a replay, never
+// replayed unverified).
+func keptVersions(vs []registry.KeyVersion, now time.Time, keep time.Duration) []registry.KeyVersion {
+	cutoff := now.Add(-keep)
+	from := len(vs) - 1
+	for from > 0 && vs[from].ActivatedAt.After(cutoff) {
+		from-- // vs[from-1]'s successor activated after the cutoff
+	}
+	from = max(from, len(vs)-(registry.MaxKeyVersions-1))
+	return vs[from:]
 }
 
 func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {

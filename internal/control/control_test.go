@@ -231,3 +231,51 @@ func TestKeysAndTenantConfig(t *testing.T) {
 		t.Fatalf("signing key: %v %v", sk, err)
 	}
 }
+
+// A rotation keeps every version whose successor activated within the
+// overlap plus the key history (the archive's retention), so a replay can
+// verify an archived command again; older ones go, and so do the oldest
+// beyond registry.MaxKeyVersions.
+func TestRotationKeepsKeyHistory(t *testing.T) {
+	e := newEnv(t)
+	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, nil); st != 200 {
+		t.Fatalf("create: %d", st)
+	}
+	versions := func() []string {
+		it, err := e.reg.Get(t.Context(), registry.KeyID("acme/billing"), e.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, v := range it.Key.Versions {
+			ids = append(ids, v.ID)
+		}
+		return ids
+	}
+	rotate := func() {
+		t.Helper()
+		if st := e.do(t, "op", "POST", "/v1/keys/rotate", KeyRequest{Source: "acme/billing"}, nil); st != 200 {
+			t.Fatalf("rotate: %d", st)
+		}
+	}
+	e.clk.Advance(time.Hour)
+	rotate()
+	e.clk.Advance(time.Hour)
+	rotate() // v1 is past its acceptance (v3 is current) but within the history
+	if got := strings.Join(versions(), ","); got != "hmac-v1,hmac-v2,hmac-v3" {
+		t.Fatalf("after two rotations: %s", got)
+	}
+	// v2 activated 1 h after v1; 7 d overlap + 7 d history after that, v1 goes.
+	e.clk.Advance(14*24*time.Hour - time.Hour)
+	rotate()
+	if got := strings.Join(versions(), ","); got != "hmac-v2,hmac-v3,hmac-v4" {
+		t.Fatalf("after the history: %s", got)
+	}
+	for range registry.MaxKeyVersions {
+		e.clk.Advance(time.Minute)
+		rotate()
+	}
+	if got := versions(); len(got) != registry.MaxKeyVersions || got[len(got)-1] != "hmac-v20" {
+		t.Fatalf("at the cap: %v", got)
+	}
+}

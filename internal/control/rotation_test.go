@@ -143,10 +143,11 @@ func TestScheduledRotationKeepsThePreviousVersion(t *testing.T) {
 	r.check(t, "after the overlap", v2, reason.KeyExpired, false)
 	r.check(t, "after the overlap", v3, "", false)
 
-	// The next rotation drops what is no longer accepted.
+	// The next rotation keeps them as key history (for replay's
+	// re-verification), still refused: expired, not unknown.
 	r.key(t, "/v1/keys/rotate", time.Time{})
-	r.check(t, "after the next rotation", v1, reason.UnknownKeyVersion, false)
-	r.check(t, "after the next rotation", v2, reason.UnknownKeyVersion, false)
+	r.check(t, "after the next rotation", v1, reason.KeyExpired, false)
+	r.check(t, "after the next rotation", v2, reason.KeyExpired, false)
 }
 
 // TestRescheduledRotationKeepsTheCurrentVersion: a second scheduled

@@ -1,4 +1,4 @@
-// Package monitor is the queue monitor of spec section B.5: it watches
+// Package monitor is the queue monitor (docs/design.md): it watches
 // every registered route's queue (ApproximateAgeOfOldestMessage, depth,
 // messages in flight) and marks the route
 //

@@ -1,13 +1,14 @@
 // Package node is the dispatcher of `snavio dispatch serve` on one
 // machine: it takes PutEvents entries from the ingress (server.Pipeline),
-// archives them, runs the shield and fast stages inline, hands escalations
+// runs the shield and fast stages inline, archives the entries with the
+// shield's verdicts, hands escalations
 // to the slow stage through a durable queue, and runs a bounded pool of
 // slow workers. Storage is behind small ports (Handoff, Archive) that the
 // embedded store implements.
 //
 // Durability: an entry is acknowledged (gets an event id) only once it is
-// archived and delivered, refused with telemetry, or durably handed to the
-// slow stage (the archive write and the fast stage run concurrently). So
+// archived with the shield's verdict and delivered, refused with
+// telemetry, or durably handed to the slow stage. So
 // every acknowledged command ends in its queue, its DLQ, or a
 // failed/invalid event, whatever crashes after the acknowledgement.
 package node
@@ -59,13 +60,57 @@ type Handoff interface {
 }
 
 // Archived is one event of the archive (like the EventBridge archive):
-// every event put on the bus, for replay.
+// an event put on the bus, with what the dispatcher made of it, for
+// replay.
 type Archived struct {
 	EventID    string
 	Source     string
 	DetailType string
 	Detail     []byte
 	ReceivedAt time.Time
+	// Verdict is the shield's verdict on a command, or VerdictNotCommand.
+	Verdict Verdict
+	// Reason is the shield's reason code for a rejected command.
+	Reason string
+	// KeyVersion is the key version the shield verified an accepted
+	// command with.
+	KeyVersion string
+}
+
+// Verdict is what the dispatcher made of an archived event. Only an
+// accepted command may ever be replayed (docs/replay.md).
+type Verdict string
+
+// Verdicts.
+const (
+	VerdictAccepted   Verdict = "accepted"
+	VerdictRejected   Verdict = "rejected"
+	VerdictNotCommand Verdict = "not_command"
+)
+
+// archived is how the archive records entry e, which the node answered
+// with res (and, for a command, the dispatcher with r), and whether it is
+// archived at all: an entry refused (no event id) was not put on the bus,
+// and its producer retries it.
+func archived(e *server.Entry, res server.EntryResult, r *dispatch.Result, now time.Time) (Archived, bool) {
+	if res.EventID == "" || r.Throttled {
+		// Refused (the producer retries, or must not), or invalid beyond
+		// its source's budget: nothing to archive.
+		return Archived{}, false
+	}
+	a := Archived{EventID: res.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
+	switch {
+	case e.DetailType != envelope.EventType:
+		a.Verdict = VerdictNotCommand
+	case r.Outcome == dispatch.Invalid:
+		a.Verdict, a.Reason = VerdictRejected, r.Reason
+		if a.Reason == "" {
+			a.Reason = "not_judged" // the shield failed on it (a bug)
+		}
+	default:
+		a.Verdict, a.KeyVersion = VerdictAccepted, r.KeyVersion
+	}
+	return a, true
 }
 
 // Archive stores accepted events durably.
@@ -196,12 +241,13 @@ func (n *Node) count(f func(*Stats)) {
 }
 
 // Ingest implements server.Pipeline. The request's commands run through
-// the shield and the fast stage concurrently, then its events are
-// archived in one durable write, but for invalid entries of a source over
-// its invalid budget (dispatch.Result.Throttled): under Defer their
-// durable writes (archive, deliveries, telemetry, hand-offs) meet in the
-// store's group commits instead of queueing one behind the other, so a
-// request costs about two commit round trips, not three per entry.
+// the shield and the fast stage, on as many goroutines as there are
+// processors; then its events are archived, each with the shield's
+// verdict, in one durable write (but for invalid entries of a source over
+// its invalid budget, dispatch.Result.Throttled, which are not archived). Under a deferred context (Defer) none of
+// these writes waits for its commit: the request's durable writes
+// (deliveries, telemetry, hand-offs, archive) meet in the store's group
+// commits and the request waits for them once, together.
 //
 // An entry is acknowledged only once it is archived and delivered,
 // refused with telemetry, or durably handed off. If the archive write
@@ -219,17 +265,19 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	if n.o.Defer != nil {
 		ctx, wait = n.o.Defer(ctx)
 	}
-	events := make([]Archived, len(entries))
+	// Ids are made here, in entry order, so the archive's id index is
+	// appended to.
+	ids := make([]string, len(entries))
+	results := make([]dispatch.Result, len(entries))
 	escalated := make([]bool, len(entries))
-	throttled := make([]bool, len(entries)) // invalid, over the source's budget: not archived
 	commands := make([]int, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
-		events[i] = Archived{EventID: n.o.NewID(), Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
+		ids[i] = n.o.NewID()
 		if e.DetailType != envelope.EventType {
 			// Like EventBridge: accepted onto the bus, but no rule sends it
 			// to the dispatcher.
-			out[i] = server.Accepted(events[i].EventID)
+			out[i] = server.Accepted(ids[i])
 			continue
 		}
 		commands = append(commands, i)
@@ -248,7 +296,7 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 				return
 			}
 			i := commands[k]
-			out[i], escalated[i] = n.fast(ctx, &entries[i], events[i].EventID, &throttled[i])
+			out[i], escalated[i], results[i] = n.fast(ctx, &entries[i], ids[i])
 		}
 	}
 	var wg sync.WaitGroup
@@ -261,15 +309,15 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 	}
 	run()
 	wg.Wait()
-	kept := events[:0]
-	for i := range events {
-		if !throttled[i] {
-			kept = append(kept, events[i])
+	events := make([]Archived, 0, len(entries))
+	for i := range entries {
+		if a, ok := archived(&entries[i], out[i], &results[i], now); ok {
+			events = append(events, a)
 		}
 	}
 	var archErr error
-	if len(kept) > 0 {
-		archErr = n.o.Archive.Append(ctx, kept)
+	if len(events) > 0 {
+		archErr = n.o.Archive.Append(ctx, events)
 	}
 	if err := wait(); err != nil && archErr == nil {
 		archErr = err
@@ -301,9 +349,10 @@ func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.Entr
 }
 
 // fast runs the shield and the fast stage on one command entry, and says
-// whether it handed the command to the slow stage. A panic (a bug)
-// refuses the entry, as net/http would have refused the request.
-func (n *Node) fast(ctx context.Context, e *server.Entry, id string, throttled *bool) (res server.EntryResult, escalated bool) {
+// whether it handed the command to the slow stage, and what the
+// dispatcher made of it (for the archive). A panic (a bug) refuses the
+// entry, as net/http would have refused the request.
+func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool, r dispatch.Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
@@ -311,11 +360,10 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string, throttled *
 		}
 	}()
 	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
-	*throttled = r.Throttled
 	if r.Outcome == dispatch.Invalid && r.Reason == string(reason.TooLarge) {
 		// Never deliverable: a permanent refusal, not a retryable one (the
 		// shield emitted snavio.command.invalid).
-		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false
+		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
 	}
 	if r.Outcome == dispatch.Escalated {
 		wire, err := esc.Marshal()
@@ -324,13 +372,13 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string, throttled *
 		}
 		if err != nil {
 			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
-			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false
+			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false, r
 		}
 		// Ingest wakes a slow worker once the request's writes are
 		// durable: a deferred Put is not yet takeable here.
-		return server.Accepted(id), true
+		return server.Accepted(id), true, r
 	}
-	return server.Accepted(id), false
+	return server.Accepted(id), false, r
 }
 
 // RunSlow runs the slow workers until ctx is done, then waits for the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -551,5 +552,39 @@ func TestThrottledInvalidEntriesAreNotArchived(t *testing.T) {
 	// A valid entry of the same source is archived and delivered as ever.
 	if res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 1000, "mailer", "send")}); res[0].EventID == "" || len(e.arch.got) != shield.DefaultInvalidBudget+1 || e.out.n != 1 {
 		t.Fatalf("valid entry: %+v, archived %d, delivered %d", res, len(e.arch.got), e.out.n)
+	}
+}
+
+// The archive records what the shield made of each entry, so a replay can
+// refuse what was never accepted (issue 19).
+func TestArchiveRecordsTheShieldsVerdict(t *testing.T) {
+	e := newEnv(t)
+	good := e.entry(t, 6, "mailer", "send")
+	other, _ := signing.NewKey("hmac-v1", bytes.Repeat([]byte{7}, signing.MinSecretLen))
+	forgedEnv := envelope.New("0f8fad5b-d9cb-469f-a165-000000000007", e.clk.Now(), "mailer", "send", []byte(`{}`))
+	if err := other.SignEnvelope(&forgedEnv, source); err != nil {
+		t.Fatal(err)
+	}
+	fb, _ := forgedEnv.AppendJSON(nil)
+	forged := server.Entry{Source: source, DetailType: envelope.EventType, Detail: fb}
+	res := e.node.Ingest(context.Background(), []server.Entry{good, forged, {Source: source, DetailType: "snavio.other", Detail: []byte(`{}`)}})
+	if len(e.arch.got) != 3 {
+		t.Fatalf("archived %d events, want 3: %+v", len(e.arch.got), e.arch.got)
+	}
+	want := []struct {
+		v           Verdict
+		reason, key string
+	}{{VerdictAccepted, "", "hmac-v1"}, {VerdictRejected, "bad_signature", ""}, {VerdictNotCommand, "", ""}}
+	for i, w := range want {
+		a := e.arch.got[i]
+		if a.EventID != res[i].EventID || a.Verdict != w.v || a.Reason != w.reason || a.KeyVersion != w.key {
+			t.Errorf("entry %d archived as %s %q %q (id %s), want %s %q %q (id %s)", i, a.Verdict, a.Reason, a.KeyVersion, a.EventID, w.v, w.reason, w.key, res[i].EventID)
+		}
+	}
+	// An entry the node refused is not on the bus: not archived.
+	e.ho.fail = errors.New("disk full")
+	res = e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 8, "nobody", "x")})
+	if res[0].EventID != "" || len(e.arch.got) != 3 {
+		t.Fatalf("a refused entry: %+v, archived %d", res[0], len(e.arch.got))
 	}
 }

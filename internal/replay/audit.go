@@ -52,6 +52,11 @@ type Audit struct {
 	// HeldUntil.
 	Held      int       `json:"held,omitzero"`
 	HeldUntil time.Time `json:"held_until,omitzero"`
+	// Refused counts records the run refused to replay (Record.Refusal),
+	// by reason in RefusedBy: never sent, never acknowledged. A resumed
+	// run counts again what it reads again.
+	Refused   int            `json:"refused,omitzero"`
+	RefusedBy map[string]int `json:"refused_by_reason,omitempty"`
 
 	Status    Status    `json:"status"`
 	StartedAt time.Time `json:"started_at"`

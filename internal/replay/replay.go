@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -128,6 +129,18 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("invalid --reason %.20q...: a failure reason is at most 128 characters", f.Reason)
 	}
 	return nil
+}
+
+// matchRefused applies the filter to a refused record, which may not be a
+// readable command: its target and command are matched only when it is.
+func (f Filter) matchRefused(r *Record) bool {
+	c := *r
+	env, err := decode(&c)
+	if err != nil {
+		env = envelope.Envelope{}
+		env.Command.Target, env.Command.Name = f.Target, f.Command
+	}
+	return f.match(&c, &env)
 }
 
 func (f Filter) match(r *Record, env *envelope.Envelope) bool {
@@ -236,9 +249,13 @@ type Plan struct {
 	// Repeats counts records whose command id was already counted (a
 	// keep-id replay's own copy in the archive, an at-least-once
 	// duplicate in a DLQ): a run sends each id once.
-	Repeats  int      `json:"repeated_ids"`
-	Skipped  int      `json:"skipped_unreadable"`
-	Warnings []string `json:"warnings"`
+	Repeats int `json:"repeated_ids"`
+	Skipped int `json:"skipped_unreadable"`
+	// Refused counts records that must never be replayed (Record.Refusal),
+	// by reason in RefusedBy: a run never sends them.
+	Refused   int            `json:"refused"`
+	RefusedBy map[string]int `json:"refused_by_reason"`
+	Warnings  []string       `json:"warnings"`
 }
 
 // Engine runs replays.
@@ -290,7 +307,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 	if err := opts.Validate(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Origin: src.Name(), ByRoute: map[string]int{}, Warnings: []string{}}
+	p := Plan{Origin: src.Name(), ByRoute: map[string]int{}, RefusedBy: map[string]int{}, Warnings: []string{}}
 	now := e.Clock.Now()
 	var ids []string
 	counted := map[string]bool{}
@@ -305,6 +322,13 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 		}
 		for i := range recs {
 			r := &recs[i]
+			if r.Refusal != "" {
+				if opts.Filter.matchRefused(r) {
+					p.Refused++
+					p.RefusedBy[r.Refusal]++
+				}
+				continue
+			}
 			env, err := decode(r)
 			if err != nil {
 				p.Skipped++
@@ -350,7 +374,27 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 	if p.Skipped > 0 {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%d record(s) are not readable commands and will be left in place", p.Skipped))
 	}
+	if p.Refused > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d record(s) are refused and will never be replayed (%s): see docs/replay.md, \"What a replay refuses\"", p.Refused, refusedSummary(p.RefusedBy)))
+	}
 	return p, nil
+}
+
+// refusedSummary is "reason: n, ..." in reason order.
+func refusedSummary(by map[string]int) string {
+	rs := make([]string, 0, len(by))
+	for r := range by {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %d", r, by[r])
+	}
+	return b.String()
 }
 
 // Begin validates opts and records a new audit for a run over origin that
@@ -501,6 +545,17 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 		}
 		for i := range recs {
 			r := &recs[i]
+			if r.Refusal != "" {
+				// Never sent, never acknowledged: a DLQ keeps it.
+				if opts.Filter.matchRefused(r) {
+					a.Refused++
+					if a.RefusedBy == nil {
+						a.RefusedBy = map[string]int{}
+					}
+					a.RefusedBy[r.Refusal]++
+				}
+				continue
+			}
 			env, err := decode(r)
 			if err != nil {
 				a.Skipped++

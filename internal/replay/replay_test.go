@@ -331,3 +331,50 @@ func TestFileAuditsSurvive(t *testing.T) {
 		t.Fatal("a path-traversing id was accepted")
 	}
 }
+
+// A record with a Refusal is listed as refused in the plan, by reason, and
+// a run neither sends nor acknowledges it.
+func TestRefusedRecordsAreNeverSent(t *testing.T) {
+	e, q, b, _ := setup(t, 6)
+	q.recs[1].Refusal = "shield:bad_signature"
+	q.recs[2].Refusal = "shield:bad_signature"
+	q.recs[4].Refusal = "not_a_command"
+	q.recs[4].Detail = []byte("junk")
+	p, err := e.Plan(context.Background(), q, Options{Reason: "incident 42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Total != 3 || p.Refused != 3 || p.RefusedBy["shield:bad_signature"] != 2 || p.RefusedBy["not_a_command"] != 1 || p.Skipped != 0 {
+		t.Fatalf("plan = %+v", p)
+	}
+	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "3 record(s) are refused") || !strings.Contains(w, "not_a_command: 1, shield:bad_signature: 2") {
+		t.Fatalf("warnings = %q", p.Warnings)
+	}
+	// A filter on the target drops a refused command of another target,
+	// and keeps one whose target cannot be read.
+	p, _ = e.Plan(context.Background(), q, Options{Reason: "r", Filter: Filter{Target: "accounts"}})
+	if p.Refused != 1 || p.RefusedBy["not_a_command"] != 1 {
+		t.Fatalf("filtered plan = %+v", p)
+	}
+	a, err := e.Start(context.Background(), q, Options{Reason: "incident 42"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != StatusDone || a.Refused != 3 || a.RefusedBy["shield:bad_signature"] != 2 || a.RefusedBy["not_a_command"] != 1 {
+		t.Fatalf("audit = %+v", a)
+	}
+	for _, env := range b.got {
+		switch env.Metadata.ID {
+		case "0f8fad5b-d9cb-469f-a165-000000000002", "0f8fad5b-d9cb-469f-a165-000000000003":
+			t.Fatalf("refused record %s was sent", env.Metadata.ID)
+		}
+	}
+	for _, ref := range []string{"r2", "r3", "r5"} {
+		if q.acked[ref] != 0 {
+			t.Fatalf("refused record %s was acknowledged", ref)
+		}
+	}
+	if len(b.got) == 0 {
+		t.Fatal("nothing was sent: the others should have been")
+	}
+}

@@ -106,7 +106,8 @@ var _ node.Archive = archive{}
 func (a archive) Append(ctx context.Context, events []node.Archived) error {
 	evs := make([]embedded.ArchivedEvent, len(events))
 	for i, e := range events {
-		evs[i] = embedded.ArchivedEvent{EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt}
+		evs[i] = embedded.ArchivedEvent{EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt,
+			Verdict: embedded.Verdict(e.Verdict), Reason: e.Reason, KeyVersion: e.KeyVersion}
 	}
 	return a.s.ArchiveAppendBatch(ctx, evs)
 }

@@ -181,8 +181,9 @@ func (s *Serve) audit(ctx context.Context) error {
 	return err
 }
 
-// purge enforces the telemetry and archive retentions and reclaims
-// expired flow records. Dropped telemetry is reported to its tenant.
+// purge enforces the telemetry and archive retentions and the archive's
+// per-tenant bounds, and reclaims expired flow records. Dropped telemetry
+// is reported to its tenant.
 func (s *Serve) purge(ctx context.Context) error {
 	const batch = 10_000
 	var errs []error
@@ -198,13 +199,20 @@ func (s *Serve) purge(ctx context.Context) error {
 			break
 		}
 	}
-	for {
-		n, err := s.store.ArchivePurge(ctx, s.clk.Now().Add(-s.o.Jobs.ArchiveRetention), batch)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if err != nil || n < batch {
-			break
+	for _, purge := range []func() (int, error){
+		func() (int, error) {
+			return s.store.ArchivePurge(ctx, s.clk.Now().Add(-s.o.Jobs.ArchiveRetention), batch)
+		},
+		func() (int, error) { return s.store.ArchivePurgeOverBudget(ctx, batch) },
+	} {
+		for {
+			n, err := purge()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if err != nil || n < batch {
+				break
+			}
 		}
 	}
 	if _, err := s.store.PurgeExpired(ctx, s.clk.Now(), batch); err != nil {

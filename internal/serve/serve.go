@@ -2,7 +2,7 @@
 // and background job on one machine, on the embedded store.
 //
 //	PutEvents ingress (internal/server)
-//	  -> node: archive, shield + fast inline, durable hand-off
+//	  -> node: shield + fast inline, archive (with verdicts), durable hand-off
 //	  -> slow workers (node.RunSlow) over the hand-off queue
 //	  -> local target queues (embedded store), telemetry outbox per tenant
 //	control API (/v1/...) over the same store; jobs on their schedules.
@@ -136,6 +136,9 @@ type Options struct {
 	// hidden before it is retried (default 30 s). Together they bound how
 	// late a command whose first attempt crashed is delivered.
 	InProgressTTL, HandoffVisibility time.Duration
+	// ArchiveBounds bound each tenant's share of the archive (zero fields:
+	// 256 MiB, of which 4 MiB for records the shield did not accept).
+	ArchiveBounds embedded.ArchiveBounds
 }
 
 // Serve is a running dispatcher.
@@ -236,6 +239,10 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
 	s.store = st
+	if err := st.SetArchiveBounds(o.ArchiveBounds); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			_ = st.Close()
@@ -359,7 +366,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st)})
+	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}

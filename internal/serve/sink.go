@@ -17,7 +17,7 @@ import (
 const PlatformTenant = "_platform"
 
 // TenantOf returns the tenant whose stream receives e: the part of its
-// source before '/' for the tenant catalog's events (spec section E), and
+// source before '/' for the tenant catalog's events (docs/security/telemetry.md), and
 // PlatformTenant for the rest (escalations, cache refreshes, snapshot
 // failures: the platform's own telemetry).
 func TenantOf(e telemetry.Event) string {

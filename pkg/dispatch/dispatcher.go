@@ -115,6 +115,9 @@ type Result struct {
 	// Throttled: an invalid command from a source over its invalid budget
 	// (shield.Throttled); it had no event of its own and is not archived.
 	Throttled bool
+	// KeyVersion, from Fast on a command the shield accepted, is the key
+	// version its signature was verified with (the archive records it).
+	KeyVersion string
 }
 
 // Escalation is a command the fast stage hands to the slow stage: already
@@ -189,11 +192,13 @@ func New(deps Deps) (*Dispatcher, error) {
 // the authenticated event source, detail the producer's envelope. It
 // returns the result and, when the outcome is Escalated, the escalation
 // the caller must hand durably to the slow stage.
-func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) (Result, *Escalation) {
+func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) (res Result, _ *Escalation) {
 	acc, err := x.d.Shield.Check(busSource, detail)
 	if err != nil {
 		return Result{Outcome: Invalid, Reason: reasonOf(err), Throttled: shield.Throttled(err)}, nil
 	}
+	kv := acc.Envelope.Metadata.VersionID
+	defer func() { res.KeyVersion = kv }()
 	env := &acc.Envelope
 	if acc.ColdOnly {
 		return x.escalateEmit(acc, flow.EscalateColdOnlySource)

@@ -36,6 +36,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
 )
 
 // Defaults.
@@ -62,6 +63,10 @@ type Options struct {
 	Registry registry.Reader
 	// KeyPolicy is the key rotation policy (the dispatcher's).
 	KeyPolicy keys.Policy
+	// Shield is the dispatcher's shield configuration (its replay window
+	// and limits): an archived command is verified again with it, as of
+	// when it was received, before it is replayed.
+	Shield shield.Config
 	// Pipeline takes replayed commands: the same pipeline as PutEvents.
 	Pipeline server.Pipeline
 	// Audits keeps the audits (default: replay.FileAudits in
@@ -322,19 +327,25 @@ func (a *API) prepare(ctx context.Context, req Request, operator string) (prepar
 	return prepared{origin: origin, opts: opts}, nil
 }
 
-func (a *API) engine(ctx context.Context) (*replay.Engine, error) {
+// engine returns a replay engine over the registry as it is now, and its
+// view of the registry for the sources.
+func (a *API) engine(ctx context.Context) (*replay.Engine, *registryView, error) {
 	view, err := loadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
 	if err != nil {
-		return nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
+		return nil, nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
 	}
-	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, nil
+	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
 }
 
-func (a *API) source(p prepared, lease time.Duration) replay.Source {
+func (a *API) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
 	if p.origin.IsArchive() {
-		return &archiveSource{a: a.o.Archive, f: p.opts.Filter}
+		v, err := newVerifier(view, a.o.Shield, a.o.Clock.Now())
+		if err != nil {
+			return nil, fmt.Errorf("replay: the shield configuration: %w", err)
+		}
+		return &archiveSource{a: a.o.Archive, f: p.opts.Filter, v: v}, nil
 	}
-	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock})
+	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock}), nil
 }
 
 func operatorName(r *http.Request) string {
@@ -353,12 +364,17 @@ func (a *API) plan(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	e, err := a.engine(r.Context())
+	e, view, err := a.engine(r.Context())
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	plan, err := e.Plan(r.Context(), a.source(p, peekLease), p.opts)
+	src, err := a.source(p, peekLease, view)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	plan, err := e.Plan(r.Context(), src, p.opts)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -429,14 +445,24 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	e, err := a.engine(r.Context())
+	e, view, err := a.engine(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	peek, err := a.source(p, peekLease, view)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	src, err := a.source(p, a.o.Lease, view)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
 	ctx, cancel := a.runContext(r)
 	defer cancel()
-	plan, err := e.Plan(ctx, a.source(p, peekLease), p.opts)
+	plan, err := e.Plan(ctx, peek, p.opts)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -458,7 +484,7 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) {
 	}
 	defer a.release(audit.ID)
 	a.o.Logger.Info("replay started", "replay_id", audit.ID, "origin", audit.Origin, "operator", audit.Operator, "reason", audit.Reason, "planned", audit.Planned)
-	a.run(ctx, w, e, a.source(p, a.o.Lease), audit, p.opts.Limit)
+	a.run(ctx, w, e, src, audit, p.opts.Limit)
 }
 
 func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
@@ -521,7 +547,12 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	e, err := a.engine(r.Context())
+	e, view, err := a.engine(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	src, err := a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease, view)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -535,7 +566,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 	defer a.release(id)
 	audit.Status, audit.Resumes, audit.Error = replay.StatusRunning, audit.Resumes+1, ""
 	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", operatorName(r))
-	a.run(ctx, w, e, a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease), audit, req.Limit)
+	a.run(ctx, w, e, src, audit, req.Limit)
 }
 
 // view is an audit as the API shows it: without the sent ids (a resume

@@ -124,7 +124,8 @@ func newEnv(t *testing.T) *env {
 	}
 	billing.DLQARN = embedded.QueueARN("billing-dlq")
 	for _, it := range []registry.Item{
-		{Key: &registry.ServiceKey{Source: src, Versions: []registry.KeyVersion{{ID: "hmac-v2", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}}}},
+		// Commands were signed with hmac-v1; replays sign with hmac-v2.
+		{Key: &registry.ServiceKey{Source: src, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-3 * time.Hour)}, {ID: "hmac-v2", Secret: secret, ActivatedAt: t0.Add(-time.Hour)}}}},
 		{Route: &strict}, {Route: &mailer}, {Route: &billing},
 	} {
 		if _, err := reg.Put(ctx, by, it); err != nil {
@@ -552,5 +553,71 @@ func TestServerShutdownInterruptsRuns(t *testing.T) {
 	}
 	if last.Event != EventFinished || last.Replay.Status != replay.StatusInterrupted || last.Replay.SentCount != 3 {
 		t.Fatalf("last update = %+v", last)
+	}
+}
+
+// Records archived before verdicts were recorded are verified again, as
+// of when they were received: a forgery among them is refused with the
+// shield's reason, a recorded rejection with "shield:" and its reason.
+func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	good, _, _ := command(t, 1, "mailer", e.clk.Now())
+	forged := bytes.Replace(good, []byte(`"n":1`), []byte(`"n":2`), 1) // payload changed after signing
+	stale, _, _ := command(t, 3, "mailer", e.clk.Now().Add(-2*time.Minute))
+	rejected, _, _ := command(t, 4, "mailer", e.clk.Now())
+	for i, ev := range []embedded.ArchivedEvent{
+		{Detail: good}, {Detail: forged}, {Detail: stale},
+		{Detail: rejected, Verdict: embedded.VerdictRejected, Reason: "source_banned"},
+		{Detail: good, Verdict: embedded.VerdictAccepted, KeyVersion: "hmac-v2"},
+	} {
+		ev.EventID, ev.Source, ev.DetailType, ev.ReceivedAt = "a"+strconv.Itoa(i), src, envelope.EventType, e.clk.Now()
+		if err := e.store.ArchiveAppend(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clk.Advance(time.Minute)
+	w := e.op("POST", "/v1/replays/plan", Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)})
+	var pr PlanResponse
+	_ = json.Unmarshal(w.Body.Bytes(), &pr)
+	want := map[string]int{"bad_signature": 1, "timestamp_too_old": 1, "shield:source_banned": 1, RefuseKeyVersionMismatch: 1}
+	if pr.Plan.Total != 1 || pr.Plan.Refused != 4 || fmt.Sprint(pr.Plan.RefusedBy) != fmt.Sprint(want) {
+		t.Fatalf("plan = %s", w.Body)
+	}
+	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}))
+	if fin.Replay.SentCount != 1 || fin.Replay.Refused != 4 || len(e.pipe.got) != 1 || e.pipe.got[0].Metadata.ID != "0f8fad5b-d9cb-469f-a165-000000000001" {
+		t.Fatalf("run = %+v, put %d", fin.Replay, len(e.pipe.got))
+	}
+}
+
+// A command signed with a key version revoked since it was received is
+// refused: whoever leaked the key could have signed it.
+func TestArchiveReplayRefusesARevokedKeysCommands(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sent, _, _ := command(t, 1, "mailer", e.clk.Now())
+	if err := e.store.ArchiveAppend(ctx, embedded.ArchivedEvent{EventID: "a1", Source: src, DetailType: envelope.EventType, Detail: sent, ReceivedAt: e.clk.Now(), Verdict: embedded.VerdictAccepted, KeyVersion: "hmac-v1"}); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}
+	e.clk.Advance(time.Minute)
+	var pr PlanResponse
+	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
+	if pr.Plan.Total != 1 || pr.Plan.Refused != 0 {
+		t.Fatalf("before the revocation: %+v", pr.Plan)
+	}
+	reg := e.api.o.Registry.(*memstore.Registry)
+	it, err := reg.Get(ctx, registry.KeyID(src), e.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := *it.Key
+	k.Versions[0].NotAfter = e.clk.Now()
+	if _, err := reg.Put(ctx, registry.Actor{Who: "test", At: e.clk.Now()}, registry.Item{Key: &k}); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
+	if pr.Plan.Total != 0 || pr.Plan.RefusedBy[RefuseKeyRevoked] != 1 {
+		t.Fatalf("after the revocation: %+v", pr.Plan)
 	}
 }

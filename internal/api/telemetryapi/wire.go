@@ -20,7 +20,7 @@ type Record struct {
 	// At is when the outbox appended the event.
 	At time.Time `json:"at"`
 	// Event is the telemetry event: a JSON object whose "event" member
-	// names it (spec section E).
+	// names it (docs/security/telemetry.md).
 	Event json.RawMessage `json:"event"`
 }
 

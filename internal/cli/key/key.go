@@ -132,8 +132,10 @@ func NewCmdRotate(d route.Deps, runF func(context.Context, *Options) error) *cob
 The new version becomes current at --activate-at (RFC 3339) or after
 --activate-in, default now; producers polling the tenant configuration
 switch to it then, and the previous version stays accepted for the overlap.
-Versions no longer accepted are dropped; the current one stays until the
-new one activates.`,
+The current version stays until the new one activates, and the previous
+one through its overlap. Older versions are kept for the key history (the
+overlap plus the archive's retention, 7 days by default) so that a replay
+can verify an archived command again, then dropped.`,
 		Example: `  snavio key rotate --service acme/billing
   snavio key rotate --service acme/billing --activate-in 1h
   snavio key rotate --service acme/billing --activate-at 2026-12-01T00:00:00Z -o json`,

@@ -65,6 +65,9 @@ func (p *progressView) line(a engine.Audit, final bool) string {
 	if a.Held > 0 {
 		s += fmt.Sprintf(", held %d", a.Held)
 	}
+	if a.Refused > 0 {
+		s += fmt.Sprintf(", refused as never replayable %d", a.Refused)
+	}
 	if eta, ok := p.eta(a); ok && !final {
 		s += ", ETA " + eta.String()
 	}

@@ -97,6 +97,13 @@ id and holds back commands of strict routes still inside their dedupe TTL
 valid); new-id runs them again now under new ids, stable across resumes.
 --dry-run prints the plan and warns about held commands.
 
+Only commands the shield accepted are ever replayed: the archive records
+its verdict, and a replay verifies each command's original signature
+again, against the key version valid when it was received, before it
+re-signs it. Everything else (rejected by the shield, not a command, a bad
+or unknown key, a timestamp outside the window) is listed as refused, by
+reason, and never sent; refused records do not change the exit code.
+
 Times (--start, --end) are RFC 3339 or how long ago (90m, 2h, 3d). The
 archive needs --start; its end defaults to the start of the replay.
 
@@ -263,6 +270,9 @@ func outcome(w io.Writer, fin replayapi.Update) error {
 	if a.Held > 0 {
 		fmt.Fprintf(w, "%d strict-mode command(s) were held back inside their dedupe TTL until %s and left in place: replay again after that time, or use --dedupe new-id\n",
 			a.Held, a.HeldUntil.UTC().Format(time.RFC3339))
+	}
+	if a.Refused > 0 {
+		fmt.Fprintf(w, "%d record(s) were refused and never sent: they are not commands the dispatcher accepted, or fail re-verification (see `snavio replay show %s`)\n", a.Refused, a.ID)
 	}
 	switch a.Status {
 	case engine.StatusPaused:

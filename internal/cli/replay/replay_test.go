@@ -22,6 +22,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
@@ -147,8 +148,19 @@ func newFixture(t *testing.T, n int) *fixture {
 	}
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	reg := memstore.NewRegistry()
-	if _, err := reg.Put(ctx, registry.Actor{Who: "t", At: time.Now()}, registry.Item{Key: &registry.ServiceKey{Source: "acme/billing",
+	by := registry.Actor{Who: "t", At: time.Now()}
+	if _, err := reg.Put(ctx, by, registry.Item{Key: &registry.ServiceKey{Source: "acme/billing",
 		Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: time.Now().Add(-time.Hour)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The DLQ's messages are the dispatcher's: signed for a route whose
+	// dead-letter queue it is (a DLQ replay refuses anything else).
+	route := &registry.Route{Target: "mailer", Command: "send", QueueARN: embedded.QueueARN("mailer"), DLQARN: embedded.QueueARN("mailer-dlq")}
+	if _, err := reg.Put(ctx, by, registry.Item{Route: route}); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := provenance.NewSigner([]byte("a delivery master secret, 32 b.!"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	key, _ := signing.NewKey("hmac-v1", secret)
@@ -160,13 +172,17 @@ func newFixture(t *testing.T, n int) *fixture {
 		}
 		e.Command.Source = "acme/billing"
 		body, _ := e.AppendJSON(nil)
-		if _, err := st.Send(ctx, "mailer-dlq", body, nil); err != nil {
+		m := provenance.Message{CommandID: e.Metadata.ID, Source: "acme/billing", Target: "mailer", Command: "send", Body: body}
+		if err := sig.Sign(&m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Send(ctx, "mailer-dlq", body, m.Attributes()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f := &fixture{store: st, sent: map[string]int{}}
 	mux := http.NewServeMux()
-	if err := replayapi.Mount(mux, replayapi.Options{Store: st, Registry: reg, Pipeline: f, DataDir: t.TempDir(), Lease: time.Second}); err != nil {
+	if err := replayapi.Mount(mux, replayapi.Options{Store: st, Registry: reg, Pipeline: f, DataDir: t.TempDir(), Lease: time.Second, Delivery: sig}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

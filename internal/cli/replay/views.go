@@ -48,8 +48,24 @@ func (v PlanView) TableRows() [][]string {
 		rows = append(rows, []string{"archive end", stamp(v.End)})
 	}
 	rows = append(rows, []string{"held (dedupe TTL)", strconv.Itoa(v.Held)}, []string{"repeated ids", strconv.Itoa(v.Repeats)}, []string{"unreadable", strconv.Itoa(v.Skipped)})
+	rows = append(rows, refusedRows(v.Refused, v.RefusedBy)...)
 	for _, w := range v.Warnings {
 		rows = append(rows, []string{"warning", w})
+	}
+	return rows
+}
+
+// refusedRows are the count of records refused as never replayable and
+// one row per reason.
+func refusedRows(n int, by map[string]int) [][]string {
+	rows := [][]string{{"refused (never replayed)", strconv.Itoa(n)}}
+	reasons := make([]string, 0, len(by))
+	for r := range by {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		rows = append(rows, []string{"  " + r, strconv.Itoa(by[r])})
 	}
 	return rows
 }
@@ -83,10 +99,11 @@ func (v AuditView) TableRows() [][]string {
 	rows := [][]string{
 		{"id", v.ID}, {"status", string(v.Status)}, {"origin", v.Origin}, {"reason", v.Reason}, {"operator", v.Operator},
 		{"filters", strings.Join(filters, " ")}, {"dedupe", string(v.Dedupe)}, {"rate", rate},
-		{"planned", strconv.Itoa(v.Planned)}, {"sent", strconv.Itoa(v.SentCount)}, {"refused", strconv.Itoa(v.Failed)},
+		{"planned", strconv.Itoa(v.Planned)}, {"sent", strconv.Itoa(v.SentCount)}, {"refused by the bus", strconv.Itoa(v.Failed)},
 		{"held", strconv.Itoa(v.Held)}, {"unreadable", strconv.Itoa(v.Skipped)},
-		{"started", stamp(v.StartedAt)}, {"ended", stamp(v.EndedAt)}, {"resumes", strconv.Itoa(v.Resumes)},
 	}
+	rows = append(rows, refusedRows(v.Refused, v.RefusedBy)...)
+	rows = append(rows, [][]string{{"started", stamp(v.StartedAt)}, {"ended", stamp(v.EndedAt)}, {"resumes", strconv.Itoa(v.Resumes)}}...)
 	if !v.HeldUntil.IsZero() {
 		rows = append(rows, []string{"held until", stamp(v.HeldUntil)})
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// eventNames are the catalog's event names (spec section E).
+// eventNames are the catalog's event names (docs/security/telemetry.md).
 var eventNames = []string{
 	telemetry.NameDelivered, telemetry.NameInvalid, telemetry.NameFailed, telemetry.NameDuplicate,
 	telemetry.NameExecutedAfterACLRevoked, telemetry.NameWarmPathBan, telemetry.NameAbuseDetected,

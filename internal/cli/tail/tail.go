@@ -81,7 +81,7 @@ event (enter), per-type counts and a rate line, a connection and staleness
 indicator, and help (?). Off a terminal, or with -o ndjson or -o json, it
 prints one JSON object per line: {"seq","tenant","at","event":{...}}, where
 seq is the event's number in its tenant's stream and event is the telemetry
-event (spec section E). -o yaml prints one YAML document per event, and
+event (the catalog: docs/security/telemetry.md). -o yaml prints one YAML document per event, and
 -o table off a terminal one aligned text line per event.
 
 Filters combine: every filter flag given must match, and the values of one

@@ -45,7 +45,7 @@ func TestCallsPerOperation(t *testing.T) {
 	var c calls
 	s := newFlowStore(t, &c)
 	exp := t0.Add(time.Minute)
-	claim := flow.DedupeRecord{Tenant: "acme", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
+	claim := flow.DedupeRecord{Tenant: "t", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
 	checkCalls(t, &c, []callCase{
 		{"Take/new counter", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},
 		{"Take/live counter with room", func() error { _, err := s.Take(ctx, "k", 4, 10, exp, t0); return err }, map[string]int{"UpdateItem": 1}},

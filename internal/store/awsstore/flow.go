@@ -332,9 +332,6 @@ func checkClaim(rec flow.DedupeRecord) error {
 	if rec.State != flow.ClaimInProgress || rec.Tenant == "" || rec.ID == "" || rec.Owner == "" {
 		return fmt.Errorf("claim %q: a claim must be in state %q with a tenant, an id and an owner (got state %q, tenant %q, owner %q)", rec.ID, flow.ClaimInProgress, rec.State, rec.Tenant, rec.Owner)
 	}
-	if strings.Contains(rec.Tenant, "/") {
-		return fmt.Errorf("claim %q: tenant %q contains '/', which would make its claim keys ambiguous", rec.ID, rec.Tenant)
-	}
 	if err := checkKey("dedupe key", rec.Key()); err != nil {
 		return err
 	}
@@ -350,19 +347,18 @@ func checkClaim(rec flow.DedupeRecord) error {
 	return nil
 }
 
-// Claim implements flow.DedupeClaims: one PutItem under the claim's
-// tenant-scoped key that succeeds unless a live record exists, and
-// returns that record (ALL_OLD) when it does not.
+// Claim implements flow.DedupeClaims: one PutItem that succeeds unless a
+// live record exists, and returns that record (ALL_OLD) when it does not.
 func (s *FlowStore) Claim(ctx context.Context, rec flow.DedupeRecord, now time.Time) (bool, flow.DedupeRecord, error) {
 	if err := checkClaim(rec); err != nil {
 		return false, flow.DedupeRecord{}, err
 	}
-	pk := pkDedupe + rec.Key()
+	pk := pkDedupe + rec.Key() // scoped by tenant: another tenant's id is another item
 	ttl, exact := expiry(rec.ExpiresAt)
 	_, err := s.put.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
-			attrPK: str(pk), attrSK: str(singleton), "hash": str(rec.PayloadHash), "state": str(string(rec.State)),
+			attrPK: str(pk), attrSK: str(singleton), "tenant": str(rec.Tenant), "hash": str(rec.PayloadHash), "state": str(string(rec.State)),
 			"owner": str(rec.Owner), attrExpiresAt: ttl, attrExpiresAtNS: exact,
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk) OR #expns <= :now"),
@@ -419,8 +415,8 @@ func ownedValues(owner string, now time.Time) map[string]types.AttributeValue {
 	}
 }
 
-// Complete implements flow.DedupeClaims: one conditional UpdateItem of
-// the record under id, the claim's key (flow.ClaimKey).
+// Complete implements flow.DedupeClaims: one conditional UpdateItem on the
+// claim under id (its DedupeRecord.Key).
 func (s *FlowStore) Complete(ctx context.Context, id, owner string, expiresAt, now time.Time) error {
 	if checkKey("dedupe id", id) != nil || checkKey("dedupe owner", owner) != nil {
 		return fmt.Errorf("complete %q as %q: %w", id, owner, flow.ErrNotOwner)

@@ -82,7 +82,7 @@ func TestClaimPassesOtherErrorsOn(t *testing.T) {
 	s := &FlowStore{table: "t", maxAttempts: 1,
 		put: fakePut(func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return nil, boom }),
 	}
-	rec := flow.DedupeRecord{Tenant: "acme", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(time.Minute)}
+	rec := flow.DedupeRecord{Tenant: "t", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(time.Minute)}
 	ok, _, err := s.Claim(context.Background(), rec, t0)
 	if ok || !errors.Is(err, boom) {
 		t.Fatalf("claim = %v, %v; want the store's error", ok, err)
@@ -95,7 +95,7 @@ func TestClaimReportsACorruptRecord(t *testing.T) {
 			return nil, &types.ConditionalCheckFailedException{Item: map[string]types.AttributeValue{attrPK: str("x"), "hash": num(1)}}
 		}),
 	}
-	rec := flow.DedupeRecord{Tenant: "acme", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(time.Minute)}
+	rec := flow.DedupeRecord{Tenant: "t", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(time.Minute)}
 	if _, _, err := s.Claim(context.Background(), rec, t0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("err = %v, want ErrCorrupt", err)
 	}

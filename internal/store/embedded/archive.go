@@ -49,7 +49,30 @@ type ArchivedEvent struct {
 	// well-formed).
 	Target  string `json:"target,omitempty"`
 	Command string `json:"command,omitempty"`
+	// Verdict is the shield's verdict on the event; empty for an event
+	// archived before verdicts were recorded (a replay re-verifies it).
+	Verdict Verdict `json:"verdict,omitempty"`
+	// Reason is the shield's reason code for a rejected event.
+	Reason string `json:"reason,omitempty"`
+	// KeyVersion is the key version the shield verified an accepted
+	// command with.
+	KeyVersion string `json:"key_version,omitempty"`
 }
+
+// Verdict is what the dispatcher made of an archived event.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictAccepted: a command the shield accepted (authentic, fresh,
+	// well-formed); only these can be replayed.
+	VerdictAccepted Verdict = "accepted"
+	// VerdictRejected: a command the shield rejected, with its reason.
+	VerdictRejected Verdict = "rejected"
+	// VerdictNotCommand: an event whose detail-type the dispatcher does
+	// not consume; kept for the record, never replayed.
+	VerdictNotCommand Verdict = "not_command"
+)
 
 // ArchiveQuery selects archived events.
 type ArchiveQuery struct {
@@ -187,22 +210,30 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	for i := range events {
+		e := events[i]
+		if err := checkArchived(&e); err != nil {
+			return err
+		}
+	}
+	events, undo := s.admitArchived(events)
+	if len(events) == 0 {
+		return nil
+	}
 	size := frameHeaderLen
 	for i := range events {
-		e := &events[i]
-		size += opHeaderLen + 9 + 5*2 + len(e.EventID) + len(e.Source) + len(e.DetailType) + len(e.Target) + len(e.Command) + len(e.Detail)
+		size += opHeaderLen + archivedLen(&events[i])
 	}
 	// Sized once: growing a request's 10 events one by one allocated
 	// about four times the frame.
 	f := &frame{b: make([]byte, frameHeaderLen, size)}
 	for _, e := range events {
-		if err := checkArchived(&e); err != nil {
-			return err
-		}
+		_ = checkArchived(&e) // checked above; fills the derived fields
 		appendArchOp(f, &e)
 	}
 	g, err := s.wal.add(f)
 	if err != nil {
+		undo()
 		return err
 	}
 	return settle(ctx, g)
@@ -216,8 +247,11 @@ func checkArchived(e *ArchivedEvent) error {
 	if len(e.Detail) > MaxArchiveDetail {
 		return fmt.Errorf("archive event %s: detail of %d bytes, over the limit of %d", e.EventID, len(e.Detail), MaxArchiveDetail)
 	}
-	if len(e.Source) > maxKeyLen || len(e.DetailType) > maxKeyLen || len(e.Target) > maxKeyLen || len(e.Command) > maxKeyLen {
-		return fmt.Errorf("archive event %s: source, detail-type, target or command over %d bytes", e.EventID, maxKeyLen)
+	if len(e.Source) > maxKeyLen || len(e.DetailType) > maxKeyLen || len(e.Target) > maxKeyLen || len(e.Command) > maxKeyLen || len(e.Reason) > maxKeyLen || len(e.KeyVersion) > maxKeyLen {
+		return fmt.Errorf("archive event %s: source, detail-type, target, command, reason or key version over %d bytes", e.EventID, maxKeyLen)
+	}
+	if _, ok := verdictByte(e.Verdict); !ok {
+		return fmt.Errorf("archive event %s: unknown verdict %.40q: use accepted, rejected, not_command or none", e.EventID, e.Verdict)
 	}
 	if e.ReceivedAt.IsZero() {
 		return fmt.Errorf("archive event %s: no received time: set ReceivedAt", e.EventID)
@@ -348,26 +382,49 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}
-	var n int
+	end := nanos(before)
+	return s.purgeArchive(ctx, limit, func() pickFunc {
+		return func(k []byte, _ archHead, _ int64) (take, stop bool) {
+			stop = int64(binary.BigEndian.Uint64(k[:8])) >= end
+			return !stop, stop
+		}
+	})
+}
+
+// pickFunc decides, for each archived record oldest first, whether a purge
+// deletes it and whether the walk stops there.
+type pickFunc func(k []byte, h archHead, size int64) (take, stop bool)
+
+// purgeArchive deletes in one transaction, oldest first, up to limit
+// records a picker takes (newPick makes one per attempt of the
+// transaction), releases them from the usage and returns how many it
+// deleted.
+func (s *Store) purgeArchive(ctx context.Context, limit int, newPick func() pickFunc) (int, error) {
+	var purged []purgedRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		n = 0
+		purged = purged[:0]
 		ab := tx.Bucket(bArchive)
 		ev, ids := ab.Bucket(bArchEv), ab.Bucket(bArchIDs)
 		if ev == nil {
 			return nil
 		}
+		pick := newPick()
 		type victim struct{ k, id []byte }
 		var victims []victim
 		c := ev.Cursor()
 		for k, v := c.First(); k != nil && len(victims) < limit; k, v = c.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) >= nanos(before) {
-				break
-			}
-			id, err := archivedID(v)
+			h, err := archivedHead(v)
 			if err != nil {
 				return corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
-			victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(id)})
+			take, stop := pick(k, h, int64(len(v)))
+			if stop {
+				break
+			}
+			if take {
+				victims = append(victims, victim{k: append([]byte(nil), k...), id: []byte(h.id)})
+				purged = append(purged, purgedRecord{source: h.source, size: int64(len(v)), verdict: h.verdict})
+			}
 		}
 		for _, vi := range victims {
 			if err := ev.Delete(vi.k); err != nil {
@@ -377,8 +434,11 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 				return err
 			}
 		}
-		n = len(victims)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	s.releasePurged(purged)
+	return len(purged), nil
 }

@@ -274,35 +274,89 @@ func decodeQueue(rec []byte) (Queue, error) {
 	return q, nil
 }
 
-// Archived events:
+// Archived events (version 2; version 1, written before the shield's
+// verdict was recorded, has no verdict byte, reason or key version and
+// reads back with an empty Verdict):
 //
-//	0 version      1
-//	1 received_at  8 (ns)
-//	9 id, source, detail-type, target, command, then the detail
+//	0  version      1
+//	1  received_at  8 (ns)
+//	9  verdict      1 (v2 only: archVerdicts)
+//	   id, source, detail-type, target, command, then (v2) reason and
+//	   key version, then the detail
+const recArchV2 = 2
+
+// archVerdicts are the verdicts' bytes; 0 is "" (not recorded).
+var archVerdicts = [...]Verdict{"", VerdictAccepted, VerdictRejected, VerdictNotCommand}
+
+func verdictByte(v Verdict) (byte, bool) {
+	for i, w := range archVerdicts {
+		if w == v {
+			return byte(i), true
+		}
+	}
+	return 0, false
+}
+
 func encodeArchived(e *ArchivedEvent) []byte { return appendArchived(nil, e) }
 
-// appendArchived appends e's record to b.
+// archivedLen is the size of e's record.
+func archivedLen(e *ArchivedEvent) int {
+	return 10 + 7*binary.MaxVarintLen16 + len(e.EventID) + len(e.Source) + len(e.DetailType) + len(e.Target) + len(e.Command) + len(e.Reason) + len(e.KeyVersion) + len(e.Detail)
+}
+
+// appendArchived appends e's record to b; e was checked (checkArchived),
+// so its verdict is one of archVerdicts.
 func appendArchived(b []byte, e *ArchivedEvent) []byte {
-	b = slices.Grow(b, 9+5*2+len(e.EventID)+len(e.Source)+len(e.DetailType)+len(e.Target)+len(e.Command)+len(e.Detail))
-	b = append(b, recV1)
+	b = slices.Grow(b, archivedLen(e))
+	vb, _ := verdictByte(e.Verdict)
+	b = append(b, recArchV2)
 	b = binary.BigEndian.AppendUint64(b, uint64(nanos(e.ReceivedAt)))
-	for _, s := range [...]string{e.EventID, e.Source, e.DetailType, e.Target, e.Command} {
+	b = append(b, vb)
+	for _, s := range [...]string{e.EventID, e.Source, e.DetailType, e.Target, e.Command, e.Reason, e.KeyVersion} {
 		b = appendStr(b, s)
 	}
 	return append(b, e.Detail...)
 }
 
+// archVersion reads an archived record's version byte (1 or 2).
+func (r *reader) archVersion() byte {
+	v := r.byte()
+	if r.err == nil && v != recV1 && v != recArchV2 {
+		r.fail(fmt.Errorf("archive record version %d, this snavio reads %d and %d", v, recV1, recArchV2))
+	}
+	return v
+}
+
+// verdict reads an archived record's verdict byte.
+func (r *reader) verdict() Verdict {
+	vb := r.byte()
+	if r.err == nil && int(vb) >= len(archVerdicts) {
+		r.fail(fmt.Errorf("unknown verdict %d", vb))
+	}
+	if r.err != nil {
+		return ""
+	}
+	return archVerdicts[vb]
+}
+
 // decodeArchived decodes an archived event; its detail is a copy.
 func decodeArchived(rec []byte) (ArchivedEvent, error) {
 	r := reader{b: rec}
-	r.version("archive")
+	v := r.archVersion()
 	var e ArchivedEvent
 	e.ReceivedAt = time.Unix(0, int64(r.u64())).UTC()
+	if v == recArchV2 {
+		e.Verdict = r.verdict()
+	}
 	e.EventID = r.str(maxKeyLen)
 	e.Source = r.str(maxKeyLen)
 	e.DetailType = r.str(maxKeyLen)
 	e.Target = r.str(maxKeyLen)
 	e.Command = r.str(maxKeyLen)
+	if v == recArchV2 {
+		e.Reason = r.str(maxKeyLen)
+		e.KeyVersion = r.str(maxKeyLen)
+	}
 	if r.err != nil {
 		return ArchivedEvent{}, r.err
 	}
@@ -315,13 +369,31 @@ func decodeArchived(rec []byte) (ArchivedEvent, error) {
 	return e, nil
 }
 
+// archHead is what a purge needs of an archived record.
+type archHead struct {
+	id, source string
+	verdict    Verdict
+}
+
+// archivedHead reads an archived event's id, source and verdict without
+// copying the detail.
+func archivedHead(rec []byte) (archHead, error) {
+	r := reader{b: rec}
+	v := r.archVersion()
+	r.u64()
+	var h archHead
+	if v == recArchV2 {
+		h.verdict = r.verdict()
+	}
+	h.id = r.str(maxKeyLen)
+	h.source = r.str(maxKeyLen)
+	return h, r.err
+}
+
 // archivedID reads an archived event's id only.
 func archivedID(rec []byte) (string, error) {
-	r := reader{b: rec}
-	r.version("archive")
-	r.u64()
-	id := r.str(maxKeyLen)
-	return id, r.err
+	h, err := archivedHead(rec)
+	return h.id, err
 }
 
 // Telemetry records:

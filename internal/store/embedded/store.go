@@ -192,6 +192,9 @@ type Store struct {
 	cmu        sync.Mutex
 	completing map[string]uint64
 
+	// arch counts each tenant's share of the archive (archive_bounds.go).
+	arch archiveLedger
+
 	// tmu guards the telemetry positions: each stream's last sequence
 	// number and the last global number handed out.
 	tmu       sync.Mutex
@@ -328,6 +331,11 @@ func Open(opts Options) (*Store, error) {
 	s.wal.onSync = opts.OnLogSync
 	if opts.logIO != nil {
 		s.wal.writeAt, s.wal.datasync = opts.logIO.writeAt, opts.logIO.datasync
+	}
+	if err := s.loadArchiveLedger(); err != nil {
+		_ = s.wal.closeFiles()
+		db.Close()
+		return nil, err
 	}
 	s.wg.Add(1)
 	go s.committer()

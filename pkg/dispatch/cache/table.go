@@ -1,6 +1,6 @@
 // Package cache holds the dispatcher's stale-tolerant caches of the
-// registry: routes, ACLs, HMAC keys and bans (spec section C.2, Appendix
-// B). docs/registry/cache.md describes the model and its TTL table.
+// registry: routes, ACLs, HMAC keys and bans.
+// docs/registry/cache.md describes the model and its TTL table.
 //
 // Each cache type is a Table: an immutable generation (a map built once per
 // refresh) behind an atomic.Pointer, so that lookups take no lock, do not

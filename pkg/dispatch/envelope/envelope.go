@@ -1,5 +1,5 @@
-// Package envelope defines the Snavio command message (spec section B.1)
-// and its strict parser.
+// Package envelope defines the Snavio command message and its strict
+// parser (docs/security/envelope.md).
 //
 // A producer sends the envelope as the EventBridge event detail:
 //

@@ -210,21 +210,6 @@ func (k *Keyring) Resolve(source, versionID string, now time.Time) (Match, error
 	}, nil
 }
 
-// Retained returns the versions of source that are accepted at now or will
-// be later, in activation order: those whose acceptance has not ended.
-// Dropping any other version changes no verdict but the reason (an expired
-// version becomes an unknown one).
-func (k *Keyring) Retained(source string, now time.Time) []Version {
-	es := k.services[source]
-	var out []Version
-	for i := range es {
-		if end := k.acceptUntil(es, i); end.IsZero() || now.Before(end) {
-			out = append(out, es[i].Version)
-		}
-	}
-	return out
-}
-
 // Current returns the version of source that is current at now and whether
 // there is one.
 func (k *Keyring) Current(source string, now time.Time) (Version, bool) {

@@ -230,30 +230,3 @@ func TestPolls(t *testing.T) {
 		t.Error("over 12h: overdue")
 	}
 }
-
-func TestRetained(t *testing.T) {
-	k := ring(t)
-	ids := func(vs []Version) string {
-		var s []string
-		for _, v := range vs {
-			s = append(s, v.ID)
-		}
-		return strings.Join(s, ",")
-	}
-	for _, tc := range []struct {
-		source string
-		at     time.Time
-		want   string
-	}{
-		{"tenant-a/billing", t0.Add(day), "hmac-v1,hmac-v2,hmac-v3"},
-		{"tenant-a/billing", t0.Add(37*day - time.Nanosecond), "hmac-v1,hmac-v2,hmac-v3"},
-		{"tenant-a/billing", t0.Add(37 * day), "hmac-v2,hmac-v3"},
-		{"tenant-a/billing", t0.Add(67 * day), "hmac-v3"},
-		{"tenant-a/revoked", t0.Add(10 * day), ""},
-		{"tenant-c/x", t0, ""},
-	} {
-		if got := ids(k.Retained(tc.source, tc.at)); got != tc.want {
-			t.Errorf("Retained(%s, %v) = %s, want %s", tc.source, tc.at, got, tc.want)
-		}
-	}
-}

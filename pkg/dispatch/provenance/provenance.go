@@ -55,9 +55,6 @@ const (
 	encodedSigLen = len(sigPrefix) + 43 // base64url of 32 bytes, no padding
 )
 
-// b64 is strict: one signature has one spelling (no stray padding bits).
-var b64 = base64.RawURLEncoding.Strict()
-
 // Refusal reasons: why a message is not one the dispatcher delivered (or
 // not to this target). A replay from a dead-letter queue lists a refused
 // message with its reason and never sends it.
@@ -217,7 +214,14 @@ func check(h hash.Hash, buf []byte, want *[sha256.Size]byte, m *Message) ([]byte
 	var got [sha256.Size]byte
 	var text [encodedSigLen - len(sigPrefix)]byte
 	copy(text[:], enc)
-	if n, err := b64.Decode(got[:], text[:]); err != nil || n != len(got) {
+	// One signature has one spelling: the text must be what encoding the
+	// decoded bytes gives back (no stray padding bits in the last
+	// character).
+	var again [len(text)]byte
+	if n, err := base64.RawURLEncoding.Decode(got[:], text[:]); err != nil || n != len(got) {
+		return buf, fmt.Errorf("%w: %s is not base64url without padding", ErrBadSignature, AttrSignature)
+	}
+	if base64.RawURLEncoding.Encode(again[:], got[:]); again != text {
 		return buf, fmt.Errorf("%w: %s is not base64url without padding", ErrBadSignature, AttrSignature)
 	}
 	buf, err := sum(h, buf, m, want[:0])
@@ -314,7 +318,7 @@ func (s *Signer) Sign(m *Message) error {
 		return err
 	}
 	copy(st.out[:], sigPrefix)
-	b64.Encode(st.out[len(sigPrefix):], st.sum[:])
+	base64.RawURLEncoding.Encode(st.out[len(sigPrefix):], st.sum[:])
 	m.KeyID, m.Signature = s.id, string(st.out[:])
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package snapshot writes and reads the registry snapshots that preload
-// the dispatcher's caches at cold start (spec section C.3).
+// the dispatcher's caches at cold start (docs/registry/snapshots.md).
 //
 // There are three documents, each at its own configurable path: acl (the
 // ACL entries), hmac (the HMAC keysets) and full (routes, ACLs, keysets,

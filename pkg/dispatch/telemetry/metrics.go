@@ -1,6 +1,6 @@
 package telemetry
 
-// Internal metric names of spec section C. These are platform metrics
+// Internal metric names of the dispatcher. These are platform metrics
 // (CloudWatch, /metrics), not tenant telemetry.
 const (
 	// Cache usage by freshness state, all cache types together.

@@ -1,5 +1,5 @@
-// Package telemetry is the catalog of Snavio telemetry events (spec section
-// E) and of the internal metric names (section C).
+// Package telemetry is the catalog of Snavio telemetry events
+// (docs/security/telemetry.md) and of the internal metric names.
 //
 // Each event is a struct with exactly the fields the spec lists for it; on
 // the wire (Marshal) it is a JSON object whose first member, "event", names
