@@ -49,7 +49,8 @@ type Config struct {
 	S3Options  []func(*s3.Options)
 	SQSOptions []func(*sqs.Options)
 	SNSOptions []func(*sns.Options)
-	// Clock orders snapshot versions (default: the system clock).
+	// Clock orders snapshot versions and times outbox records (default:
+	// the system clock).
 	Clock clock.Clock
 	// OutboxRetention is how long an outbox record is kept (its TTL;
 	// default 7 days).
