@@ -208,6 +208,9 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return fmt.Errorf("writing --credentials-file %s: %w; %s", o.CredentialsFile, err, revoke)
 		}
 		out.SecretAccessKey, out.CredentialsFile = "", o.CredentialsFile
+		if w := cmdutil.SecretFileWarning("--credentials-file", o.CredentialsFile); w != "" {
+			fmt.Fprintln(o.ErrOut, w)
+		}
 		out.Notice = "the credential is in " + o.CredentialsFile + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + o.CredentialsFile + "` or AWS_SHARED_CREDENTIALS_FILE=" + o.CredentialsFile
 	}
 	if err := p.Print(out); err != nil {
