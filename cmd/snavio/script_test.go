@@ -22,6 +22,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/app"
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/smallfs"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -95,17 +96,33 @@ func serveReady(ts *testscript.TestScript, neg bool, args []string) {
 
 // putEvents implements the script command
 //
-//	putevents FILE
+//	putevents [-unsigned] [-credentials FILE] [-host HOST] FILE
 //
 // for what `snavio send` refuses to build (a forged command.source, a
-// malformed envelope): it POSTs FILE, a raw AWS JSON 1.1 PutEvents body, to
-// $SNAVIO_ENDPOINT_URL as the EventBridge SDK would (unsigned: the local
-// ingress does not check SigV4) and prints "HTTP <status>" and the response
-// body to stdout. It fails on a transport error; with !, it expects a
-// non-2xx status.
+// malformed envelope, another tenant's source): it POSTs FILE, a raw AWS
+// JSON 1.1 PutEvents body, to $SNAVIO_ENDPOINT_URL as the EventBridge SDK
+// would, signed (SigV4, the SDK's signer) with the ingress credentials
+// `snavio send` would find for the first entry's tenant (-credentials
+// FILE: those in FILE; -unsigned: none), with Host HOST if given. It
+// prints "HTTP <status>" and the response body to stdout. It fails on a
+// transport error; with !, it expects a non-2xx status.
 func putEvents(ts *testscript.TestScript, neg bool, args []string) {
+	var unsigned bool
+	var credFile, host string
+	for len(args) > 1 {
+		switch args[0] {
+		case "-unsigned":
+			unsigned, args = true, args[1:]
+		case "-credentials":
+			credFile, args = ts.MkAbs(args[1]), args[2:]
+		case "-host":
+			host, args = args[1], args[2:]
+		default:
+			ts.Fatalf("putevents: unknown flag %s", args[0])
+		}
+	}
 	if len(args) != 1 {
-		ts.Fatalf("usage: putevents FILE")
+		ts.Fatalf("usage: putevents [-unsigned] [-credentials FILE] [-host HOST] FILE")
 	}
 	endpoint := ts.Getenv("SNAVIO_ENDPOINT_URL")
 	if endpoint == "" {
@@ -117,6 +134,16 @@ func putEvents(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	req.Header.Set("X-Amz-Target", "AWSEvents.PutEvents")
+	if host != "" {
+		req.Host = host
+	}
+	if !unsigned {
+		k, _, err := ingresscred.Resolve(ingresscred.Input{Tenant: firstTenant(body), FlagFile: credFile, Getenv: ts.Getenv, DataDir: ts.Getenv("SNAVIO_DATA_DIR")})
+		if err != nil {
+			ts.Fatalf("putevents: %v", err)
+		}
+		ts.Check(ingresscred.Sign(req, body, k, "us-east-1", time.Now()))
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	res, err := client.Do(req)
 	if err != nil {
@@ -129,6 +156,17 @@ func putEvents(ts *testscript.TestScript, neg bool, args []string) {
 	if ok := res.StatusCode/100 == 2; ok == neg {
 		ts.Fatalf("putevents: HTTP %d (want %s)", res.StatusCode, map[bool]string{false: "2xx", true: "an error status"}[neg])
 	}
+}
+
+// firstTenant returns the tenant of a PutEvents body's first entry, or ""
+// if the body has none.
+func firstTenant(body []byte) string {
+	var req struct{ Entries []struct{ Source string } }
+	if json.Unmarshal(body, &req) != nil || len(req.Entries) == 0 {
+		return ""
+	}
+	tenant, _, _ := strings.Cut(req.Entries[0].Source, "/")
+	return tenant
 }
 
 // waitCount implements the script command

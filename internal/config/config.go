@@ -70,6 +70,9 @@ type Profile struct {
 	// kind: local
 	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty" mapstructure:"endpoint"`
 	DataDir  string `yaml:"data_dir,omitempty" json:"data_dir,omitempty" mapstructure:"data_dir"`
+	// CredentialsFile is the ingress credentials (AWS shared-credentials
+	// format) `snavio send` signs PutEvents with.
+	CredentialsFile string `yaml:"credentials_file,omitempty" json:"credentials_file,omitempty" mapstructure:"credentials_file"`
 
 	// kind: aws
 	Region         string `yaml:"region,omitempty" json:"region,omitempty" mapstructure:"region"`
@@ -310,7 +313,7 @@ func ValidateProfile(name string, p *Profile) error {
 	switch p.Kind {
 	case KindLocal:
 		if p.Region != "" || p.AWSProfile != "" || p.BusName != "" || p.TablePrefix != "" || p.SnapshotBucket != "" || p.RoleARN != "" {
-			return fmt.Errorf("profile %q: kind local takes only endpoint and data_dir; remove the AWS fields or set kind: aws", name)
+			return fmt.Errorf("profile %q: kind local takes only endpoint, data_dir and credentials_file; remove the AWS fields or set kind: aws", name)
 		}
 		if p.Endpoint != "" {
 			if err := ValidateEndpoint(p.Endpoint); err != nil {
@@ -318,8 +321,8 @@ func ValidateProfile(name string, p *Profile) error {
 			}
 		}
 	case KindAWS:
-		if p.Endpoint != "" || p.DataDir != "" {
-			return fmt.Errorf("profile %q: kind aws does not take endpoint or data_dir; use --endpoint-url for an AWS-compatible endpoint, or set kind: local", name)
+		if p.Endpoint != "" || p.DataDir != "" || p.CredentialsFile != "" {
+			return fmt.Errorf("profile %q: kind aws does not take endpoint, data_dir or credentials_file (AWS credentials come from aws_profile); use --endpoint-url for an AWS-compatible endpoint, or set kind: local", name)
 		}
 		if p.Region != "" && !regionRE().MatchString(p.Region) {
 			return fmt.Errorf("profile %q: invalid region %q: use an AWS region such as us-east-1", name, p.Region)

@@ -45,6 +45,7 @@ var keys = []key{
 	{name: "endpoint_url", flag: "endpoint-url", profile: func(p *Profile) string { return p.Endpoint }},
 	{name: "region", flag: "region", profile: func(p *Profile) string { return p.Region }},
 	{name: "data_dir", profile: func(p *Profile) string { return p.DataDir }},
+	{name: "credentials_file", profile: func(p *Profile) string { return p.CredentialsFile }},
 	{name: "aws_profile", profile: func(p *Profile) string { return p.AWSProfile }},
 	{name: "bus_name", profile: func(p *Profile) string { return p.BusName }},
 	{name: "table_prefix", profile: func(p *Profile) string { return p.TablePrefix }},
@@ -76,16 +77,18 @@ type Settings struct {
 	// Kind is the profile's kind: local or aws.
 	Kind string `json:"kind"`
 
-	Output         string `json:"output"`
-	NoColor        bool   `json:"no_color"`
-	EndpointURL    string `json:"endpoint_url"`
-	Region         string `json:"region"`
-	DataDir        string `json:"data_dir"`
-	AWSProfile     string `json:"aws_profile"`
-	BusName        string `json:"bus_name"`
-	TablePrefix    string `json:"table_prefix"`
-	SnapshotBucket string `json:"snapshot_bucket"`
-	RoleARN        string `json:"role_arn"`
+	Output      string `json:"output"`
+	NoColor     bool   `json:"no_color"`
+	EndpointURL string `json:"endpoint_url"`
+	Region      string `json:"region"`
+	DataDir     string `json:"data_dir"`
+	// CredentialsFile is the local profile's ingress credentials file.
+	CredentialsFile string `json:"credentials_file"`
+	AWSProfile      string `json:"aws_profile"`
+	BusName         string `json:"bus_name"`
+	TablePrefix     string `json:"table_prefix"`
+	SnapshotBucket  string `json:"snapshot_bucket"`
+	RoleARN         string `json:"role_arn"`
 
 	// Values lists every setting with its origin, for `profile show`.
 	Values []Setting `json:"settings"`
@@ -200,6 +203,7 @@ func Resolve(file *File, flags *pflag.FlagSet, paths Paths) (*Settings, error) {
 	s.EndpointURL = v.GetString("endpoint_url")
 	s.Region = v.GetString("region")
 	s.DataDir = v.GetString("data_dir")
+	s.CredentialsFile = v.GetString("credentials_file")
 	s.AWSProfile = v.GetString("aws_profile")
 	s.BusName = v.GetString("bus_name")
 	s.TablePrefix = v.GetString("table_prefix")

@@ -64,16 +64,20 @@ type BusOptions struct {
 	// backoff; the local ingress answers 503 with Retry-After when
 	// saturated.
 	MaxAttempts int
+	// Credentials sign requests to a local target: the tenant's ingress
+	// credentials (internal/ingresscred finds them). Nil: placeholder
+	// credentials, which an authenticating ingress refuses.
+	Credentials awssdk.CredentialsProvider
 }
 
 // NewBus returns the bus of t. It builds no client and loads no AWS
 // configuration until the first PutEvents.
 func NewBus(t Target, o BusOptions) Bus { return &sdkBus{target: t, opts: o} }
 
-// localCredentials sign requests to a local dispatcher. The local ingress
-// does not check SigV4 (each command's HMAC authenticates its producer);
-// the SDK needs some credentials to sign with.
-func localCredentials() awssdk.CredentialsProvider {
+// placeholderCredentials sign requests to a local dispatcher when no
+// ingress credentials were given: the ingress answers
+// UnrecognizedClientException, which names the fix.
+func placeholderCredentials() awssdk.CredentialsProvider {
 	return credentials.NewStaticCredentialsProvider("snavio-local", "snavio-local-secret", "")
 }
 
@@ -99,7 +103,11 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 		if t.Endpoint == "" {
 			return nil, errors.New("the local profile has no endpoint: set one with `snavio profile set NAME --endpoint-url URL`")
 		}
-		cfg = awssdk.Config{Region: firstNonEmpty(t.Region, DefaultRegion), Credentials: localCredentials()}
+		creds := b.opts.Credentials
+		if creds == nil {
+			creds = placeholderCredentials()
+		}
+		cfg = awssdk.Config{Region: firstNonEmpty(t.Region, DefaultRegion), Credentials: creds}
 	case "aws":
 		var opts []func(*awsconfig.LoadOptions) error
 		if t.Region != "" {

@@ -22,6 +22,8 @@ type Target struct {
 	TablePrefix    string `json:"table_prefix,omitempty"`
 	SnapshotBucket string `json:"snapshot_bucket,omitempty"`
 	RoleARN        string `json:"role_arn,omitempty"`
+	// CredentialsFile is a local profile's ingress credentials file.
+	CredentialsFile string `json:"credentials_file,omitempty"`
 }
 
 // Client is the platform a command operates on. Operations are added here
@@ -48,6 +50,8 @@ func New(s *config.Settings, lookupEnv func(string) (string, bool)) (Client, err
 		TablePrefix:    s.TablePrefix,
 		SnapshotBucket: s.SnapshotBucket,
 		RoleARN:        s.RoleARN,
+
+		CredentialsFile: s.CredentialsFile,
 	}
 	switch s.Kind {
 	case config.KindLocal:

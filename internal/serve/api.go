@@ -10,6 +10,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/api/archiveapi"
+	"github.com/snavio/snavio/internal/api/credentialapi"
 	"github.com/snavio/snavio/internal/api/deliveryapi"
 	"github.com/snavio/snavio/internal/api/explainapi"
 	"github.com/snavio/snavio/internal/api/queueapi"
@@ -45,6 +46,8 @@ type Deps struct {
 	Tokens *server.FileTokenStore
 	// Delivery signs delivered messages; it gives targets their keys.
 	Delivery *provenance.Signer
+	// Credentials are the ingress credentials the ingress verifies with.
+	Credentials *server.FileCredentialStore
 }
 
 // mountAPI builds the /v1/ handler: the control API (registry, keys,
@@ -84,6 +87,11 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := mountTokens(mux, s.deps); err != nil {
 		return nil, err
 	}
+	creds, err := credentialapi.New(credentialapi.Options{Credentials: s.deps.Credentials, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	creds.Register(mux)
 	return mux, nil
 }
 

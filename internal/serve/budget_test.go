@@ -26,7 +26,7 @@ func TestInvalidFloodIsBudgeted(t *testing.T) {
 	for i := range flood {
 		bad := signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", i), DemoTarget, DemoCommand, `{"n":1}`)
 		bad = bytes.Replace(bad, []byte(`"n":1`), []byte(`"n":2`), 1)
-		if out := putEvent(t, s.Info().URL, DemoSource, bad); out["FailedEntryCount"].(float64) != 0 {
+		if out := putEvent(t, dir, s.Info().URL, DemoSource, bad); out["FailedEntryCount"].(float64) != 0 {
 			t.Fatalf("entry %d refused: %v", i, out)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -46,7 +47,7 @@ func TestCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	if err := writePrivate(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
+	if err := server.WritePrivateFile(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
 		os.Exit(3)
 	}
 	sig := make(chan os.Signal, 1)
@@ -93,7 +94,7 @@ type sent struct {
 // generate sends batches of 10 until stop, recording the commands of
 // acknowledged entries. Per batch: 6 create, 2 strict charges (the second
 // a copy of the first), 1 tampered, 1 with no route.
-func generate(g int, url string, key *signing.Key, stop <-chan struct{}, acked *[]sent, mu *sync.Mutex) {
+func generate(g int, url string, key *signing.Key, creds ingresscred.Key, stop <-chan struct{}, acked *[]sent, mu *sync.Mutex) {
 	n := 0
 	for {
 		select {
@@ -131,6 +132,7 @@ func generate(g int, url string, key *signing.Key, stop <-chan struct{}, acked *
 		req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body))
 		req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 		req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+		_ = ingresscred.Sign(req, body, creds, "us-east-1", time.Now())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return // the server died: stop, like a producer whose call failed
@@ -160,6 +162,10 @@ func TestCrashLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	c := startChild(t, dir)
 	key := demoKeyFrom(t, dir)
+	creds, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, DemoTenant), DemoTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var mu sync.Mutex
 	var acked []sent
@@ -167,7 +173,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
-		go func() { defer wg.Done(); generate(g, c.url, key, stop, &acked, &mu) }()
+		go func() { defer wg.Done(); generate(g, c.url, key, creds, stop, &acked, &mu) }()
 	}
 	// Let the load run, then kill -9 the server under it.
 	// Kill after 400 acknowledged entries, or after 4 s on a slow machine

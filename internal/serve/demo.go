@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/snavio/snavio/internal/ingresscred"
+	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -25,23 +26,29 @@ const (
 	DemoQueue         = "demo-orders"
 	DemoDLQ           = "demo-orders-dlq"
 	DemoKeyFile       = "demo-app.key"
+	DemoTenant        = "demo"
 	demoKeyVersion    = "hmac-v1"
 )
 
 // DemoInfo says what --demo seeded and how to try it.
 type DemoInfo struct {
-	Source    string `json:"source"`
-	Target    string `json:"target"`
-	Command   string `json:"command"`
-	Strict    string `json:"strict_command"`
-	Queue     string `json:"queue"`
-	DLQ       string `json:"dlq"`
-	KeyFile   string `json:"key_file"`
-	TrySend   string `json:"try_send"`
-	TryTail   string `json:"try_tail"`
-	TryQueue  string `json:"try_receive"`
-	Reseeded  bool   `json:"reseeded"`
-	RateLimit string `json:"rate_limit"`
+	Source  string `json:"source"`
+	Target  string `json:"target"`
+	Command string `json:"command"`
+	Strict  string `json:"strict_command"`
+	Queue   string `json:"queue"`
+	DLQ     string `json:"dlq"`
+	KeyFile string `json:"key_file"`
+	// CredentialsFile holds the demo tenant's ingress credentials (AWS
+	// shared-credentials format); AccessKeyID is the key in it.
+	CredentialsFile string `json:"credentials_file"`
+	AccessKeyID     string `json:"access_key_id"`
+	TryAWSCLI       string `json:"try_aws_cli"`
+	TrySend         string `json:"try_send"`
+	TryTail         string `json:"try_tail"`
+	TryQueue        string `json:"try_receive"`
+	Reseeded        bool   `json:"reseeded"`
+	RateLimit       string `json:"rate_limit"`
 }
 
 // demoKey is the key file format `snavio key create -o json` prints.
@@ -107,7 +114,7 @@ func seedDemo(ctx context.Context, st *embedded.Store, dataDir string, clk clock
 	if err != nil {
 		return nil, err
 	}
-	if err := writePrivate(info.KeyFile, append(b, '\n')); err != nil {
+	if err := server.WritePrivateFile(info.KeyFile, append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("writing the demo key file: %w", err)
 	}
 	info.TrySend = fmt.Sprintf("snavio send --source %s --target %s --command %s --payload '{\"sku\":\"A-1\",\"qty\":2}' --secret-file %s --wait",
@@ -125,11 +132,32 @@ func putIfMissing(ctx context.Context, reg *embedded.Registry, by registry.Actor
 	return err
 }
 
-// writePrivate replaces path with data, mode 0600, atomically.
-func writePrivate(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+// seedDemoCredentials keeps the demo tenant's ingress credentials in
+// <data dir>/demo.credentials, where `snavio send` finds them: the ones an
+// earlier start wrote if the server still knows them, else new ones.
+func seedDemoCredentials(info *DemoInfo, creds *server.FileCredentialStore, dataDir string) error {
+	path := ingresscred.DefaultFile(dataDir, DemoTenant)
+	info.CredentialsFile = path
+	if k, err := ingresscred.ReadFile(path, DemoTenant); err == nil {
+		if tenant, secret, ok := creds.Lookup(k.AccessKeyID); ok && tenant == DemoTenant && secret == k.SecretAccessKey {
+			info.AccessKeyID = k.AccessKeyID
+			info.TryAWSCLI = tryAWSCLI(path)
+			return nil
+		}
+	}
+	c, err := creds.Create(DemoTenant)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	k := ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
+	if err := server.WritePrivateFile(path, ingresscred.Format(ingresscred.DefaultSection, k)); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	info.AccessKeyID = c.AccessKeyID
+	info.TryAWSCLI = tryAWSCLI(path)
+	return nil
+}
+
+func tryAWSCLI(path string) string {
+	return fmt.Sprintf(`AWS_SHARED_CREDENTIALS_FILE=%s aws events put-events --region us-east-1 --endpoint-url $SNAVIO_ENDPOINT_URL --entries '[{"Source":"%s","DetailType":"snavio.command-sent","Detail":"{}"}]'`, path, DemoSource)
 }

@@ -85,7 +85,7 @@ func TestDiskFullFlipsReadyzAndStops(t *testing.T) {
 		resp.Body.Close()
 	}
 	k := demoKeyFrom(t, dir)
-	out := putEvent(t, url, DemoSource, signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000901", DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+	out := putEvent(t, dir, url, DemoSource, signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000901", DemoTarget, DemoCommand, `{"sku":"A-1"}`))
 	if out["FailedEntryCount"].(float64) != 1 {
 		t.Fatalf("PutEvents on a failed log was acknowledged: %v", out)
 	}

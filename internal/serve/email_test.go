@@ -34,7 +34,7 @@ func startWithEmail(t *testing.T, relay *smtptest.Relay, password string) (*Serv
 	}
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	bad := signed(t, demoKeyFrom(t, dir), "0f8fad5b-d9cb-469f-a165-000000000199", DemoTarget, DemoCommand, `{"a":1}`)
-	putEvent(t, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
+	putEvent(t, dir, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
 	return s, dir
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -89,6 +90,10 @@ func TestOverloadLogsStaySmall(t *testing.T) {
 	}
 	k := demoKeyFrom(t, dir)
 	url := s.Info().URL
+	cred, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, DemoTenant), DemoTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var sent, acked atomic.Int64
 	var seq atomic.Int64
 	stop := time.Now().Add(time.Duration(secs) * time.Second)
@@ -108,6 +113,10 @@ func TestOverloadLogsStaySmall(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body))
 				req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 				req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+				if err := ingresscred.Sign(req, body, cred, "us-east-1", time.Now()); err != nil {
+					t.Error(err)
+					return
+				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Error(err)

@@ -139,6 +139,13 @@ type Options struct {
 	// ArchiveBounds bound each tenant's share of the archive (zero fields:
 	// 256 MiB, of which 4 MiB for records the shield did not accept).
 	ArchiveBounds embedded.ArchiveBounds
+	// AllowedHosts are the host names (besides loopback names and IP
+	// addresses) the server answers to (--allowed-host).
+	AllowedHosts []string
+	// OpenIngress leaves PutEvents unauthenticated: only for `make
+	// bench-serve` to measure what SigV4 verification costs; `dispatch
+	// serve` never sets it.
+	OpenIngress bool
 }
 
 // Serve is a running dispatcher.
@@ -376,8 +383,19 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// One credential store for the ingress' SigV4 checks and the
+	// credential API, so that a revoked credential stops working at once.
+	creds, err := server.OpenFileCredentialStore(filepath.Join(o.DataDir, server.IngressCredentialsFile), o.Clock)
+	if err != nil {
+		return nil, err
+	}
+	if o.Demo {
+		if err := seedDemoCredentials(s.demo, creds, o.DataDir); err != nil {
+			return nil, fmt.Errorf("seeding the demo's ingress credentials: %w", err)
+		}
+	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
-		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Delivery: s.delivery}
+		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Delivery: s.delivery, Credentials: creds}
 	api, err := s.mountAPI(ctl)
 	if err != nil {
 		return nil, err
@@ -386,6 +404,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.srv, err = server.Start(server.StartOptions{
 		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
+		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
 		Dashboard: s.dashboardUI(api),
 	})
 	if err != nil {
@@ -571,6 +590,9 @@ func (s *Serve) Node() *node.Node { return s.node }
 // Registry returns the registry as the control API writes it: a write
 // returns once the dispatcher's caches have it.
 func (s *Serve) Registry() registry.Store { return s.registry }
+
+// Credentials returns the ingress credentials the server verifies with.
+func (s *Serve) Credentials() *server.FileCredentialStore { return s.deps.Credentials }
 
 // Store returns the embedded store.
 func (s *Serve) Store() *embedded.Store { return s.store }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -56,7 +57,9 @@ func demoKeyFrom(t *testing.T, dir string) *signing.Key {
 	return key
 }
 
-func putEvent(t *testing.T, url, source string, detail []byte) map[string]any {
+// putEvent puts one entry, signed with the ingress credentials of the
+// source's tenant in dir (<tenant>.credentials, as --demo writes demo's).
+func putEvent(t *testing.T, dir, url, source string, detail []byte) map[string]any {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"Entries": []map[string]string{{
 		"Source": source, "DetailType": envelope.EventType, "Detail": string(detail), "EventBusName": "snavio-command-bus",
@@ -64,6 +67,14 @@ func putEvent(t *testing.T, url, source string, detail []byte) map[string]any {
 	req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body))
 	req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 	req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+	tenant, _, _ := strings.Cut(source, "/")
+	k, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, tenant), tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ingresscred.Sign(req, body, k, "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +86,20 @@ func putEvent(t *testing.T, url, source string, detail []byte) map[string]any {
 		t.Fatalf("PutEvents: %d %s", resp.StatusCode, b)
 	}
 	return out
+}
+
+// writeCredentials creates tenant's ingress credential and writes it to
+// dir/<tenant>.credentials, where putEvent finds it.
+func writeCredentials(t *testing.T, s *Serve, dir, tenant string) {
+	t.Helper()
+	c, err := s.deps.Credentials.Create(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
+	if err := server.WritePrivateFile(ingresscred.DefaultFile(dir, tenant), ingresscred.Format(ingresscred.DefaultSection, k)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func signed(t *testing.T, k *signing.Key, id, target, name, payload string) []byte {
@@ -125,7 +150,7 @@ func TestServeDeliversThroughTheWholePipeline(t *testing.T) {
 	url := s.Info().URL
 
 	id := "0f8fad5b-d9cb-469f-a165-000000000001"
-	out := putEvent(t, url, DemoSource, signed(t, k, id, DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+	out := putEvent(t, dir, url, DemoSource, signed(t, k, id, DemoTarget, DemoCommand, `{"sku":"A-1"}`))
 	if out["FailedEntryCount"].(float64) != 0 {
 		t.Fatalf("refused: %v", out)
 	}
@@ -152,11 +177,11 @@ func TestServeDeliversThroughTheWholePipeline(t *testing.T) {
 	// shield with telemetry (the spec: invalid events are telemetry).
 	bad := signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000002", DemoTarget, DemoCommand, `{"sku":"A-1"}`)
 	bad = bytes.Replace(bad, []byte(`A-1`), []byte(`B-1`), 1)
-	putEvent(t, url, DemoSource, bad)
+	putEvent(t, dir, url, DemoSource, bad)
 	waitFor(t, "the invalid event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameInvalid) })
 
 	// A command with no route: snavio.command.failed route-missing.
-	putEvent(t, url, DemoSource, signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000003", DemoTarget, "no-such-command", `{}`))
+	putEvent(t, dir, url, DemoSource, signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000003", DemoTarget, "no-such-command", `{}`))
 	waitFor(t, "the failed event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameFailed) })
 }
 
@@ -167,8 +192,8 @@ func TestServeStrictDuplicateAndRestartKeepsState(t *testing.T) {
 	url := s.Info().URL
 	id := "0f8fad5b-d9cb-469f-a165-000000000010"
 	msg := signed(t, k, id, DemoTarget, DemoStrictCommand, `{"amount":5}`)
-	putEvent(t, url, DemoSource, msg)
-	putEvent(t, url, DemoSource, msg)
+	putEvent(t, dir, url, DemoSource, msg)
+	putEvent(t, dir, url, DemoSource, msg)
 	count := func(name string) int { return strings.Count(strings.Join(names(t, s, "demo"), ","), name) }
 	waitFor(t, "one delivery and one duplicate", func() bool {
 		return count(telemetry.NameDelivered) == 1 && count(telemetry.NameDuplicate) == 1
@@ -187,7 +212,7 @@ func TestServeStrictDuplicateAndRestartKeepsState(t *testing.T) {
 	if n := strings.Count(strings.Join(names(t, s2, "demo"), ","), telemetry.NameDelivered); n != 1 {
 		t.Fatalf("delivered events after restart = %d, want the 1 from before", n)
 	}
-	putEvent(t, s2.Info().URL, DemoSource, msg)
+	putEvent(t, dir, s2.Info().URL, DemoSource, msg)
 	waitFor(t, "a second duplicate after the restart", func() bool {
 		return strings.Count(strings.Join(names(t, s2, "demo"), ","), telemetry.NameDuplicate) == 2
 	})
@@ -226,7 +251,8 @@ func TestRegistryWritesAreUsableAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := e.AppendJSON(nil)
-	putEvent(t, s.Info().URL, src, b)
+	writeCredentials(t, s, dir, "late")
+	putEvent(t, dir, s.Info().URL, src, b)
 	waitFor(t, "the delivered event", func() bool { return strings.Contains(strings.Join(names(t, s, "late"), ","), telemetry.NameDelivered) })
 	// The shield samples 1% of accepted commands' skew: that event may
 	// come too.
@@ -258,7 +284,7 @@ func TestAlertsReachTheDashboardAndTheWebhook(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	k := demoKeyFrom(t, dir)
 	bad := signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000099", DemoTarget, DemoCommand, `{"a":1}`)
-	putEvent(t, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
+	putEvent(t, dir, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
 	select {
 	case b := <-got:
 		if !strings.Contains(string(b), telemetry.NameInvalid) {
@@ -279,7 +305,7 @@ func TestMalformedDetailIsInvalidForItsTenant(t *testing.T) {
 	dir := t.TempDir()
 	s := startDemo(t, dir, true)
 	defer s.Shutdown(context.Background())
-	putEvent(t, s.Info().URL, DemoSource, []byte(`{"command":{"id":"x"}}`))
+	putEvent(t, dir, s.Info().URL, DemoSource, []byte(`{"command":{"id":"x"}}`))
 	waitFor(t, "the invalid event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameInvalid) })
 }
 
@@ -299,7 +325,7 @@ func TestStoreMetricsOnFile(t *testing.T) {
 		t.Fatalf("Info().Fsync = %q", got)
 	}
 	for i := range 5 {
-		putEvent(t, url, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000010%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+		putEvent(t, dir, url, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000010%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
 	}
 	metric := func(body, name string) float64 {
 		for line := range strings.SplitSeq(body, "\n") {
@@ -371,7 +397,7 @@ func TestLogSyncLatencyMetric(t *testing.T) {
 			defer s.Shutdown(context.Background())
 			k := demoKeyFrom(t, dir)
 			for i := range 3 {
-				putEvent(t, s.Info().URL, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000020%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
+				putEvent(t, dir, s.Info().URL, DemoSource, signed(t, k, fmt.Sprintf("0f8fad5b-d9cb-469f-a165-00000000020%d", i), DemoTarget, DemoCommand, `{"sku":"A-1"}`))
 			}
 			resp, err := http.Get(s.Info().URL + "/metrics")
 			if err != nil {

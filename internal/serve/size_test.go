@@ -40,7 +40,7 @@ func TestEntryAtTheLimitIsDelivered(t *testing.T) {
 	k := demoKeyFrom(t, dir)
 	for i, name := range []string{DemoCommand, DemoStrictCommand} {
 		id := "0f8fad5b-d9cb-469f-a165-00000000000" + string(rune('1'+i))
-		out := putEvent(t, s.Info().URL, DemoSource, atLimit(t, k, id, name))
+		out := putEvent(t, dir, s.Info().URL, DemoSource, atLimit(t, k, id, name))
 		if out["FailedEntryCount"].(float64) != 0 {
 			t.Fatalf("%s: refused: %v", name, out["Entries"])
 		}
@@ -80,7 +80,7 @@ func TestCanonicalGrowthIsRefusedPermanently(t *testing.T) {
 	if len(detail) > envelope.DefaultMaxBytes {
 		t.Fatalf("the detail as sent is %d bytes: it must fit the limit", len(detail))
 	}
-	out := putEvent(t, s.Info().URL, DemoSource, detail)
+	out := putEvent(t, dir, s.Info().URL, DemoSource, detail)
 	e := out["Entries"].([]any)[0].(map[string]any)
 	if out["FailedEntryCount"].(float64) != 1 || e["ErrorCode"] != server.EntryErrInvalidArgument || !strings.Contains(e["ErrorMessage"].(string), "do not retry") {
 		t.Fatalf("entry result = %v, want a permanent %s", e, server.EntryErrInvalidArgument)

@@ -93,6 +93,22 @@ func WriteAPIError(w http.ResponseWriter, status int, msg, fix string) {
 	_, _ = w.Write(body)
 }
 
+// WriteJSON writes a control-API answer: v as one line of JSON, with
+// status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		WriteAPIError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error(), "retry; if it persists, report it")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
 // Authenticator checks control-API bearer tokens: the operator token, and
 // tenant tokens through a TokenStore.
 type Authenticator struct {

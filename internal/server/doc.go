@@ -7,8 +7,14 @@
 //
 //   - the ingress (Ingress): EventBridge PutEvents spoken as AWS JSON 1.1, so
 //     a producer's own AWS SDK works against it by changing the endpoint. It
-//     validates the request as EventBridge does and hands the valid entries
-//     to a Pipeline, which the dispatcher implements;
+//     verifies the request's SigV4 signature against the tenants' ingress
+//     credentials (SigV4Verifier, FileCredentialStore), refuses entries whose
+//     Source is not the signer's tenant's, validates the request as
+//     EventBridge does and hands the valid entries to a Pipeline, which the
+//     dispatcher implements;
+//   - connection hygiene: a Host check against DNS rebinding, a per-client
+//     connection cap, header and body deadlines, bodies read before a
+//     request slot is taken;
 //   - backpressure: bounded in-flight requests and entries, answered with 503
 //     and Retry-After when saturated, never queued;
 //   - /healthz, /readyz and /metrics (Metrics: the Prometheus text format

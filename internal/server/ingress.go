@@ -2,11 +2,15 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +39,19 @@ type Limits struct {
 	// RetryAfter is what a saturated server tells clients to wait (default
 	// 1s; sent in whole seconds, at least 1).
 	RetryAfter time.Duration
+	// HeaderTimeout bounds reading a request's headers (default 10s), and
+	// BodyTimeout reading a PutEvents body (default 10s). The body is read
+	// before a request slot is taken, so a slow sender holds only its own
+	// connection.
+	HeaderTimeout, BodyTimeout time.Duration
+	// MaxConnsPerClient is the most open connections from one client IP
+	// address (default 128); more are answered 503 and closed.
+	MaxConnsPerClient int
+	// MaxReadingBytes bounds the bytes of PutEvents bodies received and not
+	// yet answered, over all requests (default 4 * MaxInFlightRequests *
+	// MaxBodyBytes). It is taken as bytes arrive, so slow senders hold
+	// only what they sent; past it, requests get 503.
+	MaxReadingBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -56,6 +73,18 @@ func (l Limits) withDefaults() Limits {
 	if l.RetryAfter == 0 {
 		l.RetryAfter = time.Second
 	}
+	if l.HeaderTimeout == 0 {
+		l.HeaderTimeout = 10 * time.Second
+	}
+	if l.BodyTimeout == 0 {
+		l.BodyTimeout = 10 * time.Second
+	}
+	if l.MaxConnsPerClient == 0 {
+		l.MaxConnsPerClient = 128
+	}
+	if l.MaxReadingBytes == 0 {
+		l.MaxReadingBytes = 4 * int64(l.MaxInFlightRequests) * l.MaxBodyBytes
+	}
 	return l
 }
 
@@ -73,6 +102,12 @@ func (l Limits) validate() error {
 		return fmt.Errorf("server: Limits.MaxInFlightControl is %d; set it to 1 or more (or 0 for the default 32)", l.MaxInFlightControl)
 	case l.RetryAfter < 0:
 		return fmt.Errorf("server: Limits.RetryAfter is %v; set it to a positive duration (or 0 for the default 1s)", l.RetryAfter)
+	case l.HeaderTimeout < 0 || l.BodyTimeout < 0:
+		return fmt.Errorf("server: Limits.HeaderTimeout %v and BodyTimeout %v must be positive (or 0 for the default 10s)", l.HeaderTimeout, l.BodyTimeout)
+	case l.MaxConnsPerClient < 1:
+		return fmt.Errorf("server: Limits.MaxConnsPerClient is %d; set it to 1 or more (or 0 for the default 128)", l.MaxConnsPerClient)
+	case l.MaxReadingBytes < l.MaxBodyBytes:
+		return fmt.Errorf("server: Limits.MaxReadingBytes is %d, below MaxBodyBytes %d; raise it (or 0 for the default)", l.MaxReadingBytes, l.MaxBodyBytes)
 	}
 	return nil
 }
@@ -87,19 +122,29 @@ type IngressOptions struct {
 	Metrics *Metrics
 	// Logger logs pipeline contract violations; nil discards.
 	Logger *slog.Logger
+	// Auth verifies each request's SigV4 signature and binds its entries'
+	// sources to the signer's tenant. Nil leaves the ingress open: only
+	// the benchmarks' floor runs so; `dispatch serve` always authenticates.
+	Auth *SigV4Verifier
+	// Refusals reports authentication and access refusals (rate-limited)
+	// on the platform's telemetry; nil reports none.
+	Refusals *RefusalReporter
 }
 
 // Ingress is the EventBridge PutEvents endpoint: POST / with
 // Content-Type application/x-amz-json-1.1 and X-Amz-Target
-// AWSEvents.PutEvents. It does not verify SigV4 signatures (see
-// docs/server/README.md); it ignores the signing headers.
+// AWSEvents.PutEvents, signed with SigV4 by a tenant's ingress credential
+// (docs/security/ingress-auth.md).
 type Ingress struct {
 	pipeline Pipeline
 	limits   Limits
 	requests *limiter
 	entries  *limiter
+	reading  *limiter
 	metrics  *Metrics
 	log      *slog.Logger
+	auth     *SigV4Verifier
+	refusals *RefusalReporter
 }
 
 // NewIngress builds an Ingress.
@@ -120,8 +165,11 @@ func NewIngress(opts IngressOptions) (*Ingress, error) {
 		limits:   l,
 		requests: newLimiter(l.MaxInFlightRequests),
 		entries:  newLimiter(l.MaxInFlightEntries),
+		reading:  newLimiter64(l.MaxReadingBytes),
 		metrics:  opts.Metrics,
 		log:      log,
+		auth:     opts.Auth,
+		refusals: opts.Refusals,
 	}
 	opts.Metrics.setSaturation(in.requests.saturation)
 	return in, nil
@@ -173,7 +221,21 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	out, failed, aerr := in.ingest(w, r)
+	body, release, aerr := in.readBody(w, r)
+	defer release()
+	if aerr != nil {
+		fail(aerr)
+		return
+	}
+	var caller Caller
+	if in.auth != nil {
+		if caller, aerr = in.auth.Verify(r, body); aerr != nil {
+			in.refusals.Refused(aerr.Reason, caller.AccessKeyID, caller.Tenant, "")
+			fail(aerr)
+			return
+		}
+	}
+	out, failed, aerr := in.ingest(r.Context(), body, caller)
 	if aerr != nil {
 		fail(aerr)
 		return
@@ -188,21 +250,21 @@ type ingestOutput struct {
 }
 
 // ingest does the bounded part of a request: it holds a request slot while
-// it reads, parses and ingests, and gives it back before the response is
-// written, so a client that has its answer can count on the slot being free.
-func (in *Ingress) ingest(w http.ResponseWriter, r *http.Request) (ingestOutput, int, *awsError) {
+// it parses and ingests a body already read and authenticated, and gives
+// it back before the response is written, so a client that has its answer
+// can count on the slot being free.
+func (in *Ingress) ingest(ctx context.Context, body []byte, caller Caller) (ingestOutput, int, *awsError) {
 	if !in.requests.tryAcquire(1) {
 		return ingestOutput{}, 0, in.throttled("requests", in.limits.MaxInFlightRequests)
 	}
 	defer in.requests.release(1)
 
-	body, aerr := in.readBody(w, r)
-	if aerr != nil {
-		return ingestOutput{}, 0, aerr
-	}
 	req, aerr := parsePutEvents(body, in.limits.MaxEntriesBytes)
 	if aerr != nil {
 		return ingestOutput{}, 0, aerr
+	}
+	if in.auth != nil {
+		in.bindSources(req, caller)
 	}
 	valid := req.valid()
 	results := req.refusals
@@ -212,12 +274,40 @@ func (in *Ingress) ingest(w http.ResponseWriter, r *http.Request) (ingestOutput,
 		}
 		got := func() []EntryResult {
 			defer in.entries.release(len(valid)) // even if Ingest panics
-			return in.pipeline.Ingest(r.Context(), valid)
+			return in.pipeline.Ingest(ctx, valid)
 		}()
 		in.merge(results, valid, got)
 	}
 	b, failed := encodePutEventsResponse(results)
 	return ingestOutput{body: b, results: results}, failed, nil
+}
+
+// bindSources refuses, with EventBridge's AccessDeniedException, every
+// entry whose Source is not <caller's tenant>/<service>: such entries never
+// reach the pipeline, so they are neither archived nor streamed.
+func (in *Ingress) bindSources(req *putEventsRequest, caller Caller) {
+	for i := range req.entries {
+		if req.refusals[i].ErrorCode != "" {
+			continue
+		}
+		src := req.entries[i].Source
+		tenant, service, ok := strings.Cut(src, "/")
+		if ok && tenant == caller.Tenant && service != "" {
+			continue
+		}
+		req.refusals[i] = Refused(EntryErrAccessDenied, fmt.Sprintf(
+			"User: %s (tenant %s) is not authorized to perform: events:PutEvents with source %q: its credentials may put only sources %s/<service>; sign with %s ingress credentials",
+			caller.AccessKeyID, caller.Tenant, truncate(src, maxSourceLen), caller.Tenant, quoteTenant(tenant)))
+		in.metrics.accessDenied()
+		in.refusals.Refused("access_denied", caller.AccessKeyID, caller.Tenant, src)
+	}
+}
+
+func quoteTenant(t string) string {
+	if ValidTenantID(t) {
+		return "tenant " + t + "'s"
+	}
+	return "the source's tenant"
 }
 
 // merge puts the pipeline's results into their entries' slots, turning a
@@ -244,22 +334,60 @@ func (in *Ingress) bodyTooLarge() *awsError {
 		Message: fmt.Sprintf("Total size of the entries in the request is over the limit: the body exceeds %d bytes; send fewer or smaller entries", in.limits.MaxBodyBytes)}
 }
 
-// readBody reads at most MaxBodyBytes of the request body.
-func (in *Ingress) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *awsError) {
+// readBody reads at most MaxBodyBytes of the request body within
+// BodyTimeout, taking from the reading budget as bytes arrive. release
+// gives the bytes back; call it once the request is answered.
+func (in *Ingress) readBody(w http.ResponseWriter, r *http.Request) (_ []byte, release func(), _ *awsError) {
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(in.limits.BodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		in.log.Debug("setting the body deadline failed", "err", err)
+	}
+	br := &budgetReader{r: http.MaxBytesReader(w, r.Body, in.limits.MaxBodyBytes), budget: in.reading}
+	release = func() { in.reading.release(int(br.held)) }
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		// Grown by what arrives beyond this: a sender that announces a
+		// large body and sends little costs little.
+		buf.Grow(int(min(r.ContentLength, initialBodyBuffer)))
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, in.limits.MaxBodyBytes))
+	_, err := buf.ReadFrom(br)
 	if err == nil {
-		return buf.Bytes(), nil
+		return buf.Bytes(), release, nil
 	}
 	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, in.bodyTooLarge()
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, release, in.bodyTooLarge()
+	case errors.Is(err, errReadingBudget):
+		return nil, release, in.throttled("body bytes", int(in.limits.MaxReadingBytes))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, release, &awsError{Status: http.StatusRequestTimeout, Type: ErrCodeSerialization, Reason: "body_timeout",
+			Message: fmt.Sprintf("the request body did not arrive within %s; send the whole body at once", in.limits.BodyTimeout)}
 	}
-	return nil, &awsError{Status: 400, Type: ErrCodeSerialization, Reason: "malformed",
+	return nil, release, &awsError{Status: 400, Type: ErrCodeSerialization, Reason: "malformed",
 		Message: "the request body could not be read (" + err.Error() + "); send the whole body with a correct Content-Length"}
+}
+
+// initialBodyBuffer is the most readBody allocates before bytes arrive.
+const initialBodyBuffer = 16 << 10
+
+const errReadingBudget = authError("server: the reading budget is spent")
+
+// budgetReader takes each chunk it reads from the shared byte budget.
+type budgetReader struct {
+	r      io.Reader
+	budget *limiter
+	held   int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		if !b.budget.tryAcquire(n) {
+			return 0, errReadingBudget
+		}
+		b.held += int64(n)
+	}
+	return n, err
 }
 
 func quoteOrMissing(s string) string {

@@ -13,6 +13,8 @@ type limiter struct {
 
 func newLimiter(max int) *limiter { return &limiter{max: int64(max)} }
 
+func newLimiter64(max int64) *limiter { return &limiter{max: max} }
+
 // tryAcquire takes n units if they fit under the maximum.
 func (l *limiter) tryAcquire(n int) bool {
 	l.mu.Lock()

@@ -139,6 +139,7 @@ type Metrics struct {
 	rejected   *family
 	entriesVec *family
 	logLines   *family
+	denied     *family
 	saturation atomic.Pointer[func() float64]
 }
 
@@ -175,13 +176,16 @@ func NewMetrics() *Metrics {
 		logLines: newFamily("snavio_log_lines_suppressed_total",
 			"Log lines not written because they repeated a message already logged in the interval, by level (internal/logagg: the count is logged when the interval ends).",
 			typeCounter, nil, "level"),
+		denied: newFamily("snavio_ingress_access_denied_total",
+			"PutEvents entries refused with AccessDeniedException: their Source's tenant is not the signer's.",
+			typeCounter, nil),
 	}
 	saturation := newFamily("snavio_ingress_saturation",
 		"Fraction of the ingress in-flight request limit in use, 0 to 1.", typeGauge, nil)
 	saturation.fn = func(*scrape) (float64, bool) { return m.saturationNow(), true }
 	m.reg.read = readScrape
 	m.reg.mustRegister(runtimeFamilies()...)
-	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, m.logLines, saturation)
+	m.reg.mustRegister(m.dropped, m.duration, m.inFlight, m.rejected, m.entriesVec, m.logLines, m.denied, saturation)
 	return m
 }
 
@@ -361,6 +365,14 @@ func (m *Metrics) LogSuppressed(level string) {
 		return
 	}
 	m.logLines.with(level).add(1)
+}
+
+// accessDenied counts an entry refused for its source.
+func (m *Metrics) accessDenied() {
+	if m == nil {
+		return
+	}
+	m.denied.with().add(1)
 }
 
 // setSaturation installs the function the saturation gauge reads.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
+	"github.com/go-json-experiment/json"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // recordingPipeline accepts every entry with an id derived from its index,
@@ -47,12 +51,49 @@ func (p *recordingPipeline) entries() []Entry {
 	return append([]Entry(nil), p.seen...)
 }
 
+// The ingress credential of tenant acme the tests sign with.
+const (
+	testAccessKeyID = "SNVKTESTKEYACMEAAAAA"
+	testSecret      = "YWNtZS1pbmdyZXNzLXRlc3Qtc2VjcmV0LTAxMjM0"
+	testTenant      = "acme"
+)
+
+// staticCredentials is a CredentialLookup of fixed credentials.
+type staticCredentials map[string][2]string // access key id -> tenant, secret
+
+func (s staticCredentials) Lookup(id string) (string, string, bool) {
+	c, ok := s[id]
+	return c[0], c[1], ok
+}
+
+func testCredentials() staticCredentials {
+	return staticCredentials{testAccessKeyID: {testTenant, testSecret}}
+}
+
+// writeTestCredentials stores acme's test credential in dir's credentials
+// file, as the credential API would.
+func writeTestCredentials(t *testing.T, dir string) {
+	t.Helper()
+	c := IngressCredential{AccessKeyID: testAccessKeyID, Tenant: testTenant, Created: time.Unix(0, 0).UTC(), Secret: testSecret}
+	b, err := json.Marshal(credentialsFile{Version: credentialsFileVers, Credentials: []IngressCredential{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePrivateFile(filepath.Join(dir, IngressCredentialsFile), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sdkClient returns an EventBridge client of the real AWS SDK pointed at
-// url, with static credentials and no retries.
+// url, signing with acme's test credential, and no retries.
 func sdkClient(url string) *eventbridge.Client {
+	return sdkClientWith(url, testAccessKeyID, testSecret)
+}
+
+func sdkClientWith(url, id, secret string) *eventbridge.Client {
 	cfg := aws.Config{
 		Region:      "eu-west-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(id, secret, ""),
 	}
 	return eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
 		o.BaseEndpoint = aws.String(url)
@@ -63,7 +104,11 @@ func sdkClient(url string) *eventbridge.Client {
 func startIngress(t *testing.T, p Pipeline, l Limits) (*httptest.Server, *Ingress, *Metrics) {
 	t.Helper()
 	m := NewMetrics()
-	in, err := NewIngress(IngressOptions{Pipeline: p, Limits: l, Metrics: m})
+	auth, err := NewSigV4Verifier(testCredentials(), clock.System(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewIngress(IngressOptions{Pipeline: p, Limits: l, Metrics: m, Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +328,7 @@ func TestSDKRetriesThrottlingOnItsOwn(t *testing.T) {
 	}}
 	client := eventbridge.NewFromConfig(aws.Config{
 		Region:      "eu-west-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Credentials: credentials.NewStaticCredentialsProvider(testAccessKeyID, testSecret, ""),
 		HTTPClient:  &http.Client{Transport: tr},
 	}, func(o *eventbridge.Options) {
 		o.BaseEndpoint = aws.String(srv.URL)

@@ -16,6 +16,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // DefaultListen is where the server listens unless told otherwise: the
@@ -61,6 +62,18 @@ type StartOptions struct {
 	Clock clock.Clock
 	// Limits bound in-flight work; zero fields take the defaults.
 	Limits Limits
+	// Credentials are the tenants' ingress credentials PutEvents is signed
+	// with. Nil: a FileCredentialStore at DataDir/ingress-credentials.json.
+	Credentials *FileCredentialStore
+	// OpenIngress leaves PutEvents unauthenticated: for the benchmarks'
+	// floor only; `dispatch serve` never sets it.
+	OpenIngress bool
+	// Telemetry receives the ingress's refusal reports (IngressRefused,
+	// at most one per reason and key every 10 s); nil: none.
+	Telemetry telemetry.Sink
+	// AllowedHosts are the host names, besides loopback names and IP
+	// addresses, that requests may name in their Host header.
+	AllowedHosts []string
 }
 
 // Server is a running `dispatch serve` HTTP server.
@@ -70,6 +83,7 @@ type Server struct {
 	ingress   *Ingress
 	metrics   *Metrics
 	tokens    TokenStore
+	creds     *FileCredentialStore
 	tokenPath string
 	created   bool
 	log       *slog.Logger
@@ -138,7 +152,27 @@ func Start(opts StartOptions) (*Server, error) {
 		return nil, err
 	}
 	auth.metrics = opts.Metrics
-	ingress, err := NewIngress(IngressOptions{Pipeline: opts.Pipeline, Limits: opts.Limits, Metrics: opts.Metrics, Logger: log})
+	if opts.Credentials == nil {
+		if opts.Credentials, err = OpenFileCredentialStore(filepath.Join(opts.DataDir, IngressCredentialsFile), opts.Clock); err != nil {
+			return nil, err
+		}
+	}
+	hosts, err := newHostCheck(opts.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	iopts := IngressOptions{Pipeline: opts.Pipeline, Limits: opts.Limits, Metrics: opts.Metrics, Logger: log}
+	if !opts.OpenIngress {
+		if iopts.Auth, err = NewSigV4Verifier(opts.Credentials, opts.Clock, 0); err != nil {
+			return nil, err
+		}
+		if opts.Telemetry != nil {
+			if iopts.Refusals, err = NewRefusalReporter(opts.Telemetry, opts.Clock, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ingress, err := NewIngress(iopts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,19 +182,23 @@ func Start(opts StartOptions) (*Server, error) {
 			return nil, err
 		}
 	}
+	ln = newClientCapListener(ln, ingress.limits.MaxConnsPerClient, ingress.limits.RetryAfter, opts.Metrics)
 	s := &Server{
-		ln: ln, ingress: ingress, metrics: opts.Metrics, tokens: opts.Tokens,
+		ln: ln, ingress: ingress, metrics: opts.Metrics, tokens: opts.Tokens, creds: opts.Credentials,
 		tokenPath: tokenPath, created: created, log: log,
 		stopping: make(chan struct{}),
 		serveErr: make(chan error, 1),
 	}
 	s.http = &http.Server{
-		Handler:           s.routes(opts, auth),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           hosts.wrap(opts.Metrics, s.routes(opts, auth)),
+		ReadHeaderTimeout: ingress.limits.HeaderTimeout,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if iopts.Refusals != nil {
+		s.OnDrain("ingress refusal report", func(context.Context) error { iopts.Refusals.Flush(); return nil })
 	}
 	var once sync.Once
 	s.http.RegisterOnShutdown(func() { once.Do(func() { close(s.stopping) }) })
@@ -318,6 +356,9 @@ func (s *Server) OperatorTokenCreated() bool { return s.created }
 
 // Metrics returns the server's metrics, to hand to the dispatcher.
 func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Credentials returns the ingress credential store in use.
+func (s *Server) Credentials() *FileCredentialStore { return s.creds }
 
 // Tokens returns the tenant token store in use.
 func (s *Server) Tokens() TokenStore { return s.tokens }

@@ -18,7 +18,9 @@ import (
 
 func getPath(h http.Handler, path string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Host = "127.0.0.1"
+	h.ServeHTTP(w, r)
 	return w
 }
 
@@ -30,6 +32,7 @@ func startServer(t *testing.T, opts StartOptions) *Server {
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
+	writeTestCredentials(t, opts.DataDir)
 	s, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,19 @@ func writeFileExclusive(path string, data []byte) error {
 	return os.Link(tmp, path)
 }
 
+// WritePrivateFileExclusive writes data to a new file at path, atomically
+// and mode 0600, failing (fs.ErrExist) if path exists: for secrets handed
+// to a user, which must never overwrite a file.
+func WritePrivateFileExclusive(path string, data []byte) error {
+	if err := writeFileExclusive(path, data); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// WritePrivateFile writes data to path atomically, mode 0600, replacing it.
+func WritePrivateFile(path string, data []byte) error { return writeFileReplace(path, data) }
+
 // writeFileReplace writes data to path atomically, mode 0600, replacing it.
 func writeFileReplace(path string, data []byte) error {
 	tmp, err := writeTemp(path, data)

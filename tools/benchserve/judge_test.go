@@ -31,3 +31,12 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// SigV4 verification may cost at most 10% of the open ingress's rate.
+func TestJudgeAuth(t *testing.T) {
+	for ratio, want := range map[float64]string{0.95: "goal >= 0.90x: met", 0.90: "goal >= 0.90x: met", 0.89: "goal >= 0.90x: MISSED"} {
+		if got := judgeAuth(ratio); got != want {
+			t.Errorf("judgeAuth(%.2f) = %q, want %q", ratio, got, want)
+		}
+	}
+}

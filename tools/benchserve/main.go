@@ -4,7 +4,10 @@
 // HTTP server with the pipeline replaced by a sink that discards, in one
 // run (the sink half before the full pipeline and half after, so that a
 // change in the machine's speed moves both); and the heap over the full
-// run, to show memory stays flat.
+// run, to show memory stays flat; and what SigV4 verification costs: the
+// full pipeline authenticated (as serve runs) against the same pipeline
+// with an open ingress, the open run half before and half after. Clients
+// sign every request in every run, as SDK clients do.
 //
 //	go run ./tools/benchserve [-duration 60s] [-clients 8] [-ephemeral | -fsync 100ms]
 //
@@ -24,11 +27,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -55,6 +60,7 @@ const (
 func main() {
 	dur := flag.Duration("duration", 60*time.Second, "how long the full pipeline runs (the heap is sampled every second)")
 	sinkDur := flag.Duration("sink-duration", 20*time.Second, "how long the sink runs")
+	openDur := flag.Duration("open-duration", 20*time.Second, "how long the full pipeline runs with an open ingress (no SigV4 verification), to compare with the authenticated run")
 	clients := flag.Int("clients", 2*runtime.GOMAXPROCS(0), "concurrent PutEvents clients")
 	ephemeral := flag.Bool("ephemeral", false, "keep the store in memory (default: a file, fsync on commit, as serve runs by default)")
 	fsync := flag.String("fsync", "always", "when the file store's log is synced, as serve's --fsync: always (before each acknowledgement) or an interval such as 100ms")
@@ -84,12 +90,15 @@ func main() {
 	if *retention < 0 || *retention > 0 && *retention < 4*time.Second {
 		log.Fatalf("-retention %v: give 0 (serve's defaults) or at least 4s", *retention)
 	}
-	if err := run(*dur, *sinkDur, *clients, *consumers, *retention, *ephemeral, syncEvery, *payload, *deletes == "batch"); err != nil {
+	if *openDur < 2*time.Second {
+		log.Fatalf("-open-duration %v: give at least 2s", *openDur)
+	}
+	if err := run(*dur, *sinkDur, *openDur, *clients, *consumers, *retention, *ephemeral, syncEvery, *payload, *deletes == "batch"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Duration, ephemeral bool, syncEvery time.Duration, payloadBytes int, deleteBatch bool) error {
+func run(dur, sinkDur, openDur time.Duration, clients, consumers int, retention time.Duration, ephemeral bool, syncEvery time.Duration, payloadBytes int, deleteBatch bool) error {
 	dir, err := os.MkdirTemp("", "benchserve")
 	if err != nil {
 		return err
@@ -109,13 +118,13 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	// during the run moves the floor with the figure instead of biasing
 	// the ratio (a sink run first alone read 81-107 k commands/s across
 	// 5 s runs minutes apart on this shared VM).
-	sink, err := server.Start(server.StartOptions{Listen: "127.0.0.1:0", DataDir: dir + "/sink", Pipeline: server.DiscardPipeline()})
+	sink, err := server.Start(server.StartOptions{Listen: "127.0.0.1:0", DataDir: dir + "/sink", Pipeline: server.DiscardPipeline(), OpenIngress: true})
 	if err != nil {
 		return err
 	}
 	defer sink.Shutdown(ctx)
 	var halves [2]sinkHalf
-	if halves[0], err = runSink(sink.URL(), key, payload, clients, sinkDur/2); err != nil {
+	if halves[0], err = runSink(sink.URL(), key, nil, payload, clients, sinkDur/2); err != nil {
 		return err
 	}
 
@@ -134,6 +143,32 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	if err := seed(ctx, s.Store(), s.Registry(), secret); err != nil {
 		return err
 	}
+	cred, err := s.Credentials().Create("bench")
+	if err != nil {
+		return err
+	}
+	creds := &ingresscred.Key{AccessKeyID: cred.AccessKeyID, SecretAccessKey: cred.Secret}
+
+	// The same pipeline with an open ingress, run half before the
+	// authenticated full run and half after.
+	open, err := serve.Start(ctx, serve.Options{DataDir: dir + "/open", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs, OpenIngress: true})
+	if err != nil {
+		return err
+	}
+	var stopOpenOnce sync.Once
+	stopOpen := func() { stopOpenOnce.Do(func() { _ = open.Shutdown(ctx) }) }
+	defer stopOpen()
+	if err := seed(ctx, open.Store(), open.Registry(), secret); err != nil {
+		return err
+	}
+	var openHalves [2]sinkHalf
+	stopOpenConsumer := consume(open.Store(), consumers, deleteBatch)
+	openHalves[0], err = runSink(open.Info().URL, key, creds, payload, clients, openDur/2)
+	stopOpenConsumer()
+	if err != nil {
+		return err
+	}
+
 	stopConsumer := consume(s.Store(), consumers, deleteBatch)
 	// The profiles cover the full run alone (the sink's second half
 	// follows it).
@@ -162,7 +197,7 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	}
 	heap := &heapSampler{}
 	fullCPU := cpuTime()
-	fullRate, results, err := load(s.Info().URL, key, payload, clients, dur, heap)
+	fullRate, results, err := load(s.Info().URL, key, creds, payload, clients, dur, heap)
 	fullCPU = cpuTime() - fullCPU
 	stopProfiles()
 	cs, ls := s.Store().CommitStats(), s.Store().LogStats()
@@ -182,9 +217,21 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 		return err
 	}
 	runtime.GC()
-	if halves[1], err = runSink(sink.URL(), key, payload, clients, sinkDur-sinkDur/2); err != nil {
+	stopOpenConsumer = consume(open.Store(), consumers, deleteBatch)
+	openHalves[1], err = runSink(open.Info().URL, key, creds, payload, clients, openDur-openDur/2)
+	stopOpenConsumer()
+	if err != nil {
 		return err
 	}
+	stopOpen()
+	if err := os.RemoveAll(dir + "/open"); err != nil {
+		return err
+	}
+	runtime.GC()
+	if halves[1], err = runSink(sink.URL(), key, nil, payload, clients, sinkDur-sinkDur/2); err != nil {
+		return err
+	}
+	openRate, openCPU, openRes := mergeHalves(openHalves)
 	sinkRate, sinkCPU, sinkRes := mergeHalves(halves)
 
 	store := "file (--fsync always: PutEvents synced before its acknowledgement, consumers' writes within 10ms)"
@@ -253,8 +300,30 @@ func run(dur, sinkDur time.Duration, clients, consumers int, retention time.Dura
 	if okSink && okFull {
 		fmt.Printf("  CPU: the pipeline adds %.0f µs/command to the sink's %.0f (sink/full CPU %.2fx; with both runs CPU-bound, 0.5x needs at most %.0f µs added)\n", fullUS-sinkUS, sinkUS, sinkUS/fullUS, sinkUS)
 	}
+	fmt.Printf("  %-28s %10.0f commands/s   CPU %s/command   %s\n", "full pipeline, open ingress", openRate, perCmd(openCPU, openRes.accepted), openRes.latencyLine())
+	fmt.Printf("  %-28s half before the authenticated run %.0f commands/s, half after %.0f\n", "", openHalves[0].rate, openHalves[1].rate)
+	authRatio := fullRate / openRate
+	fmt.Printf("  SigV4 verification: authenticated/open %.2fx (%s)\n", authRatio, judgeAuth(authRatio))
+	if openUS, ok := usPerCmd(openCPU, openRes.accepted); ok && okFull {
+		// CPU per command moves less with other processes than rates do:
+		// with both runs CPU-bound, the rate ratio would be its inverse.
+		fmt.Printf("  SigV4 verification CPU: %+.1f µs/command (authenticated %.1f, open %.1f; one verification per request of 10): CPU-bound ratio %.2fx (%s)\n",
+			fullUS-openUS, fullUS, openUS, openUS/fullUS, judgeAuth(openUS/fullUS))
+	}
 	heap.print()
 	return nil
+}
+
+// authGoal is the least share of the open ingress's commands/s the
+// authenticated ingress must keep (issue #19: at most 10% fewer).
+const authGoal = 0.90
+
+// judgeAuth says whether the authenticated/open ratio meets authGoal.
+func judgeAuth(ratio float64) string {
+	if ratio < authGoal {
+		return fmt.Sprintf("goal >= %.2fx: MISSED", authGoal)
+	}
+	return fmt.Sprintf("goal >= %.2fx: met", authGoal)
 }
 
 // sinkHalf is one of the sink's two runs.
@@ -265,10 +334,11 @@ type sinkHalf struct {
 	res     results
 }
 
-// runSink loads the sink for dur.
-func runSink(url string, key *signing.Key, payload []byte, clients int, dur time.Duration) (sinkHalf, error) {
+// runSink loads the server at url for dur (the sink, or the open
+// pipeline), signing requests with creds if given.
+func runSink(url string, key *signing.Key, creds *ingresscred.Key, payload []byte, clients int, dur time.Duration) (sinkHalf, error) {
 	cpu, start := cpuTime(), time.Now()
-	rate, res, err := load(url, key, payload, clients, dur, nil)
+	rate, res, err := load(url, key, creds, payload, clients, dur, nil)
 	return sinkHalf{rate: rate, elapsed: time.Since(start), cpu: cpuTime() - cpu, res: res}, err
 }
 
@@ -387,14 +457,20 @@ func (r *results) latencyLine() string {
 }
 
 // load runs clients PutEvents loops of batches of 10 signed commands for
-// dur and returns the acknowledged commands per second.
-func load(url string, key *signing.Key, payload []byte, clients int, dur time.Duration, heap *heapSampler) (float64, results, error) {
+// dur and returns the acknowledged commands per second. Each request is
+// signed (SigV4) with creds, or with placeholder credentials when creds is
+// nil (an open ingress ignores them): the client's work is the same.
+func load(url string, key *signing.Key, creds *ingresscred.Key, payload []byte, clients int, dur time.Duration, heap *heapSampler) (float64, results, error) {
 	var res results
 	var seq atomic.Int64
 	var failure atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	signWith := ingresscred.Key{AccessKeyID: "SNVKAAAAAAAAAAAAAAAA", SecretAccessKey: strings.Repeat("x", 40)}
+	if creds != nil {
+		signWith = *creds
+	}
 	lat := make([]*hdrhistogram.Histogram, clients)
 	for c := range lat {
 		lat[c] = newLatencies()
@@ -431,6 +507,10 @@ func load(url string, key *signing.Key, payload []byte, clients int, dur time.Du
 				req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body.Bytes()))
 				req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 				req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+				if err := ingresscred.Sign(req, body.Bytes(), signWith, "us-east-1", time.Now()); err != nil {
+					failure.Store(err)
+					return
+				}
 				sent := time.Now()
 				resp, err := hc.Do(req)
 				if err != nil {

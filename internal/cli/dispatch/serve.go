@@ -46,6 +46,8 @@ type ServeOptions struct {
 	// made of them (nil: no email channel).
 	Email       emailFlags
 	EmailConfig *alerts.EmailConfig
+	// AllowedHosts are the --allowed-host names.
+	AllowedHosts []string
 }
 
 func newServeCmd(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
@@ -83,6 +85,13 @@ interval's writes, and nothing else. Where syncs are slow it carries about
 1.5 times the commands a second (docs/store/embedded.md); /metrics shows
 how long they take (snavio_store_log_sync_duration_seconds).
 
+Every PutEvents must be signed (SigV4) with a tenant's ingress credentials
+("snavio tenant credentials create"), and each entry's Source must be
+<that tenant>/<service> (docs/security/ingress-auth.md). Requests whose
+Host header is neither a loopback name, an IP address nor an
+--allowed-host name are refused (421), so a web page cannot reach the
+server through DNS rebinding.
+
 It listens on 127.0.0.1 only unless told otherwise. SIGINT or SIGTERM stops
 it gracefully: requests in flight finish, the slow stage finishes its
 batch, alerts are drained, the store is closed.
@@ -94,8 +103,9 @@ banner says which.
 
 --demo seeds a tenant "demo" with a service demo/app, queues demo-orders
 and demo-orders-dlq, routes orders/create and orders/charge (strict
-dedupe), their ACLs and a key (written to demo-app.key in the data
-directory), and prints the snavio send line to try next.
+dedupe), their ACLs, a key (written to demo-app.key in the data
+directory) and the tenant's ingress credentials (demo.credentials, which
+snavio send picks up), and prints the lines to try next.
 
 Alerts (docs/alerts.md) go to the dashboard log (GET /v1/alerts), and to
 every channel configured here for all tenants: a signed webhook
@@ -154,6 +164,7 @@ failed log included), 2 usage error.`,
 	fl.DurationVar(&opts.SnapshotInterval, "snapshot-interval", 5*time.Minute, "how often registry snapshots are generated")
 	fl.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take")
 	fl.StringVar(&opts.Fsync, "fsync", "always", `when the store's log is synced: "always", before each acknowledgement (a queue consumer's receive, delete or visibility change within 10ms), or an interval such as 100ms (acknowledged once written; a power loss can take the last interval)`)
+	fl.StringArrayVar(&opts.AllowedHosts, "allowed-host", nil, "a host name clients reach the server by, besides loopback names and IP addresses (repeatable)")
 	fl.Float64Var(&opts.SkewSampleRate, "skew-sample-rate", shield.DefaultSampleRate, "share of accepted commands that emit snavio.telemetry.skew_sample to their tenant, from 0 (none) to 1 (every one)")
 	return cmd
 }
@@ -234,7 +245,8 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 		DataDir: o.DataDir, Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Listen: o.Listen, Demo: o.Demo,
 		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
 		WebhookURL: o.WebhookURL, WebhookSecret: secret, Email: o.EmailConfig, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
-		Jobs: serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
+		Jobs:         serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
+		AllowedHosts: o.AllowedHosts,
 	})
 	if err != nil {
 		return err
@@ -324,9 +336,11 @@ func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
 	if d := info.Demo; d != nil {
 		fmt.Fprintf(&b, "\nDemo: source %s may send %s/%s and %s/%s (strict dedupe), %s each, to queue %s (DLQ %s).\n",
 			d.Source, d.Target, d.Command, d.Target, d.Strict, d.RateLimit, d.Queue, d.DLQ)
-		fmt.Fprintf(&b, "Its key is in %s. Try, in another terminal:\n\n", d.KeyFile)
+		fmt.Fprintf(&b, "Its key is in %s; its ingress credentials (SigV4, access key %s) in %s,\n", d.KeyFile, d.AccessKeyID, d.CredentialsFile)
+		fmt.Fprintf(&b, "which snavio send picks up from the data directory. Try, in another terminal:\n\n")
 		fmt.Fprintf(&b, "  export SNAVIO_ENDPOINT_URL=%s SNAVIO_DATA_DIR=%s\n", info.URL, info.DataDir)
 		fmt.Fprintf(&b, "  %s\n  %s\n  %s\n", d.TrySend, d.TryQueue, d.TryTail)
+		fmt.Fprintf(&b, "\nAn AWS SDK or the AWS CLI signs with the same file:\n\n  %s\n", d.TryAWSCLI)
 	}
 	fmt.Fprintf(&b, "\nStop with Ctrl-C (drains in-flight work).\n")
 	_, err := io.WriteString(w, b.String())

@@ -21,6 +21,7 @@ A profile of kind local points at a running "snavio dispatch serve"; a
 profile of kind aws names the region, AWS profile, bus, tables, snapshot
 bucket and role of a deployment. See "snavio help config".`,
 		Example: `  snavio profile set local --kind local --endpoint-url http://127.0.0.1:8787 --use
+  snavio profile set local --credentials-file ~/.config/snavio/acme.credentials
   snavio profile set prod --kind aws --region eu-west-1 --aws-profile platform
   snavio profile list
   snavio profile use prod
@@ -209,8 +210,8 @@ func (r resolved) TableRows() [][]string {
 }
 
 type setOptions struct {
-	kind, dataDir, awsProfile, busName, tablePrefix, snapshotBucket, roleARN string
-	use                                                                      bool
+	kind, dataDir, credentialsFile, awsProfile, busName, tablePrefix, snapshotBucket, roleARN string
+	use                                                                                       bool
 }
 
 func newSetCmd(f *cmdutil.Factory) *cobra.Command {
@@ -223,6 +224,7 @@ the others. Creating a profile needs --kind. Changing the kind clears the
 fields the new kind does not use. The global --endpoint-url and --region
 flags set the profile's endpoint and region. An empty value clears a field.`,
 		Example: `  snavio profile set local --kind local --endpoint-url http://127.0.0.1:8787 --use
+  snavio profile set local --credentials-file ~/.config/snavio/acme.credentials
   snavio profile set prod --kind aws --region eu-west-1 --aws-profile platform \
       --bus-name snavio-command-bus --table-prefix snavio-prod \
       --snapshot-bucket snavio-prod-snapshots \
@@ -237,6 +239,7 @@ flags set the profile's endpoint and region. An empty value clears a field.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.kind, "kind", "", "profile kind: local or aws (required to create)")
 	fl.StringVar(&opts.dataDir, "data-dir", "", "data directory (local)")
+	fl.StringVar(&opts.credentialsFile, "credentials-file", "", "ingress credentials file that snavio send signs PutEvents with (local)")
 	fl.StringVar(&opts.awsProfile, "aws-profile", "", "profile in the AWS shared config (aws)")
 	fl.StringVar(&opts.busName, "bus-name", "", "EventBridge bus name (aws)")
 	fl.StringVar(&opts.tablePrefix, "table-prefix", "", "DynamoDB table name prefix (aws)")
@@ -267,7 +270,7 @@ func runSet(f *cmdutil.Factory, cmd *cobra.Command, name string, opts *setOption
 	if changed("kind") && opts.kind != updated.Kind {
 		switch opts.kind {
 		case config.KindLocal:
-			updated = config.Profile{Kind: config.KindLocal, Endpoint: updated.Endpoint, DataDir: updated.DataDir}
+			updated = config.Profile{Kind: config.KindLocal, Endpoint: updated.Endpoint, DataDir: updated.DataDir, CredentialsFile: updated.CredentialsFile}
 		case config.KindAWS:
 			updated = config.Profile{Kind: config.KindAWS, Region: updated.Region, AWSProfile: updated.AWSProfile, BusName: updated.BusName,
 				TablePrefix: updated.TablePrefix, SnapshotBucket: updated.SnapshotBucket, RoleARN: updated.RoleARN}
@@ -288,6 +291,7 @@ func runSet(f *cmdutil.Factory, cmd *cobra.Command, name string, opts *setOption
 		}
 	}
 	set("data-dir", &updated.DataDir, opts.dataDir)
+	set("credentials-file", &updated.CredentialsFile, opts.credentialsFile)
 	set("aws-profile", &updated.AWSProfile, opts.awsProfile)
 	set("bus-name", &updated.BusName, opts.busName)
 	set("table-prefix", &updated.TablePrefix, opts.tablePrefix)

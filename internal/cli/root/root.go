@@ -10,6 +10,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/acl"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
+	"github.com/snavio/snavio/internal/cli/credentials"
 	"github.com/snavio/snavio/internal/cli/dispatch"
 	"github.com/snavio/snavio/internal/cli/doctor"
 	"github.com/snavio/snavio/internal/cli/key"
@@ -48,6 +49,7 @@ func commands() []command {
 		{names: []string{"key"}, build: key.NewCmd},
 		{names: []string{"tenant-config"}, build: func(f *cmdutil.Factory) *cobra.Command { return tenantconfig.NewCmd(f, nil) }},
 		{names: []string{"token"}, build: token.NewCmd},
+		{names: []string{"tenant"}, build: credentials.NewTenantCmd},
 		{names: []string{"dispatch"}, build: dispatch.NewCmd},
 		{names: []string{"queue"}, build: queue.NewCmd},
 		{names: []string{"send"}, build: func(f *cmdutil.Factory) *cobra.Command { return send.NewCmd(f, nil) }},

@@ -97,6 +97,9 @@ Every setting resolves with the precedence:
   SNAVIO_TABLE_PREFIX     DynamoDB table prefix of an aws profile
   SNAVIO_SNAPSHOT_BUCKET  snapshot bucket of an aws profile
   SNAVIO_ROLE_ARN         role to assume for an aws profile
+  SNAVIO_CREDENTIALS_FILE ingress credentials (AWS shared-credentials format) a
+                          local profile signs PutEvents with (like the
+                          profile's credentials_file)
   SNAVIO_TOKEN            bearer token for the control API of a local profile
                           (a tenant token; default: the operator token in the
                           data directory)

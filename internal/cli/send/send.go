@@ -14,10 +14,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
@@ -32,6 +36,9 @@ type Options struct {
 	ID         string
 	SecretFile string
 	KeyVersion string
+	// CredentialsFile holds the ingress credentials PutEvents is signed
+	// with (local profiles); see internal/ingresscred for the precedence.
+	CredentialsFile string
 	// Timestamp, when set, signs with this time instead of now (to test
 	// the replay window).
 	Timestamp string
@@ -42,9 +49,10 @@ type Options struct {
 	In     io.Reader
 	Now    func() time.Time
 	Getenv func(string) string
-	// Bus returns the bus to put on (nil: the profile's, through the AWS
-	// SDK's EventBridge client).
-	Bus func(platform.Target) platform.Bus
+	// Bus returns the bus to put on, signing with creds on a local
+	// profile (nil: the profile's, through the AWS SDK's EventBridge
+	// client).
+	Bus func(t platform.Target, creds aws.CredentialsProvider) platform.Bus
 }
 
 // Result is what `snavio send` prints.
@@ -99,6 +107,16 @@ The secret never goes on the command line. It comes from, in order:
   the local server    a local profile fetches the tenant config from
                       "snavio dispatch serve" with its token
 
+On a local profile the PutEvents request itself is signed (SigV4) with the
+tenant's ingress credentials, found in this order:
+  --credentials-file FILE            AWS shared-credentials format; the
+                                     [<tenant>] section, else [default]
+  AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+  the profile's credentials_file     (or SNAVIO_CREDENTIALS_FILE)
+  <data_dir>/<tenant>.credentials    "dispatch serve --demo" writes demo's
+Create them with "snavio tenant credentials create". On an aws profile the
+AWS SDK's own credential chain signs.
+
 The payload is any JSON value; it is signed and delivered in RFC 8785
 canonical form, so re-serialising transports do not break the signature.
 Reuse --id only to retry the same command: strict routes deliver an id once.
@@ -138,6 +156,7 @@ command as signed.`,
 	fl.StringVar(&opts.Payload, "payload", "", "payload: JSON, @FILE, or @- for standard input (required)")
 	fl.StringVar(&opts.ID, "id", "", "command id, a UUID (default a new random one); reuse it only to retry the same command")
 	fl.StringVar(&opts.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
+	fl.StringVar(&opts.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
 	fl.StringVar(&opts.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
 	fl.StringVar(&opts.Timestamp, "timestamp", "", "sign with this RFC 3339 time instead of now (tests the replay window)")
 	fl.DurationVar(&opts.Wait, "wait", 0, "follow the command's telemetry until an outcome, up to this long (--wait alone: 30s)")
@@ -215,12 +234,23 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
 		}
 	}
+	var creds aws.CredentialsProvider
+	if t := client.Target(); t.Kind == config.KindLocal {
+		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
+		if err != nil {
+			return &cmdutil.UsageError{Err: fmt.Errorf("signing PutEvents: %w", err)}
+		}
+		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
+		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
+	}
 	newBus := o.Bus
 	if newBus == nil {
-		newBus = func(t platform.Target) platform.Bus { return platform.NewBus(t, platform.BusOptions{}) }
+		newBus = func(t platform.Target, creds aws.CredentialsProvider) platform.Bus {
+			return platform.NewBus(t, platform.BusOptions{Credentials: creds})
+		}
 	}
 	f.Logger().Debug("put command", "id", id, "bytes", len(b.Detail), "endpoint", client.Target().Endpoint)
-	out, err := newBus(client.Target()).PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
+	out, err := newBus(client.Target(), creds).PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
 	if err != nil {
 		return err
 	}
@@ -258,7 +288,7 @@ func entryHint(code string) string {
 	case "ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable":
 		return "the bus could not take it now; retry with the same --id"
 	case "AccessDeniedException", "NotAuthorizedForSourceException":
-		return "the credentials may not put events with this source; check the profile's AWS credentials and role"
+		return "the credentials may not put events with this source: use the source's tenant's ingress credentials (local) or check the profile's AWS credentials and role (aws)"
 	case "ValidationException", "MalformedDetail", "InvalidArgument":
 		return "the entry was malformed; check --source and the payload"
 	}

@@ -36,19 +36,20 @@ type calls struct {
 	n  map[string]int
 }
 
-func (c *calls) option(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("snavio-count-calls",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				c.mu.Lock()
-				if c.n == nil {
-					c.n = map[string]int{}
-				}
-				c.n[awsmiddleware.GetOperationName(ctx)]++
-				c.mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.After)
-	})
+func (c *calls) option(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, c.count) }
+
+// count is the middleware, for any client's APIOptions.
+func (c *calls) count(st *middleware.Stack) error {
+	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("snavio-count-calls",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			if c.n == nil {
+				c.n = map[string]int{}
+			}
+			c.n[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
 }
 
 // take returns the counts since the last take and resets them.

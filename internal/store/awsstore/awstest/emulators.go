@@ -24,6 +24,10 @@ type Emulators struct {
 	ddb     *DynamoDBLocal
 	err     error
 	seq     atomic.Int64
+
+	inproc sync.Mutex
+	s3     *S3
+	kumo   *Kumo
 }
 
 // DynamoDB returns the binary's DynamoDB Local, starting it on first use.
@@ -59,6 +63,7 @@ func unavailable(t testing.TB, ci bool, err error) {
 
 // Close stops every emulator that was started.
 func (e *Emulators) Close() {
+	e.closeInProcess()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ddb != nil {
