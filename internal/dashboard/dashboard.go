@@ -141,10 +141,14 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.handler.ServeHTTP(w, r)
 }
 
-// cached marks embedded assets cacheable for an hour: they change only
-// with the binary.
+// cached serves embedded assets, cacheable for an hour (they change only
+// with the binary), and no directory listings.
 func (d *Dashboard) cached(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "private, max-age=3600")
 		next.ServeHTTP(w, r)
 	})

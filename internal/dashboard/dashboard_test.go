@@ -507,3 +507,16 @@ func TestLiveStreamRefusesBadParameters(t *testing.T) {
 		t.Fatalf("bad Last-Event-ID: %d %s", w.Code, w.Body)
 	}
 }
+
+func TestStaticAssetsAreServedAndDirectoriesAreNot(t *testing.T) {
+	f := newFixture(t)
+	for target, want := range map[string]int{"/ui/static/app.js": 200, "/ui/static/app.css": 200, "/ui/static/": 404, "/ui/static/nope.js": 404, "/ui/nope": 404} {
+		w := f.do("GET", target, nil, nil, nil)
+		if w.Code != want {
+			t.Errorf("GET %s: %d, want %d", target, w.Code, want)
+		}
+		if want == 200 && w.Header().Get("Cache-Control") == "" {
+			t.Errorf("GET %s: no Cache-Control", target)
+		}
+	}
+}
