@@ -82,6 +82,7 @@ type Monitor struct {
 type state struct {
 	samples []Sample
 	health  Health
+	reason  string
 	since   time.Time
 	// pending is the first sample of an uninterrupted run with messages
 	// waiting and none in flight.
@@ -149,6 +150,7 @@ func (m *Monitor) Observe(q Queue, s Sample) (Status, *Event) {
 			Reason: reason, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(), Depth: s.Depth, At: s.At}
 		st.health, st.since = health, s.At
 	}
+	st.reason = reason
 	return Status{Health: st.health, Reason: reason, Since: st.since}, ev
 }
 
@@ -166,6 +168,18 @@ func (m *Monitor) growing(st *state) bool {
 		}
 	}
 	return true
+}
+
+// Last returns the state the last Observe of queueARN assessed, and
+// false if the queue was never observed (the dashboard shows it).
+func (m *Monitor) Last(queueARN string) (Status, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.queues[queueARN]
+	if st == nil {
+		return Status{}, false
+	}
+	return Status{Health: st.health, Reason: st.reason, Since: st.since}, true
 }
 
 // Forget drops a queue (its route was deleted).

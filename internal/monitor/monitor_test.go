@@ -69,3 +69,23 @@ func TestDefaultDrainAndForget(t *testing.T) {
 		t.Fatalf("after Forget: %+v %v", st, ev)
 	}
 }
+
+func TestLastIsTheLatestVerdict(t *testing.T) {
+	m := New(Config{})
+	if _, ok := m.Last(q.QueueARN); ok {
+		t.Fatal("an unobserved queue has a verdict")
+	}
+	m.Observe(q, Sample{At: t0, Depth: 3, InFlight: 1, OldestAge: 3 * time.Minute})
+	st, ok := m.Last(q.QueueARN)
+	if !ok || st.Health != Unhealthy || st.Reason == "" || !st.Since.Equal(t0) {
+		t.Fatalf("Last after an unhealthy sample = %+v, %v", st, ok)
+	}
+	m.Observe(q, Sample{At: t0.Add(time.Second), Depth: 0})
+	if st, _ := m.Last(q.QueueARN); st.Health != Healthy || st.Reason != "" {
+		t.Fatalf("Last after recovery = %+v", st)
+	}
+	m.Forget(q.QueueARN)
+	if _, ok := m.Last(q.QueueARN); ok {
+		t.Fatal("a forgotten queue has a verdict")
+	}
+}

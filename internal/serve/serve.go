@@ -405,6 +405,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
 		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
+		Dashboard: s.dashboardUI(api),
 	})
 	if err != nil {
 		return nil, err
@@ -550,6 +551,7 @@ type Info struct {
 	MetricsURL        string    `json:"metrics_url"`
 	HealthURL         string    `json:"health_url"`
 	ControlAPIBaseURL string    `json:"control_api"`
+	DashboardURL      string    `json:"dashboard"`
 	// GC is the garbage collector's target, when the caller set it
 	// (TuneGC).
 	GC string `json:"gc,omitempty"`
@@ -574,7 +576,7 @@ func (s *Serve) Info() Info {
 		URL: u, StorePath: path, LogPath: s.store.LogDir(), Fsync: fsync, Ephemeral: s.o.Ephemeral, DataDir: s.o.DataDir,
 		OperatorToken: s.srv.OperatorTokenPath(), TokenCreated: s.srv.OperatorTokenCreated(),
 		SigningKey: s.keyPath, DeliveryKey: s.deliveryKeyPath, CachesLoadedFrom: string(s.coldSource), Demo: s.demo,
-		MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",
+		DashboardURL: u + "/", MetricsURL: u + "/metrics", HealthURL: u + "/healthz", ControlAPIBaseURL: u + "/v1/",
 	}
 }
 

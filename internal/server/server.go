@@ -53,6 +53,9 @@ type StartOptions struct {
 	// guard themselves with RequireOperator or RequireTenant. Nil: /v1/
 	// answers 404.
 	Control http.Handler
+	// Dashboard, when set, builds the web dashboard from the server's
+	// authenticator; it serves GET / and everything under /ui/.
+	Dashboard func(*Authenticator) http.Handler
 	// Logger logs server events; nil discards.
 	Logger *slog.Logger
 	// Clock times requests for the latency histogram (default clock.System()).
@@ -234,6 +237,11 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 		})
 	}
 	mux.Handle("/v1/", m.instrument("control", now, limitControl(s.ingress.limits, m, auth.Middleware(control))))
+	if opts.Dashboard != nil {
+		ui := m.instrument("dashboard", now, opts.Dashboard(auth))
+		mux.Handle("GET /{$}", ui)
+		mux.Handle("/ui/", ui)
+	}
 	mux.Handle("/", m.instrument("other", now, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		WriteAPIError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path,
 			"PutEvents is POST /; health is /healthz and /readyz; metrics /metrics; the control API is under /v1/")

@@ -308,6 +308,7 @@ func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "snavio dispatch serve is running\n\n")
 	fmt.Fprintf(&b, "  PutEvents   %s  (EventBridge endpoint: --endpoint-url %s)\n", info.URL, info.URL)
+	fmt.Fprintf(&b, "  dashboard   %s  (sign in with a token)\n", info.DashboardURL)
 	fmt.Fprintf(&b, "  control API %s\n", info.ControlAPIBaseURL)
 	fmt.Fprintf(&b, "  health      %s/healthz  %s/readyz\n", info.URL, info.URL)
 	fmt.Fprintf(&b, "  metrics     %s\n", info.MetricsURL)
