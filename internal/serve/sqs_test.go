@@ -472,3 +472,43 @@ func TestAWSCLIReceiveMessage(t *testing.T) {
 		t.Fatalf("aws sqs get-queue-url of a missing queue: %v\n%s", err, out)
 	}
 }
+
+// BenchmarkSQSReceiveDelete measures a consumer's loop through the SDK on
+// loopback: ReceiveMessage of one waiting message, then DeleteMessage
+// (the SendMessage that fills the queue is outside the timer).
+func BenchmarkSQSReceiveDelete(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Start(context.Background(), Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	k, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, DemoTenant), DemoTenant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Info().URL),
+		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: k.AccessKeyID, SecretAccessKey: k.SecretAccessKey}, nil
+		}))})
+	url := aws.String(s.Info().URL + "/000000000000/" + DemoQueue)
+	ctx := context.Background()
+	var recv time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(`{"sku":"A-1"}`)}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: url})
+		if err != nil || len(out.Messages) != 1 {
+			b.Fatalf("ReceiveMessage: %v, %d messages", err, len(out.Messages))
+		}
+		recv += time.Since(start)
+		if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(recv.Microseconds())/float64(b.N), "receive-µs/op")
+}

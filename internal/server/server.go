@@ -234,7 +234,7 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	root := http.Handler(s.ingress)
 	if s.sqs != nil {
-		sqs, pe := m.instrument("sqs", now, s.sqs), m.instrument("putevents", now, s.ingress)
+		sqs, pe := m.instrument("sqs", now, limitControl(s.ingress.limits, m, s.sqs)), m.instrument("putevents", now, s.ingress)
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
 				sqs.ServeHTTP(w, r)

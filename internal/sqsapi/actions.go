@@ -458,15 +458,24 @@ func entryFailure(id string, err error) batchFailure {
 	return batchFailure{Id: id, SenderFault: true, Code: "ReceiptHandleIsInvalid", Message: err.Error()}
 }
 
-func (a *API) deleteMessageBatch(c *call, in *BatchInput) (any, error) {
+// batch resolves a batch request's queue, checks its entries and returns
+// the empty answer to fill in.
+func (a *API) batch(c *call, in *BatchInput) (string, batchOutput, error) {
 	name, err := a.queue(c, in.QueueUrl)
+	if err != nil {
+		return "", batchOutput{}, err
+	}
+	if err := checkBatch(in.Entries); err != nil {
+		return "", batchOutput{}, err
+	}
+	return name, batchOutput{Successful: []map[string]string{}, Failed: []batchFailure{}}, nil
+}
+
+func (a *API) deleteMessageBatch(c *call, in *BatchInput) (any, error) {
+	name, out, err := a.batch(c, in)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBatch(in.Entries); err != nil {
-		return nil, err
-	}
-	out := batchOutput{Successful: []map[string]string{}, Failed: []batchFailure{}}
 	var ids, handles []string
 	for _, e := range in.Entries {
 		if err := checkReceipt(e.ReceiptHandle); err != nil {
@@ -532,14 +541,10 @@ func (a *API) changeOne(c *call, queue string, receipt *string, vt *int) error {
 }
 
 func (a *API) changeMessageVisibilityBatch(c *call, in *BatchInput) (any, error) {
-	name, err := a.queue(c, in.QueueUrl)
+	name, out, err := a.batch(c, in)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBatch(in.Entries); err != nil {
-		return nil, err
-	}
-	out := batchOutput{Successful: []map[string]string{}, Failed: []batchFailure{}}
 	for _, e := range in.Entries {
 		err := a.changeOne(c, name, e.ReceiptHandle, e.VisibilityTimeout)
 		var se *Error
