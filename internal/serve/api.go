@@ -243,5 +243,15 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 // sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).
 func (s *Serve) sqsAPI(v *server.SigV4Verifier) (http.Handler, error) {
 	return sqsapi.New(sqsapi.Options{Queues: s.store, Poll: s.queues.Poll, Verifier: v,
-		Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log})
+		Reserved: func(q string) bool { return q == HandoffQueue }, Tenants: s.credentialTenants, Logger: s.log})
+}
+
+// credentialTenants lists the tenants holding ingress credentials.
+func (s *Serve) credentialTenants() []string {
+	creds := s.deps.Credentials.List()
+	out := make([]string, 0, len(creds))
+	for _, c := range creds {
+		out = append(out, c.Tenant)
+	}
+	return out
 }

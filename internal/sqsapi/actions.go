@@ -255,9 +255,6 @@ func (a *API) receiveMessage(c *call, in *ReceiveMessageInput) (any, error) {
 			return nil, invalidParam("MessageAttributeNames: a name must be 1 to 256 characters")
 		}
 	}
-	if _, err := a.stats(c.r.Context(), name); err != nil {
-		return nil, err
-	}
 	msgs, err := a.o.Poll(c.r.Context(), name, n, vt, wait)
 	if errors.Is(err, queueapi.ErrTooManyWaiters) {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "RequestThrottled", Query: "RequestThrottled", RetryAfter: time.Second,
@@ -604,9 +601,6 @@ func (a *API) sendMessage(c *call, in *SendMessageInput) (any, error) {
 	}
 	if size > embedded.MaxMessageBytes {
 		return nil, invalidParam("the message is %d bytes (body and attributes), over the limit of %d", size, embedded.MaxMessageBytes)
-	}
-	if _, err := a.stats(c.r.Context(), name); err != nil {
-		return nil, err
 	}
 	id, err := a.o.Queues.Send(c.r.Context(), name, []byte(body), attrs)
 	if err != nil {

@@ -66,6 +66,11 @@ type Options struct {
 	Verifier *server.SigV4Verifier
 	// Reserved names the dispatcher's own queues: no tenant owns them.
 	Reserved func(name string) bool
+	// Tenants lists the tenants that hold ingress credentials: of two
+	// whose names prefix a queue's ("acme-" and "acme-corp-" of
+	// acme-corp-jobs), the longer owns it. Nil: none known besides the
+	// caller.
+	Tenants func() []string
 	// MaxBody bounds request bodies (default 2 MiB + 64 KiB: a SendMessage
 	// of the largest message with room for JSON escapes).
 	MaxBody int64
@@ -98,9 +103,20 @@ func New(o Options) (*API, error) {
 }
 
 // Owns reports whether tenant may act on queue: the queue is named
-// "<tenant>-..." and is not reserved.
+// "<tenant>-...", no known tenant with a longer name prefixes it so, and
+// it is not reserved.
 func (a *API) Owns(tenant, queue string) bool {
-	return tenant != "" && strings.HasPrefix(queue, tenant+"-") && (a.o.Reserved == nil || !a.o.Reserved(queue))
+	if tenant == "" || !strings.HasPrefix(queue, tenant+"-") || a.o.Reserved != nil && a.o.Reserved(queue) {
+		return false
+	}
+	if a.o.Tenants != nil {
+		for _, u := range a.o.Tenants() {
+			if len(u) > len(tenant) && strings.HasPrefix(queue, u+"-") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // call is one request being served.

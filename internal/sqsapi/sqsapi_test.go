@@ -192,3 +192,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A queue belongs to the tenant its name starts with; of two tenants
+// whose names both prefix it, the longer; never a reserved queue.
+func TestOwns(t *testing.T) {
+	a := &API{o: Options{
+		Reserved: func(q string) bool { return q == "acme-internal" },
+		Tenants:  func() []string { return []string{"acme", "acme-corp", "globex"} },
+	}}
+	for _, tc := range []struct {
+		tenant, queue string
+		want          bool
+	}{
+		{"acme", "acme-jobs", true},
+		{"acme", "acme-corp-jobs", false},
+		{"acme-corp", "acme-corp-jobs", true},
+		{"acme", "acmejobs", false},
+		{"acme", "acme-", true},
+		{"globex", "acme-jobs", false},
+		{"acme", "acme-internal", false},
+		{"", "-jobs", false},
+	} {
+		if got := a.Owns(tc.tenant, tc.queue); got != tc.want {
+			t.Errorf("Owns(%q, %q) = %v, want %v", tc.tenant, tc.queue, got, tc.want)
+		}
+	}
+}
