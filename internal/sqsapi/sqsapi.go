@@ -151,7 +151,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rid string) error {
 	}
 	caller, aerr := a.o.Verifier.Verify(r, body)
 	if aerr != nil {
-		return &Error{Status: aerr.Status, Type: aerr.Type, Message: aerr.Message}
+		msg := aerr.Message
+		if aerr.Type == server.ErrCodeMissingAuthToken {
+			msg = "Missing Authentication Token: sign SQS requests with SigV4 using the tenant's ingress credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; create them with `snavio tenant credentials create`)"
+		}
+		return &Error{Status: aerr.Status, Type: aerr.Type, Message: msg}
 	}
 	c := &call{r: r, tenant: caller.Tenant, host: r.Host}
 	out, err := a.dispatch(c, action, body)
