@@ -512,3 +512,24 @@ func BenchmarkSQSReceiveDelete(b *testing.B) {
 	}
 	b.ReportMetric(float64(recv.Microseconds())/float64(b.N), "receive-µs/op")
 }
+
+// ReceiveMessage's VisibilityTimeout overrides the queue's: 0 leaves the
+// message visible at once (the SDK leaves a zero out, so the request is
+// built by hand, as the AWS CLI's --visibility-timeout 0 sends it).
+func TestSQSReceiveVisibilityTimeoutZero(t *testing.T) {
+	s, c, _ := demoSQS(t)
+	url := queueURL(t, c, DemoQueue)
+	id := send(t, c, url, "again")
+	got := rawSQS(t, s, "AmazonSQS.ReceiveMessage", `{"QueueUrl":"`+url+`","VisibilityTimeout":0}`)
+	if !strings.Contains(got, id) {
+		t.Fatalf("ReceiveMessage with VisibilityTimeout 0: %s", got)
+	}
+	again := receive(t, c, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), VisibilityTimeout: 60,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount}})
+	if len(again) != 1 || again[0].Attributes["ApproximateReceiveCount"] != "2" {
+		t.Fatalf("the second receive: %+v", again)
+	}
+	if got := receive(t, c, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url)}); len(got) != 0 {
+		t.Fatalf("received %d during the 60 s visibility timeout", len(got))
+	}
+}
