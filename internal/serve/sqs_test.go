@@ -533,3 +533,32 @@ func TestSQSReceiveVisibilityTimeoutZero(t *testing.T) {
 		t.Fatalf("received %d during the 60 s visibility timeout", len(got))
 	}
 }
+
+// At most 8 long polls wait at once (the queue API's bound, shared): the
+// ninth is RequestThrottled, which SDKs retry; a receive that need not
+// wait is still served.
+func TestSQSLongPollBound(t *testing.T) {
+	s, c, _ := demoSQS(t)
+	url := queueURL(t, c, DemoQueue)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 20})
+			done <- err
+		}()
+	}
+	waitFor(t, "8 waiting receives", func() bool {
+		return strings.Contains(metricsText(t, s), `snavio_http_requests_in_flight{handler="sqs"} 8`)
+	})
+	_, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
+	wantCode(t, "a ninth long poll", err, "RequestThrottled")
+	if got := receive(t, c, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url)}); len(got) != 0 {
+		t.Fatalf("a short receive of an empty queue: %d messages", len(got))
+	}
+	cancel()
+	for range 8 {
+		<-done
+	}
+}
