@@ -241,8 +241,8 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 }
 
 // sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).
-func (s *Serve) sqsAPI(v *server.SigV4Verifier) (http.Handler, error) {
-	return sqsapi.New(sqsapi.Options{Queues: s.store, Poll: s.queues.Poll, Verifier: v,
+func (s *Serve) sqsAPI(v *server.SigV4Verifier, refusals *server.RefusalReporter) (http.Handler, error) {
+	return sqsapi.New(sqsapi.Options{Queues: s.store, Poll: s.queues.Poll, Verifier: v, Refusals: refusals,
 		Reserved: func(q string) bool { return q == HandoffQueue }, Tenants: s.credentialTenants, Logger: s.log})
 }
 

@@ -398,6 +398,18 @@ func TestSQSTenantScope(t *testing.T) {
 	wantCode(t, "other's ReceiveMessage of demo-orders", err, "AccessDenied")
 	_, err = other.GetQueueUrl(t.Context(), &sqs.GetQueueUrlInput{QueueName: aws.String(HandoffQueue)})
 	wantCode(t, "the dispatcher's hand-off queue", err, "AccessDenied")
+	waitFor(t, "the refusal on _platform", func() bool {
+		recs, err := s.store.ReadTelemetry(context.Background(), "_platform", 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if b, _ := json.Marshal(r); bytes.Contains(b, []byte("sqs_access_denied\"")) {
+				return true
+			}
+		}
+		return false
+	})
 	list, err := other.ListQueues(t.Context(), &sqs.ListQueuesInput{})
 	if err != nil || len(list.QueueUrls) != 1 || !strings.HasSuffix(list.QueueUrls[0], "/other-jobs") {
 		t.Fatalf("other's ListQueues = %+v, %v", list, err)

@@ -74,8 +74,9 @@ type StartOptions struct {
 	Telemetry telemetry.Sink
 	// SQS, when set, builds the handler of POST / requests whose
 	// X-Amz-Target starts with "AmazonSQS." (the SQS JSON protocol), given
-	// a SigV4 verifier of the ingress credentials for service "sqs".
-	SQS func(*SigV4Verifier) (http.Handler, error)
+	// a SigV4 verifier of the ingress credentials for service "sqs" and
+	// the ingress's refusal reporter (nil without Telemetry).
+	SQS func(*SigV4Verifier, *RefusalReporter) (http.Handler, error)
 	// AllowedHosts are the host names, besides loopback names and IP
 	// addresses, that requests may name in their Host header.
 	AllowedHosts []string
@@ -200,7 +201,7 @@ func Start(opts StartOptions) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.sqs, err = opts.SQS(v.ForService("sqs")); err != nil {
+		if s.sqs, err = opts.SQS(v.ForService("sqs"), iopts.Refusals); err != nil {
 			return nil, err
 		}
 	}

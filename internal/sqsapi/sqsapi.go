@@ -64,6 +64,9 @@ type Options struct {
 	Poll Poll
 	// Verifier checks SigV4 signatures scoped to service "sqs". Required.
 	Verifier *server.SigV4Verifier
+	// Refusals reports authentication and access refusals on the
+	// platform's stream, as the PutEvents ingress does; nil: none.
+	Refusals *server.RefusalReporter
 	// Reserved names the dispatcher's own queues: no tenant owns them.
 	Reserved func(name string) bool
 	// Tenants lists the tenants that hold ingress credentials: of two
@@ -121,9 +124,10 @@ func (a *API) Owns(tenant, queue string) bool {
 
 // call is one request being served.
 type call struct {
-	r      *http.Request
-	tenant string
-	host   string
+	r         *http.Request
+	tenant    string
+	accessKey string
+	host      string
 }
 
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -151,13 +155,14 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rid string) error {
 	}
 	caller, aerr := a.o.Verifier.Verify(r, body)
 	if aerr != nil {
+		a.o.Refusals.Refused(aerr.Reason, caller.AccessKeyID, caller.Tenant, "")
 		msg := aerr.Message
 		if aerr.Type == server.ErrCodeMissingAuthToken {
 			msg = "Missing Authentication Token: sign SQS requests with SigV4 using the tenant's ingress credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; create them with `snavio tenant credentials create`)"
 		}
 		return &Error{Status: aerr.Status, Type: aerr.Type, Message: msg}
 	}
-	c := &call{r: r, tenant: caller.Tenant, host: r.Host}
+	c := &call{r: r, tenant: caller.Tenant, accessKey: caller.AccessKeyID, host: r.Host}
 	out, err := a.dispatch(c, action, body)
 	if err != nil {
 		return err
@@ -217,6 +222,7 @@ func (a *API) queue(c *call, url *string) (string, error) {
 
 func (a *API) authorize(c *call, name string) error {
 	if !a.Owns(c.tenant, name) {
+		a.o.Refusals.Refused("sqs_access_denied", c.accessKey, c.tenant, embedded.QueueARN(name))
 		return &Error{Status: http.StatusForbidden, Type: "AccessDenied", Query: "AccessDenied",
 			Message: fmt.Sprintf("tenant %s may not use queue %s: a tenant's credentials act on the queues named %s-... only (docs/sqs.md)", c.tenant, name, c.tenant)}
 	}
