@@ -347,6 +347,9 @@ func TestSQSErrors(t *testing.T) {
 	for _, tc := range []struct{ target, body, code string }{
 		{"AmazonSQS.ReceiveMessage", `[1]`, "InvalidParameterValue"},
 		{"AmazonSQS.ReceiveMessage", `{}`, "MissingParameter"},
+		// 18446744074 s overflows a time.Duration to 0.29 s.
+		{"AmazonSQS.ReceiveMessage", `{"QueueUrl":"` + url + `","VisibilityTimeout":18446744074}`, "InvalidParameterValue"},
+		{"AmazonSQS.ChangeMessageVisibility", `{"QueueUrl":"` + url + `","ReceiptHandle":"r1.x.00","VisibilityTimeout":18446744074}`, "InvalidParameterValue"},
 		{"AmazonSQS.DeleteQueue", `{}`, "InvalidAction"},
 	} {
 		if got := rawSQS(t, s, tc.target, tc.body); !strings.Contains(got, tc.code) {

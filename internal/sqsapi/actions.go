@@ -27,6 +27,8 @@ const (
 	MaxBatch = 10
 	// MaxListResults is the most queue URLs one ListQueues returns.
 	MaxListResults = 1000
+	// maxVisibility is the longest visibility timeout in seconds.
+	maxVisibility = int(embedded.MaxVisibilityTimeout / time.Second)
 	// maxReceiptLen bounds one receipt handle.
 	maxReceiptLen = queueapi.MaxReceiptLen
 )
@@ -229,8 +231,8 @@ func (a *API) receiveMessage(c *call, in *ReceiveMessageInput) (any, error) {
 	var vt time.Duration // zero: the queue's own timeout
 	if in.VisibilityTimeout != nil {
 		v := *in.VisibilityTimeout
-		if v < 0 || time.Duration(v)*time.Second > embedded.MaxVisibilityTimeout {
-			return nil, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d, if provided.", v, int(embedded.MaxVisibilityTimeout/time.Second))
+		if v < 0 || v > maxVisibility {
+			return nil, invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d, if provided.", v, maxVisibility)
 		}
 		// The store reads 0 as the queue's timeout; SQS's 0 is "visible again at once".
 		vt = max(time.Duration(v)*time.Second, time.Nanosecond)
@@ -524,8 +526,8 @@ func (a *API) changeOne(c *call, queue string, receipt *string, vt *int) error {
 	if vt == nil {
 		return missing("VisibilityTimeout")
 	}
-	if *vt < 0 || time.Duration(*vt)*time.Second > embedded.MaxVisibilityTimeout {
-		return invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d.", *vt, int(embedded.MaxVisibilityTimeout/time.Second))
+	if *vt < 0 || *vt > maxVisibility {
+		return invalidParam("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and %d.", *vt, maxVisibility)
 	}
 	err := a.o.Queues.ChangeMessageVisibility(c.r.Context(), queue, *receipt, time.Duration(*vt)*time.Second)
 	switch {
