@@ -327,7 +327,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
+	s.flow, err = flow.New(flow.Config{Instance: instanceID(), SoleInstance: true, Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
 	if err != nil {
 		return nil, err
 	}
