@@ -152,6 +152,19 @@ type Options struct {
 	// worker when due). (At 50 ms, four idle workers woke an idle
 	// `dispatch serve` about 100 times a second.)
 	Idle time.Duration
+	// Room, when set, says how many more messages the queue that target
+	// and command route to takes, from memory (known=false: no route in
+	// memory). The hand-off admits no more of a route's commands than
+	// that (admit.go).
+	Room func(target, command string) (room int, known bool)
+	// HandoffCapacity is the hand-off's capacity (default 100,000, its
+	// queue's max depth); TenantWaiting and RouteWaiting bound what one
+	// tenant and one route may have waiting in it (default 2,000 each),
+	// and a tenant never more than half the room the others leave. An
+	// entry over a bound is refused with ThrottlingException and a retry
+	// hint of RetryAfter (default 1 s).
+	HandoffCapacity, TenantWaiting, RouteWaiting int
+	RetryAfter                                   time.Duration
 	// NewID makes event ids (default: UUIDs version 7 from Clock, so the
 	// archive's id index is appended to rather than written at random).
 	NewID func() string
@@ -174,6 +187,8 @@ type Node struct {
 	handedOff chan struct{}
 	// afterFunc runs f after d (time.AfterFunc; tests run it at once).
 	afterFunc func(d time.Duration, f func())
+	// wait counts hand-offs waiting per tenant and route (under mu).
+	wait waiting
 }
 
 // wake wakes an idle slow worker, if none is woken already.
@@ -187,6 +202,11 @@ func (n *Node) wake() {
 // Stats count what the node did.
 type Stats struct {
 	Accepted, Refused, Escalated, SlowDone, SlowRetries, GaveUp, Corrupt int64
+	// Throttled counts entries refused at admission to the hand-off (a
+	// tenant's or route's bound, or a full target queue); Refused counts
+	// them too. TargetFull counts hand-offs failed at once because their
+	// target queue was full at delivery.
+	Throttled, TargetFull int64
 }
 
 // New returns a Node.
@@ -217,6 +237,18 @@ func New(o Options) (*Node, error) {
 	}
 	if o.Idle <= 0 {
 		o.Idle = time.Second
+	}
+	if o.HandoffCapacity <= 0 {
+		o.HandoffCapacity = DefaultHandoffCapacity
+	}
+	if o.TenantWaiting <= 0 {
+		o.TenantWaiting = DefaultTenantWaiting
+	}
+	if o.RouteWaiting <= 0 {
+		o.RouteWaiting = DefaultRouteWaiting
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = DefaultRetryAfter
 	}
 	if o.NewID == nil {
 		clk := o.Clock
@@ -366,11 +398,15 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
 	}
 	if r.Outcome == dispatch.Escalated {
+		if why := n.admit(esc); why != "" {
+			return server.Refused(server.EntryErrThrottling, why), false, r
+		}
 		wire, err := esc.Marshal()
 		if err == nil {
 			err = n.o.Handoff.Put(ctx, wire)
 		}
 		if err != nil {
+			n.release(esc)
 			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
 			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false, r
 		}
@@ -433,10 +469,19 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		return
 	}
 	if _, err := n.o.Dispatcher.Slow(ctx, esc); err != nil {
+		if errors.Is(err, dispatch.ErrTargetFull) {
+			// Admitted while its queue had room, which others took since:
+			// failed at once with a retry hint, not retried into a full
+			// queue for minutes.
+			n.o.Dispatcher.GiveUpRetryAfter(esc, n.o.RetryAfter)
+			n.count(func(s *Stats) { s.GaveUp++; s.TargetFull++ })
+			n.finish(ctx, it, esc)
+			return
+		}
 		if it.Receives >= n.o.MaxReceives {
 			n.o.Dispatcher.GiveUp(esc)
 			n.count(func(s *Stats) { s.GaveUp++ })
-			n.done(ctx, it)
+			n.finish(ctx, it, esc)
 			return
 		}
 		// Left in the queue: taken again after the visibility timeout, or
@@ -454,7 +499,13 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		return
 	}
 	n.count(func(s *Stats) { s.SlowDone++ })
+	n.finish(ctx, it, esc)
+}
+
+// finish deletes a handled hand-off and gives back its place.
+func (n *Node) finish(ctx context.Context, it Item, esc *dispatch.Escalation) {
 	n.done(ctx, it)
+	n.release(esc)
 }
 
 func (n *Node) done(ctx context.Context, it Item) {

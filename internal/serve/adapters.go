@@ -2,14 +2,17 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // The adapters between the dispatcher's ports and the embedded store.
@@ -60,11 +63,34 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 		del.Claim = &embedded.ClaimCompletion{ID: c.Key, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
 	}
 	if _, err := x.s.Deliver(ctx, del); err != nil {
+		if errors.Is(err, embedded.ErrQueueFull) {
+			return fmt.Errorf("%w: %w", dispatch.ErrTargetFull, err)
+		}
 		return err
 	}
 	d.Completed = d.Claim != nil
 	d.EventWritten = del.Event != nil
 	return nil
+}
+
+// queueRoom is node.Options.Room: the room left in the queue of the
+// route the cache holds for (target, command).
+func queueRoom(routes *cache.Table[registry.RouteKey, *registry.Route], st *embedded.Store, clk clock.Clock) func(target, command string) (int, bool) {
+	return func(target, command string) (int, bool) {
+		r, _, ok := routes.Lookup(registry.RouteKey{Target: target, Command: command}, clk.Now())
+		if !ok {
+			return 0, false
+		}
+		name, err := embedded.ParseQueueARN(r.QueueARN)
+		if err != nil {
+			return 0, false
+		}
+		room, err := st.QueueRoom(name)
+		if err != nil {
+			return 0, false
+		}
+		return room, true
+	}
 }
 
 // handoff is node.Handoff over an internal embedded queue: durable, with

@@ -336,6 +336,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+		Room: queueRoom(s.caches.Routes, st, o.Clock), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
 			return ctx, d.Wait
@@ -708,6 +709,10 @@ func nodeMetrics(m *server.Metrics, n *node.Node) error {
 			func(s node.Stats) int64 { return s.Refused }},
 		{"snavio_node_slow_retries_total", "Slow-stage attempts that failed and left their hand-off to be retried.",
 			func(s node.Stats) int64 { return s.SlowRetries }},
+		{"snavio_node_entries_throttled_total", "Command entries refused with ThrottlingException at admission to the slow stage: their tenant's or route's bound, or their full target queue (counted in refused too).",
+			func(s node.Stats) int64 { return s.Throttled }},
+		{"snavio_node_slow_target_full_total", "Hand-offs failed at once because their target queue was full at delivery (snavio.command.failed delivery-failure with retry hints).",
+			func(s node.Stats) int64 { return s.TargetFull }},
 		{"snavio_node_slow_gave_up_total", "Hand-offs the slow stage gave up on after their last attempt (snavio.command.failed delivery-failure).",
 			func(s node.Stats) int64 { return s.GaveUp }},
 	} {

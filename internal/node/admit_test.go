@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+)
+
+// escalating adds route mailer/notify after the caches loaded, so its
+// commands escalate (cache_miss) and wait in the hand-off; mod sets the
+// node's admission options.
+func escalating(t *testing.T, mod func(*Options)) *env {
+	t.Helper()
+	e := newEnv(t)
+	route := dispatchtest.RegistryRoute("mailer", "notify")
+	acl := dispatchtest.RegistryACL(source, "mailer", "notify")
+	for _, it := range []registry.Item{{Route: &route}, {ACL: &acl}} {
+		if _, err := e.reg.Put(context.Background(), registry.Actor{Who: "t", At: t0}, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := e.node.o
+	mod(&o)
+	n, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.node = n
+	return e
+}
+
+// ingestN sends commands first..first+n-1 one request each and returns
+// how many were accepted and the last refusal.
+func (e *env) ingestN(t *testing.T, first, n int) (accepted int, last server.EntryResult) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		r := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, i, "mailer", "notify")})[0]
+		if r.EventID != "" {
+			accepted++
+		} else {
+			last = r
+		}
+	}
+	return accepted, last
+}
+
+func TestAdmissionBoundsATenant(t *testing.T) {
+	e := escalating(t, func(o *Options) { o.TenantWaiting = 3 })
+	acc, last := e.ingestN(t, 1, 5)
+	if acc != 3 || last.ErrorCode != server.EntryErrThrottling || !strings.Contains(last.ErrorMessage, "tenant acme") || !strings.Contains(last.ErrorMessage, "retry after 1s") {
+		t.Fatalf("accepted %d of 5, last refusal %+v: want 3, then ThrottlingException naming the tenant with a retry hint", acc, last)
+	}
+	if st := e.node.Stats(); st.Throttled != 2 || st.Refused != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The slow stage works the hand-offs off: the tenant has room again.
+	if n, err := e.node.SlowOnce(context.Background()); n != 3 || err != nil {
+		t.Fatalf("SlowOnce = %d %v", n, err)
+	}
+	if total, mine := e.node.Waiting("acme"); total != 0 || mine != 0 {
+		t.Fatalf("waiting %d (acme %d) after the slow stage", total, mine)
+	}
+	if acc, _ := e.ingestN(t, 6, 3); acc != 3 {
+		t.Fatalf("accepted %d of 3 after the slow stage ran", acc)
+	}
+}
+
+func TestAdmissionLeavesRoomForOthers(t *testing.T) {
+	// Alone, a tenant takes at most half the hand-off.
+	e := escalating(t, func(o *Options) { o.HandoffCapacity = 10 })
+	if acc, last := e.ingestN(t, 1, 8); acc != 5 || last.ErrorCode != server.EntryErrThrottling {
+		t.Fatalf("accepted %d of 8 into a hand-off of 10, last %+v: want 5", acc, last)
+	}
+}
+
+func TestAdmissionBoundsARoute(t *testing.T) {
+	e := escalating(t, func(o *Options) { o.RouteWaiting = 2 })
+	if acc, last := e.ingestN(t, 1, 4); acc != 2 || !strings.Contains(last.ErrorMessage, "route mailer/notify") {
+		t.Fatalf("accepted %d of 4, last %+v: want 2, then the route's bound", acc, last)
+	}
+}
+
+func TestAdmissionRefusesAFullTargetQueue(t *testing.T) {
+	room := 2
+	e := escalating(t, func(o *Options) {
+		o.Room = func(target, command string) (int, bool) { return room, target == "mailer" && command == "notify" }
+	})
+	if acc, last := e.ingestN(t, 1, 4); acc != 2 || !strings.Contains(last.ErrorMessage, "is full") || last.ErrorCode != server.EntryErrThrottling {
+		t.Fatalf("accepted %d of 4 into a queue with room for 2, last %+v", acc, last)
+	}
+	if _, err := e.node.SlowOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Now the route is cached and its queue full: the fast delivery fails
+	// and the escalation is refused, without an escalated event.
+	room, e.out.fail = 0, fmt.Errorf("queue demo: %w", dispatch.ErrTargetFull)
+	escalated := names(e.tel, flow.EventNameEscalated)
+	if acc, last := e.ingestN(t, 5, 1); acc != 0 || last.ErrorCode != server.EntryErrThrottling {
+		t.Fatalf("a command to a full queue: %+v", last)
+	}
+	if n := names(e.tel, flow.EventNameEscalated); n != escalated || escalated == 0 {
+		t.Fatalf("%d escalated events for a command refused at admission", n-escalated)
+	}
+}
+
+func TestSlowFailsAtOnceOnAFullTargetQueue(t *testing.T) {
+	e := escalating(t, func(*Options) {})
+	if acc, _ := e.ingestN(t, 1, 1); acc != 1 {
+		t.Fatal("not admitted")
+	}
+	e.out.fail = fmt.Errorf("queue demo: %w", dispatch.ErrTargetFull)
+	if n, err := e.node.SlowOnce(context.Background()); n != 1 || err != nil {
+		t.Fatalf("SlowOnce = %d %v", n, err)
+	}
+	st := e.node.Stats()
+	if st.TargetFull != 1 || st.GaveUp != 1 || st.SlowRetries != 0 || e.ho.len() != 0 {
+		t.Fatalf("stats %+v, hand-offs %d: want failed at once, not retried", st, e.ho.len())
+	}
+	var f telemetry.Failed
+	for _, ev := range e.tel.Events() {
+		if x, ok := ev.(telemetry.Failed); ok {
+			f = x
+		}
+	}
+	if f.Reason != telemetry.FailDeliveryFailure || f.RetryAfterMS != 1000 || !f.ThrottleUntil.Equal(e.clk.Now().Add(DefaultRetryAfter)) {
+		t.Fatalf("failed event %+v: want delivery-failure with retry_after_ms 1000 and throttle_until", f)
+	}
+}
