@@ -19,9 +19,10 @@ import (
 // Defaults of the admission bounds.
 const (
 	DefaultHandoffCapacity = 100_000
-	DefaultTenantWaiting   = 2_000
-	DefaultRouteWaiting    = 2_000
+	DefaultTenantWaiting   = 250
+	DefaultRouteWaiting    = 1_000
 	DefaultRetryAfter      = time.Second
+	DefaultLightWaiting    = 16
 )
 
 // routeKey is a route's key in the waiting counts (no allocation).
@@ -43,8 +44,9 @@ func tenantOf(source string) string {
 }
 
 // admit reserves a place in the hand-off for esc, or says why not in an
-// entry error message for the producer. Called with n.mu unlocked.
-func (n *Node) admit(esc *dispatch.Escalation) (refusal string) {
+// entry error message for the producer; light says esc goes to the light
+// tenants' hand-off. Called with n.mu unlocked.
+func (n *Node) admit(esc *dispatch.Escalation) (refusal string, light bool) {
 	c := &esc.Envelope.Command
 	tenant, rk := tenantOf(c.Source), routeKey{c.Target, c.Name}
 	room, known := 0, false
@@ -73,10 +75,10 @@ func (n *Node) admit(esc *dispatch.Escalation) (refusal string) {
 		w.total++
 		w.tenants[tenant]++
 		w.routes[rk]++
-		return ""
+		return "", mine < n.o.LightWaiting
 	}
 	n.stats.Throttled++
-	return refusal
+	return refusal, false
 }
 
 // release gives back esc's place in the hand-off: its hand-off was not

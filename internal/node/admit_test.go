@@ -8,6 +8,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -132,5 +133,27 @@ func TestSlowFailsAtOnceOnAFullTargetQueue(t *testing.T) {
 	}
 	if f.Reason != telemetry.FailDeliveryFailure || f.RetryAfterMS != 1000 || !f.ThrottleUntil.Equal(e.clk.Now().Add(DefaultRetryAfter)) {
 		t.Fatalf("failed event %+v: want delivery-failure with retry_after_ms 1000 and throttle_until", f)
+	}
+}
+
+func TestLightTenantsHaveTheirOwnHandoff(t *testing.T) {
+	var light *handoff
+	e := escalating(t, func(o *Options) {
+		light = &handoff{clk: o.Clock.(*clock.Fake), items: map[string]*held{}}
+		o.Light, o.LightWaiting = light, 2
+	})
+	if acc, _ := e.ingestN(t, 1, 3); acc != 3 {
+		t.Fatalf("accepted %d of 3", acc)
+	}
+	// The tenant's first two waited in the light hand-off, the third, over
+	// LightWaiting, in the shared one.
+	if light.len() != 2 || e.ho.len() != 1 {
+		t.Fatalf("light %d shared %d, want 2 and 1", light.len(), e.ho.len())
+	}
+	if n, err := e.node.SlowOnce(context.Background()); n != 3 || err != nil {
+		t.Fatalf("SlowOnce = %d %v", n, err)
+	}
+	if light.len() != 0 || e.ho.len() != 0 || e.node.Stats().SlowDone != 3 {
+		t.Fatalf("after the slow stage: light %d shared %d stats %+v", light.len(), e.ho.len(), e.node.Stats())
 	}
 }

@@ -42,6 +42,8 @@ type Item struct {
 	Payload []byte
 	// Receives counts deliveries of the item, this one included.
 	Receives int
+	// light: taken from Options.Light.
+	light bool
 }
 
 // Handoff is the durable queue between the fast and slow stages, with SQS
@@ -124,9 +126,15 @@ type Archive interface {
 type Options struct {
 	Dispatcher *dispatch.Dispatcher
 	Handoff    Handoff
-	Archive    Archive
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Light, when set, is a second hand-off for the commands of tenants
+	// with fewer than LightWaiting (default 16) waiting: slow workers take
+	// from it first, so a quiet tenant's command does not wait behind
+	// another tenant's backlog in Handoff.
+	Light        Handoff
+	LightWaiting int
+	Archive      Archive
+	Clock        clock.Clock
+	Logger       *slog.Logger
 	// SlowWorkers bounds concurrent slow-stage work (default 4).
 	SlowWorkers int
 	// Batch is how many hand-offs one worker takes at once (default 10).
@@ -246,6 +254,9 @@ func New(o Options) (*Node, error) {
 	}
 	if o.RouteWaiting <= 0 {
 		o.RouteWaiting = DefaultRouteWaiting
+	}
+	if o.LightWaiting <= 0 {
+		o.LightWaiting = DefaultLightWaiting
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = DefaultRetryAfter
@@ -398,12 +409,13 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
 	}
 	if r.Outcome == dispatch.Escalated {
-		if why := n.admit(esc); why != "" {
+		why, light := n.admit(esc)
+		if why != "" {
 			return server.Refused(server.EntryErrThrottling, why), false, r
 		}
 		wire, err := esc.Marshal()
 		if err == nil {
-			err = n.o.Handoff.Put(ctx, wire)
+			err = n.lane(light).Put(ctx, wire)
 		}
 		if err != nil {
 			n.release(esc)
@@ -448,14 +460,31 @@ func (n *Node) RunSlow(ctx context.Context) {
 // SlowOnce takes one batch of hand-offs and runs the slow stage on each;
 // it returns how many it took. Tests call it directly.
 func (n *Node) SlowOnce(ctx context.Context) (int, error) {
-	items, err := n.o.Handoff.Take(ctx, n.o.Batch, n.o.Visibility)
-	if err != nil {
-		return 0, fmt.Errorf("node: take hand-offs: %w", err)
+	taken := 0
+	for _, light := range []bool{true, false} {
+		if light && n.o.Light == nil {
+			continue
+		}
+		items, err := n.lane(light).Take(ctx, n.o.Batch, n.o.Visibility)
+		if err != nil {
+			return taken, fmt.Errorf("node: take hand-offs: %w", err)
+		}
+		for _, it := range items {
+			it.light = light
+			n.handle(ctx, it)
+		}
+		taken += len(items)
 	}
-	for _, it := range items {
-		n.handle(ctx, it)
+	return taken, nil
+}
+
+// lane is the hand-off of light tenants' commands (Options.Light), or
+// the shared one.
+func (n *Node) lane(light bool) Handoff {
+	if light && n.o.Light != nil {
+		return n.o.Light
 	}
-	return len(items), nil
+	return n.o.Handoff
 }
 
 func (n *Node) handle(ctx context.Context, it Item) {
@@ -489,7 +518,7 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		n.o.Logger.Warn("slow stage failed; will retry", "command_id", esc.Envelope.Metadata.ID, "attempt", it.Receives, "err", err)
 		n.count(func(s *Stats) { s.SlowRetries++ })
 		if errors.Is(err, flow.ErrClaimInProgress) && it.Receives == 1 {
-			if err := n.o.Handoff.Retry(ctx, it, n.o.RaceRetry); err != nil {
+			if err := n.lane(it.light).Retry(ctx, it, n.o.RaceRetry); err != nil {
 				n.o.Logger.Warn("bringing a raced hand-off back early failed; it returns after its visibility timeout", "handle", it.Handle, "err", err)
 			} else {
 				// Taken when due, not at the next Idle poll.
@@ -509,7 +538,7 @@ func (n *Node) finish(ctx context.Context, it Item, esc *dispatch.Escalation) {
 }
 
 func (n *Node) done(ctx context.Context, it Item) {
-	if err := n.o.Handoff.Done(ctx, it); err != nil {
+	if err := n.lane(it.light).Done(ctx, it); err != nil {
 		// The item comes back after its visibility timeout; the slow stage
 		// is idempotent for strict routes and at-least-once otherwise.
 		n.o.Logger.Warn("deleting a handled hand-off failed; it will be seen again", "handle", it.Handle, "err", err)

@@ -23,13 +23,19 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-// Issue 20, finding 1: tenant A floods a route whose queue is full (no
-// consumer, max depth 10) at full rate, half strict and half not, while
-// tenant B sends a strict command every 200 ms. B's commands are all
-// accepted and delivered promptly; A's are refused at once, per entry,
-// with a retryable ThrottlingException, and none of A's is acknowledged
-// and left to fail later. SNAVIO_FAIRNESS_SECONDS sets the length
-// (default 10).
+// Issue 20, finding 1: tenant A floods one of its routes at full rate,
+// half strict and half not, while tenant B sends a strict command every
+// 200 ms. B's commands are all accepted and delivered promptly, whatever
+// A does:
+//   - full-queue: A's queue is full (no consumer, max depth 10). A's
+//     commands are refused at once, per entry, with a retryable
+//     ThrottlingException; none is acknowledged and left to fail later.
+//   - backlog: A's queue has room, so A's strict commands pile up for the
+//     slow stage. A is held to its tenant's bound (throttled beyond it),
+//     and B's commands, in the light tenants' hand-off, do not wait
+//     behind A's backlog.
+//
+// SNAVIO_FAIRNESS_SECONDS sets each case's length (default 8).
 
 const (
 	fairSourceB = "globex/shop"
@@ -42,7 +48,7 @@ func TestNoisyNeighbour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods the server for seconds")
 	}
-	secs := 10
+	secs := 8
 	if v := os.Getenv("SNAVIO_FAIRNESS_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -50,6 +56,12 @@ func TestNoisyNeighbour(t *testing.T) {
 		}
 		secs = n
 	}
+	t.Run("full-queue", func(t *testing.T) { noisyNeighbour(t, secs, 10) })
+	t.Run("backlog", func(t *testing.T) { noisyNeighbour(t, secs, 10_000_000) })
+}
+
+// noisyNeighbour runs the flood for secs into a queue of A's of depth.
+func noisyNeighbour(t *testing.T, secs, depth int) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Start(ctx, Options{DataDir: dir, Listen: "127.0.0.1:0", Demo: true})
@@ -63,7 +75,7 @@ func TestNoisyNeighbour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qa, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueA, MaxDepth: 10, DeadLetterQueue: dlqA.QueueConfig.Name, MaxReceives: 5})
+	qa, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueA, MaxDepth: depth, DeadLetterQueue: dlqA.QueueConfig.Name, MaxReceives: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +221,8 @@ func TestNoisyNeighbour(t *testing.T) {
 	}
 	mu.Unlock()
 	st := s.Node().Stats()
-	t.Logf("%d s: A sent %d, acknowledged %d, throttled %d, other refusals %d; A's PutEvents p50 %v p99 %v",
-		secs, aSent.Load(), aAcked.Load(), aThrottled.Load(), aOther.Load(), aLat.pct(50), aLat.pct(99))
+	t.Logf("%d s, A's queue of depth %d: A sent %d, acknowledged %d, throttled %d, other refusals %d; A's PutEvents p50 %v p99 %v",
+		secs, depth, aSent.Load(), aAcked.Load(), aThrottled.Load(), aOther.Load(), aLat.pct(50), aLat.pct(99))
 	t.Logf("B sent %d strict commands: accepted %d (%.1f%%), delivered %d (%.1f%%), refused %d %v; B's PutEvents p50 %v p99 %v; sent to delivered p50 %v p99 %v max %v",
 		len(bs), accepted, 100*float64(accepted)/float64(len(bs)), delivered, 100*float64(delivered)/float64(len(bs)), refused, codes,
 		bLat.pct(50), bLat.pct(99), e2e.pct(50), e2e.pct(99), e2e.pct(100))
@@ -232,16 +244,18 @@ func TestNoisyNeighbour(t *testing.T) {
 	if aThrottled.Load() == 0 || aOther.Load() != 0 {
 		t.Errorf("A: %d throttled, %d refused otherwise: want A refused with %s only", aThrottled.Load(), aOther.Load(), server.EntryErrThrottling)
 	}
-	// Nothing of A's acknowledged is left to fail later: what was
-	// acknowledged is in A's queue, or was admitted while the queue had
-	// room that fast-path deliveries then took, and failed at once.
 	waitFor(t, "the slow stage to finish what it admitted", func() bool { total, _ := s.Node().Waiting("demo"); return total == 0 })
 	st = s.Node().Stats()
-	if a, want := aAcked.Load(), int64(qa.MaxDepth)+st.TargetFull; a != want {
-		t.Errorf("A: %d commands acknowledged, want the queue's depth %d plus %d failed at once", a, qa.MaxDepth, st.TargetFull)
-	}
 	if st.SlowRetries != 0 || st.GaveUp != st.TargetFull {
 		t.Errorf("slow stage: %d retries, %d gave up (%d at once on a full queue): something acknowledged was left to fail later", st.SlowRetries, st.GaveUp, st.TargetFull)
+	}
+	if depth < 100 {
+		// What A had acknowledged is in its queue, or was admitted while
+		// the queue had room that fast-path deliveries then took, and
+		// failed at once.
+		if a, want := aAcked.Load(), int64(depth)+st.TargetFull; a != want {
+			t.Errorf("A: %d commands acknowledged, want the queue's depth %d plus %d failed at once", a, depth, st.TargetFull)
+		}
 	}
 }
 

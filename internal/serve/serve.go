@@ -335,7 +335,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
 		Room: queueRoom(s.caches.Routes, st, o.Clock), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
@@ -430,21 +430,23 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	return s, nil
 }
 
-// ensureInternalQueues creates the hand-off queue on first start and
-// recovers its in-flight items after a crash.
+// ensureInternalQueues creates the hand-off queues on first start and
+// recovers their in-flight items after a crash.
 func (s *Serve) ensureInternalQueues(ctx context.Context) error {
-	// CreateQueue is idempotent for the same configuration.
-	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: HandoffQueue}); err != nil {
-		return fmt.Errorf("creating the slow-stage hand-off queue: %w", err)
-	}
-	// The store's file lock makes this process its only user: hand-offs
-	// in flight belonged to slow workers that died with the last process.
-	n, err := s.store.ReleaseInFlight(ctx, HandoffQueue)
-	if err != nil {
-		return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("recovered hand-offs of the previous run for the slow stage", "count", n)
+	for _, q := range handoffQueues {
+		// CreateQueue is idempotent for the same configuration.
+		if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+			return fmt.Errorf("creating the slow-stage hand-off queue %s: %w", q, err)
+		}
+		// The store's file lock makes this process its only user: hand-offs
+		// in flight belonged to slow workers that died with the last process.
+		n, err := s.store.ReleaseInFlight(ctx, q)
+		if err != nil {
+			return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
+		}
+		if n > 0 {
+			s.log.Info("recovered hand-offs of the previous run for the slow stage", "queue", q, "count", n)
+		}
 	}
 	return nil
 }
