@@ -32,6 +32,10 @@ import (
 
 const crashChildEnv = "SNAVIO_SERVE_CRASH_CHILD"
 
+// crashSyncEnv gives the child's Options.SyncEvery ("" for 0, --fsync
+// always).
+const crashSyncEnv = "SNAVIO_SERVE_CRASH_SYNC_EVERY"
+
 // TestCrashChild is the server process of TestCrashLosesNothing; it only
 // runs when re-executed with crashChildEnv set.
 func TestCrashChild(t *testing.T) {
@@ -39,9 +43,18 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the server half of TestCrashLosesNothing")
 	}
+	var every time.Duration
+	if v := os.Getenv(crashSyncEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		every = d
+	}
 	// Short in-progress and hand-off timeouts, so that a strict command
 	// whose attempt the kill interrupted is retried within the test.
-	s, err := Start(context.Background(), Options{DataDir: dir, Listen: "127.0.0.1:0", Demo: true,
+	s, err := Start(context.Background(), Options{DataDir: dir, Listen: "127.0.0.1:0", Demo: true, SyncEvery: every,
 		InProgressTTL: time.Second, HandoffVisibility: time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,11 +78,11 @@ type child struct {
 	url string
 }
 
-func startChild(t *testing.T, dir string) *child {
+func startChild(t *testing.T, dir, syncEvery string) *child {
 	t.Helper()
 	_ = os.Remove(filepath.Join(dir, "url"))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashSyncEnv+"="+syncEvery)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -159,8 +172,20 @@ func TestCrashLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs processes for seconds")
 	}
+	for _, every := range []string{"", "10ms", "1s"} {
+		name := "fsync=always"
+		if every != "" {
+			name = "fsync=" + every
+		}
+		t.Run(name, func(t *testing.T) { crashLosesNothing(t, every) })
+	}
+}
+
+// crashLosesNothing runs the crash test with the server's log synced
+// every syncEvery ("" before each acknowledgement).
+func crashLosesNothing(t *testing.T, syncEvery string) {
 	dir := t.TempDir()
-	c := startChild(t, dir)
+	c := startChild(t, dir, syncEvery)
 	key := demoKeyFrom(t, dir)
 	creds, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, DemoTenant), DemoTenant)
 	if err != nil {
@@ -192,7 +217,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	wg.Wait()
 
 	// Restart: the slow stage picks up the durable hand-offs.
-	c = startChild(t, dir)
+	c = startChild(t, dir, syncEvery)
 	waitFor(t, "the hand-off queue to drain", func() bool { return handoffEmpty(t, dir, c) })
 	st := stats(t, dir, c)
 	t.Logf("after the restart the slow stage retried %d hand-offs and gave up on %d", st.Node.SlowRetries, st.Node.GaveUp)
