@@ -45,13 +45,14 @@ func tenantOf(source string) string {
 
 // admit reserves a place in the hand-off for esc, or says why not in an
 // entry error message for the producer; light says esc goes to the light
-// tenants' hand-off. Called with n.mu unlocked.
-func (n *Node) admit(esc *dispatch.Escalation) (refusal string, light bool) {
+// tenants' hand-off. queueARN is its route's queue, if the fast stage
+// routed it. Called with n.mu unlocked.
+func (n *Node) admit(esc *dispatch.Escalation, queueARN string) (refusal string, light bool) {
 	c := &esc.Envelope.Command
 	tenant, rk := tenantOf(c.Source), routeKey{c.Target, c.Name}
 	room, known := 0, false
-	if n.o.Room != nil {
-		room, known = n.o.Room(c.Target, c.Name)
+	if n.o.Room != nil && queueARN != "" {
+		room, known = n.o.Room(queueARN)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -91,24 +91,37 @@ func TestAdmissionBoundsARoute(t *testing.T) {
 
 func TestAdmissionRefusesAFullTargetQueue(t *testing.T) {
 	room := 2
+	var asked []string
 	e := escalating(t, func(o *Options) {
-		o.Room = func(target, command string) (int, bool) { return room, target == "mailer" && command == "notify" }
+		o.Room = func(queueARN string) (int, bool) { asked = append(asked, queueARN); return room, true }
 	})
-	if acc, last := e.ingestN(t, 1, 4); acc != 2 || !strings.Contains(last.ErrorMessage, "is full") || last.ErrorCode != server.EntryErrThrottling {
-		t.Fatalf("accepted %d of 4 into a queue with room for 2, last %+v", acc, last)
+	// Unrouted (cache_miss), the queue is not known: admitted on the
+	// tenant's and route's bounds alone. The slow stage then routes it
+	// and the cache learns the route.
+	if acc, _ := e.ingestN(t, 1, 1); acc != 1 || len(asked) != 0 {
+		t.Fatalf("accepted %d, room asked for %v", acc, asked)
 	}
 	if _, err := e.node.SlowOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Now the route is cached and its queue full: the fast delivery fails
-	// and the escalation is refused, without an escalated event.
-	room, e.out.fail = 0, fmt.Errorf("queue demo: %w", dispatch.ErrTargetFull)
+	// Routed now, its fast delivery finds the queue full: the escalation
+	// is admitted while the queue has room (2), then refused at once,
+	// without an escalated event.
+	e.out.fail = fmt.Errorf("queue demo: %w", dispatch.ErrTargetFull)
 	escalated := names(e.tel, flow.EventNameEscalated)
-	if acc, last := e.ingestN(t, 5, 1); acc != 0 || last.ErrorCode != server.EntryErrThrottling {
-		t.Fatalf("a command to a full queue: %+v", last)
+	acc, last := e.ingestN(t, 2, 4)
+	if acc != 2 || !strings.Contains(last.ErrorMessage, "is full") || last.ErrorCode != server.EntryErrThrottling {
+		t.Fatalf("accepted %d of 4 into a queue with room for 2, last %+v", acc, last)
+	}
+	if want := dispatchtest.RegistryRoute("mailer", "notify").QueueARN; len(asked) != 4 || asked[0] != want {
+		t.Fatalf("room asked for %v, want the route's queue %s each time", asked, want)
 	}
 	if n := names(e.tel, flow.EventNameEscalated); n != escalated || escalated == 0 {
-		t.Fatalf("%d escalated events for a command refused at admission", n-escalated)
+		t.Fatalf("%d escalated events for commands escalated target_full (before: %d)", n-escalated, escalated)
+	}
+	room = 0
+	if acc, _ := e.ingestN(t, 6, 1); acc != 0 {
+		t.Fatal("admitted a command to a full queue")
 	}
 }
 

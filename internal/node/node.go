@@ -160,11 +160,11 @@ type Options struct {
 	// worker when due). (At 50 ms, four idle workers woke an idle
 	// `dispatch serve` about 100 times a second.)
 	Idle time.Duration
-	// Room, when set, says how many more messages the queue that target
-	// and command route to takes, from memory (known=false: no route in
-	// memory). The hand-off admits no more of a route's commands than
-	// that (admit.go).
-	Room func(target, command string) (room int, known bool)
+	// Room, when set, says how many more messages a route's queue (by
+	// ARN, dispatch.Result.QueueARN) takes; known=false if it cannot
+	// tell. The hand-off admits no more of a route's commands than that
+	// (admit.go).
+	Room func(queueARN string) (room int, known bool)
 	// HandoffCapacity is the hand-off's capacity (default 100,000, its
 	// queue's max depth); TenantWaiting and RouteWaiting bound what one
 	// tenant and one route may have waiting in it (default 2,000 each),
@@ -409,7 +409,7 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
 	}
 	if r.Outcome == dispatch.Escalated {
-		why, light := n.admit(esc)
+		why, light := n.admit(esc, r.QueueARN)
 		if why != "" {
 			return server.Refused(server.EntryErrThrottling, why), false, r
 		}

@@ -9,10 +9,8 @@ import (
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
-	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
-	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // The adapters between the dispatcher's ports and the embedded store.
@@ -81,15 +79,10 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	return nil
 }
 
-// queueRoom is node.Options.Room: the room left in the queue of the
-// route the cache holds for (target, command).
-func queueRoom(routes *cache.Table[registry.RouteKey, *registry.Route], st *embedded.Store, clk clock.Clock) func(target, command string) (int, bool) {
-	return func(target, command string) (int, bool) {
-		r, _, ok := routes.Lookup(registry.RouteKey{Target: target, Command: command}, clk.Now())
-		if !ok {
-			return 0, false
-		}
-		name, err := embedded.ParseQueueARN(r.QueueARN)
+// queueRoom is node.Options.Room over the store's queues.
+func queueRoom(st *embedded.Store) func(queueARN string) (int, bool) {
+	return func(queueARN string) (int, bool) {
+		name, err := embedded.ParseQueueARN(queueARN)
 		if err != nil {
 			return 0, false
 		}

@@ -336,7 +336,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
-		Room: queueRoom(s.caches.Routes, st, o.Clock), HandoffCapacity: embedded.DefaultMaxDepth,
+		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
 			return ctx, d.Wait

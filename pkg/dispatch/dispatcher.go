@@ -124,6 +124,10 @@ type Result struct {
 	// KeyVersion, from Fast on a command the shield accepted, is the key
 	// version its signature was verified with (the archive records it).
 	KeyVersion string
+	// QueueARN, from Fast on a command escalated after the fast stage
+	// routed it (strict, rate limit, a failed delivery), is its route's
+	// queue: the caller may check the queue's room before handing it off.
+	QueueARN string
 }
 
 // Escalation is a command the fast stage hands to the slow stage: already
@@ -222,6 +226,11 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	}
 	c := flowCommand(env, false)
 	dec := x.d.Flow.FastAt(&c, &route.Flow, acc.ReceivedAt)
+	defer func() {
+		if res.Outcome == Escalated {
+			res.QueueARN = route.QueueARN
+		}
+	}()
 	switch dec.Action {
 	case flow.Escalate:
 		return x.escalate(acc, dec.Escalation)
