@@ -167,8 +167,9 @@ type Options struct {
 	Room func(queueARN string) (room int, known bool)
 	// HandoffCapacity is the hand-off's capacity (default 100,000, its
 	// queue's max depth); TenantWaiting and RouteWaiting bound what one
-	// tenant and one route may have waiting in it (default 2,000 each),
-	// and a tenant never more than half the room the others leave. An
+	// tenant and one route may have waiting in it (default 250 and
+	// 1,000), and a tenant never more than half the room the others
+	// leave. An
 	// entry over a bound is refused with ThrottlingException and a retry
 	// hint of RetryAfter (default 1 s).
 	HandoffCapacity, TenantWaiting, RouteWaiting int
