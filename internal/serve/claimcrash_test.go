@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -80,7 +81,7 @@ func TestClaimCrashChild(t *testing.T) {
 	for s.node.Stats().SlowRetries == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	if err := writePrivate(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
+	if err := server.WritePrivateFile(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
 		fail(err)
 	}
 	select {} // killed -9 here
@@ -127,7 +128,7 @@ func TestClaimCrashResolves(t *testing.T) {
 			}
 			// The producer's retry of the same command (send --wait after
 			// its call failed) is a duplicate, not a second delivery.
-			putEvent(t, s.Info().URL, DemoSource, signed(t, demoKeyFrom(t, dir), claimCrashID, DemoTarget, DemoStrictCommand, `{"amount":7}`))
+			putEvent(t, dir, s.Info().URL, DemoSource, signed(t, demoKeyFrom(t, dir), claimCrashID, DemoTarget, DemoStrictCommand, `{"amount":7}`))
 			waitFor(t, "the retry to be reported a duplicate", func() bool {
 				return slices.Contains(names(t, s, "demo"), telemetry.NameDuplicate) && handoffDrained(t, s.store)
 			})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -71,6 +72,15 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 	defer s.Shutdown(ctx)
 	keyA := demoKeyFrom(t, dir)
 	keyB := seedTenantB(t, s)
+	writeCredentials(t, s, dir, "globex")
+	credA, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, DemoTenant), DemoTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credB, err := ingresscred.ReadFile(ingresscred.DefaultFile(dir, "globex"), "globex")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dlqA, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueA + "-dlq"})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +153,7 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 					details[i] = signedBy(t, keyA, DemoSource, id, DemoTarget, name, `{"n":1}`)
 				}
 				start := time.Now()
-				codes, err := putEntries(url, DemoSource, details)
+				codes, err := putEntries(url, credA, DemoSource, details)
 				aLat.add(time.Since(start))
 				if err != nil {
 					t.Error(err)
@@ -177,7 +187,7 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 		<-tick.C
 		id := fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", n)
 		start := time.Now()
-		codes, err := putEntries(url, fairSourceB, [][]byte{signedBy(t, keyB, fairSourceB, id, fairTargetB, "charge", `{"amount":1}`)})
+		codes, err := putEntries(url, credB, fairSourceB, [][]byte{signedBy(t, keyB, fairSourceB, id, fairTargetB, "charge", `{"amount":1}`)})
 		bLat.add(time.Since(start))
 		code := "request failed"
 		if err == nil {
@@ -305,9 +315,9 @@ func signedBy(t *testing.T, k *signing.Key, source, id, target, name, payload st
 	return b
 }
 
-// putEntries sends details as one PutEvents request and returns each
-// entry's error code ("" for accepted).
-func putEntries(url, source string, details [][]byte) ([]string, error) {
+// putEntries sends details as one PutEvents request signed with cred and
+// returns each entry's error code ("" for accepted).
+func putEntries(url string, cred ingresscred.Key, source string, details [][]byte) ([]string, error) {
 	entries := make([]map[string]string, len(details))
 	for i, d := range details {
 		entries[i] = map[string]string{"Source": source, "DetailType": envelope.EventType, "Detail": string(d), "EventBusName": "snavio-command-bus"}
@@ -316,6 +326,9 @@ func putEntries(url, source string, details [][]byte) ([]string, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/", bytes.NewReader(body))
 	req.Header.Set("Content-Type", server.ContentTypeAWSJSON11)
 	req.Header.Set("X-Amz-Target", server.TargetPutEvents)
+	if err := ingresscred.Sign(req, body, cred, "us-east-1", time.Now()); err != nil {
+		return nil, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
