@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log}); err != nil {
+	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return slices.Contains(handoffQueues, q) }, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
@@ -192,8 +193,9 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	st := Stats{Node: s.node.Stats(), TelemetryLost: s.sink.lost.Load()}
 	for _, q := range qs {
-		if q.QueueConfig.Name == HandoffQueue {
-			st.HandoffVisible, st.HandoffInFlight = q.Visible, q.InFlight
+		if slices.Contains(handoffQueues, q.QueueConfig.Name) {
+			st.HandoffVisible += q.Visible
+			st.HandoffInFlight += q.InFlight
 		}
 	}
 	b, _ := json.Marshal(st)

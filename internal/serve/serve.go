@@ -327,7 +327,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
+	s.flow, err = flow.New(flow.Config{Instance: instanceID(), SoleInstance: true, Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +335,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
 			return ctx, d.Wait
@@ -429,21 +430,23 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	return s, nil
 }
 
-// ensureInternalQueues creates the hand-off queue on first start and
-// recovers its in-flight items after a crash.
+// ensureInternalQueues creates the hand-off queues on first start and
+// recovers their in-flight items after a crash.
 func (s *Serve) ensureInternalQueues(ctx context.Context) error {
-	// CreateQueue is idempotent for the same configuration.
-	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: HandoffQueue}); err != nil {
-		return fmt.Errorf("creating the slow-stage hand-off queue: %w", err)
-	}
-	// The store's file lock makes this process its only user: hand-offs
-	// in flight belonged to slow workers that died with the last process.
-	n, err := s.store.ReleaseInFlight(ctx, HandoffQueue)
-	if err != nil {
-		return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("recovered hand-offs of the previous run for the slow stage", "count", n)
+	for _, q := range handoffQueues {
+		// CreateQueue is idempotent for the same configuration.
+		if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+			return fmt.Errorf("creating the slow-stage hand-off queue %s: %w", q, err)
+		}
+		// The store's file lock makes this process its only user: hand-offs
+		// in flight belonged to slow workers that died with the last process.
+		n, err := s.store.ReleaseInFlight(ctx, q)
+		if err != nil {
+			return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
+		}
+		if n > 0 {
+			s.log.Info("recovered hand-offs of the previous run for the slow stage", "queue", q, "count", n)
+		}
 	}
 	return nil
 }
@@ -708,6 +711,10 @@ func nodeMetrics(m *server.Metrics, n *node.Node) error {
 			func(s node.Stats) int64 { return s.Refused }},
 		{"snavio_node_slow_retries_total", "Slow-stage attempts that failed and left their hand-off to be retried.",
 			func(s node.Stats) int64 { return s.SlowRetries }},
+		{"snavio_node_entries_throttled_total", "Command entries refused with ThrottlingException at admission to the slow stage: their tenant's or route's bound, or their full target queue (counted in refused too).",
+			func(s node.Stats) int64 { return s.Throttled }},
+		{"snavio_node_slow_target_full_total", "Hand-offs failed at once because their target queue was full at delivery (snavio.command.failed delivery-failure with retry hints).",
+			func(s node.Stats) int64 { return s.TargetFull }},
 		{"snavio_node_slow_gave_up_total", "Hand-offs the slow stage gave up on after their last attempt (snavio.command.failed delivery-failure).",
 			func(s node.Stats) int64 { return s.GaveUp }},
 	} {
