@@ -207,7 +207,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if o.Timestamp != "" {
 		signAt, _ = time.Parse(time.RFC3339Nano, o.Timestamp)
 	}
-	key, from, err := resolveKey(ctx, o, client, now)
+	key, from, err := ResolveKey(ctx, o, client, now)
 	if err != nil {
 		return err
 	}
@@ -234,23 +234,12 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
 		}
 	}
-	var creds aws.CredentialsProvider
-	if t := client.Target(); t.Kind == config.KindLocal {
-		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
-		if err != nil {
-			return &cmdutil.UsageError{Err: fmt.Errorf("signing PutEvents: %w", err)}
-		}
-		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
-		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
-	}
-	newBus := o.Bus
-	if newBus == nil {
-		newBus = func(t platform.Target, creds aws.CredentialsProvider) platform.Bus {
-			return platform.NewBus(t, platform.BusOptions{Credentials: creds})
-		}
+	bus, err := OpenBus(f, client, o, tenant)
+	if err != nil {
+		return err
 	}
 	f.Logger().Debug("put command", "id", id, "bytes", len(b.Detail), "endpoint", client.Target().Endpoint)
-	out, err := newBus(client.Target(), creds).PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
+	out, err := bus.PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
 	if err != nil {
 		return err
 	}
@@ -282,6 +271,26 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	return OutcomeError(id, oc)
 }
 
+// OpenBus returns the bus to put tenant's commands on: on a local profile
+// signed (SigV4) with the tenant's ingress credentials (o.CredentialsFile,
+// then the environment, the profile, the data directory), on an aws
+// profile with the AWS SDK's credential chain. o.Bus, when set, builds it.
+func OpenBus(f *cmdutil.Factory, client platform.Client, o *Options, tenant string) (platform.Bus, error) {
+	var creds aws.CredentialsProvider
+	if t := client.Target(); t.Kind == config.KindLocal {
+		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
+		if err != nil {
+			return nil, &cmdutil.UsageError{Err: fmt.Errorf("signing PutEvents: %w", err)}
+		}
+		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
+		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
+	}
+	if o.Bus != nil {
+		return o.Bus(client.Target(), creds), nil
+	}
+	return platform.NewBus(client.Target(), platform.BusOptions{Credentials: creds}), nil
+}
+
 // entryHint says what to do about a PutEvents entry error code.
 func entryHint(code string) string {
 	switch code {
@@ -295,9 +304,10 @@ func entryHint(code string) string {
 	return "nothing was put; retry with the same --id"
 }
 
-// resolveKey finds the signing key: --secret-file, SNAVIO_SECRET, or the
-// tenant config of a local dispatcher. Never argv.
-func resolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
+// ResolveKey finds the signing key of o.Source (o.SecretFile, o.KeyVersion
+// and o.Getenv are read): --secret-file, SNAVIO_SECRET, or the tenant
+// config of a local dispatcher. Never argv.
+func ResolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
 	if o.SecretFile != "" {
 		k, err := KeyFromFile(o.SecretFile, o.Source, o.KeyVersion, now)
 		return k, FromSecretFile, err
