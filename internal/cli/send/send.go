@@ -170,20 +170,41 @@ command as signed.`,
 	return cmd
 }
 
-func validate(cmd *cobra.Command, o *Options) error {
+// ValidateCommand checks --source, --target and --command.
+func ValidateCommand(source, target, command string) error {
 	switch {
-	case !envelope.ValidSource(o.Source):
-		return cmdutil.Usagef("invalid --source %q: use <tenant-id>/<service>, e.g. acme/billing", o.Source)
-	case !envelope.ValidTarget(o.Target):
-		return cmdutil.Usagef("invalid --target %q: use a service name such as mailer", o.Target)
-	case !envelope.ValidName(o.Command):
-		return cmdutil.Usagef("invalid --command %q: use a command name such as send-receipt", o.Command)
+	case !envelope.ValidSource(source):
+		return cmdutil.Usagef("invalid --source %q: use <tenant-id>/<service>, e.g. acme/billing", source)
+	case !envelope.ValidTarget(target):
+		return cmdutil.Usagef("invalid --target %q: use a service name such as mailer", target)
+	case !envelope.ValidName(command):
+		return cmdutil.Usagef("invalid --command %q: use a command name such as send-receipt", command)
+	}
+	return nil
+}
+
+// ValidateWait checks a --wait the user gave.
+func ValidateWait(wait time.Duration) error {
+	if wait <= 0 || wait > MaxWait {
+		return cmdutil.Usagef("invalid --wait %s: give a duration from 1s to %s, such as --wait=45s", wait, MaxWait)
+	}
+	return nil
+}
+
+func validate(cmd *cobra.Command, o *Options) error {
+	if err := ValidateCommand(o.Source, o.Target, o.Command); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("wait") {
+		if err := ValidateWait(o.Wait); err != nil {
+			return err
+		}
+	}
+	switch {
 	case o.ID != "" && !envelope.ValidID(strings.ToLower(o.ID)):
 		return cmdutil.Usagef("invalid --id %q: use a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e", o.ID)
 	case o.KeyVersion != "" && !envelope.ValidVersionID(o.KeyVersion):
 		return cmdutil.Usagef("invalid --key-version %q: use a version such as hmac-v2", o.KeyVersion)
-	case cmd.Flags().Changed("wait") && (o.Wait <= 0 || o.Wait > MaxWait):
-		return cmdutil.Usagef("invalid --wait %s: give a duration from 1s to %s, such as --wait=45s", o.Wait, MaxWait)
 	}
 	if o.Timestamp != "" {
 		if _, err := time.Parse(time.RFC3339Nano, o.Timestamp); err != nil {
