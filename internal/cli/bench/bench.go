@@ -169,6 +169,10 @@ func (o *Options) validate(cmd *cobra.Command) error {
 }
 
 func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
+	p, err := f.Printer()
+	if err != nil {
+		return err
+	}
 	payload, err := send.ReadPayload(o.Payload, o.In)
 	if err != nil {
 		return err
@@ -189,10 +193,6 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	}
 	tenant, _, _ := strings.Cut(o.Source, "/")
 	bus, err := send.OpenBus(f, client, &o.Options, tenant)
-	if err != nil {
-		return err
-	}
-	p, err := f.Printer()
 	if err != nil {
 		return err
 	}
