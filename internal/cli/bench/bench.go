@@ -112,10 +112,8 @@ following telemetry failed; 2 a bad flag.`,
 			return run(cmd.Context(), f, o)
 		},
 	}
+	send.AddCommandFlags(cmd, &o.Options)
 	fl := cmd.Flags()
-	fl.StringVar(&o.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
-	fl.StringVar(&o.Target, "target", "", "target service (required)")
-	fl.StringVar(&o.Command, "command", "", "command name (required)")
 	fl.StringVar(&o.Payload, "payload", "{}", "payload of every command: JSON, @FILE, or @- for standard input")
 	fl.IntVar(&o.Count, "count", DefaultCount, "commands to send (with --duration alone: no count limit)")
 	fl.StringVar(&o.Rate, "rate", "", "at most this many commands per unit: 100/s, 600/m (default: no limit)")
@@ -124,14 +122,6 @@ following telemetry failed; 2 a bad flag.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "stop sending after this long (such as 30s)")
 	fl.DurationVar(&o.Wait, "wait", 0, "follow telemetry for the outcomes, up to this long after the last put (--wait alone: 30s)")
 	fl.Lookup("wait").NoOptDefVal = send.DefaultWait.String()
-	fl.StringVar(&o.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
-	fl.StringVar(&o.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
-	fl.StringVar(&o.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
-	for _, n := range []string{"source", "target", "command"} {
-		_ = cmd.MarkFlagRequired(n)
-	}
-	_ = cmd.MarkFlagFilename("secret-file", "json")
-	_ = cmd.MarkFlagFilename("credentials-file")
 	return cmd
 }
 
@@ -196,7 +186,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if err != nil {
 		return err
 	}
-	r := &Runner{Bus: bus, Clock: o.Clock, Limiter: NewLimiter(o.rate, o.Clock, sleepCtx), After: time.After}
+	r := &Runner{Bus: bus, Clock: o.Clock, Limiter: NewLimiter(o.rate, o.Clock, clock.Sleep), After: time.After}
 	if o.Wait > 0 {
 		api, err := client.API()
 		if err != nil {

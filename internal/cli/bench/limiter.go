@@ -49,15 +49,3 @@ func (l *Limiter) Take(ctx context.Context, n int) error {
 	}
 	return ctx.Err()
 }
-
-// sleepCtx waits for d on the wall clock, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -52,9 +52,9 @@ type Runner struct {
 	failedRq atomic.Int64
 	decided  atomic.Int64
 	requests atomic.Int64
-	began    time.Time
 
 	mu        sync.Mutex
+	began     time.Time
 	refusedBy map[string]int
 	lastErr   string
 	pending   map[string]time.Time
@@ -75,8 +75,11 @@ type Counts struct {
 // Counts returns the progress so far (safe while Run runs).
 func (r *Runner) Counts() Counts {
 	var el time.Duration
-	if !r.began.IsZero() {
-		el = r.Clock.Now().Sub(r.began)
+	r.mu.Lock()
+	began := r.began
+	r.mu.Unlock()
+	if !began.IsZero() {
+		el = r.Clock.Now().Sub(began)
 	}
 	return Counts{Sent: r.sent.Load(), Accepted: r.accepted.Load(), Refused: r.refused.Load() + r.failedRq.Load(), Decided: r.decided.Load(), Elapsed: el}
 }
@@ -86,9 +89,11 @@ func (r *Runner) Counts() Counts {
 // means following telemetry failed; the summary is still complete for
 // what was sent.
 func (r *Runner) Run(ctx context.Context, p Plan) (Summary, error) {
+	r.mu.Lock()
 	r.refusedBy, r.pending, r.allDone = map[string]int{}, map[string]time.Time{}, make(chan struct{})
 	r.outcomes = Outcomes{Invalid: map[string]int{}, Failed: map[string]int{}}
 	r.began = r.Clock.Now()
+	r.mu.Unlock()
 	var end time.Time
 	if p.Duration > 0 {
 		end = r.began.Add(p.Duration)

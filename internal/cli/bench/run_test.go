@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestBenchAgainstServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk := clock.System()
-		r := &Runner{Bus: bus, Clock: clk, Limiter: NewLimiter(rate, clk, sleepCtx), Telemetry: api, Cursor: cur, After: time.After}
+		r := &Runner{Bus: bus, Clock: clk, Limiter: NewLimiter(rate, clk, clock.Sleep), Telemetry: api, Cursor: cur, After: time.After}
 		s, err := r.Run(context.Background(), Plan{Source: serve.DemoSource, Target: target, Command: serve.DemoCommand, Payload: []byte(`{"sku":"A-1"}`), Key: key,
 			Count: count, Concurrency: 4, Batch: batch, Wait: 30 * time.Second})
 		if err != nil {
@@ -185,4 +186,44 @@ func TestBenchAgainstServe(t *testing.T) {
 	if code := cmdutil.ExitCode(ExitError(s)); code != cmdutil.ExitFailed {
 		t.Fatalf("exit %d, want %d", code, cmdutil.ExitFailed)
 	}
+}
+
+// TestProgressDrawsWhileRunning: on a terminal the line is redrawn in
+// place and the last one, drawn on stop, holds the final counts.
+func TestProgressDrawsWhileRunning(t *testing.T) {
+	k, err := signing.NewKey("hmac-v1", []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.System()
+	r := &Runner{Bus: &fakeBus{sizes: map[int]int{}}, Clock: clk, Limiter: NewLimiter(0, clk, nil)}
+	p := Plan{Source: "acme/billing", Target: "mailer", Command: "send", Payload: []byte(`{}`), Key: k, Count: 30, Concurrency: 2, Batch: 10}
+	var buf syncBuffer
+	pv := startProgress(&buf, r, p, time.Millisecond)
+	if _, err := r.Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	pv.stop()
+	out := buf.String()
+	last := out[strings.LastIndex(out, "\r\x1b[K")+4:]
+	if !strings.HasPrefix(last, "sent 30/30  accepted ") || !strings.HasSuffix(last, "\n") {
+		t.Fatalf("last progress line %q (all: %q)", last, out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

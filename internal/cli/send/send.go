@@ -149,25 +149,34 @@ command as signed.`,
 			return run(cmd.Context(), f, opts)
 		},
 	}
+	AddCommandFlags(cmd, opts)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
-	fl.StringVar(&opts.Target, "target", "", "target service (required)")
-	fl.StringVar(&opts.Command, "command", "", "command name (required)")
 	fl.StringVar(&opts.Payload, "payload", "", "payload: JSON, @FILE, or @- for standard input (required)")
 	fl.StringVar(&opts.ID, "id", "", "command id, a UUID (default a new random one); reuse it only to retry the same command")
-	fl.StringVar(&opts.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
-	fl.StringVar(&opts.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
-	fl.StringVar(&opts.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
 	fl.StringVar(&opts.Timestamp, "timestamp", "", "sign with this RFC 3339 time instead of now (tests the replay window)")
 	fl.DurationVar(&opts.Wait, "wait", 0, "follow the command's telemetry until an outcome, up to this long (--wait alone: 30s)")
 	fl.Lookup("wait").NoOptDefVal = DefaultWait.String()
 	fl.BoolVar(&opts.Explain, "explain", false, "put nothing: print the dispatcher's decision trace for the command")
-	for _, n := range []string{"source", "target", "command", "payload"} {
+	_ = cmd.MarkFlagRequired("payload")
+	cmd.MarkFlagsMutuallyExclusive("wait", "explain")
+	return cmd
+}
+
+// AddCommandFlags adds the flags that name a command (--source, --target,
+// --command, required) and how it is signed and put (--secret-file,
+// --credentials-file, --key-version) to cmd, bound to o.
+func AddCommandFlags(cmd *cobra.Command, o *Options) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
+	fl.StringVar(&o.Target, "target", "", "target service (required)")
+	fl.StringVar(&o.Command, "command", "", "command name (required)")
+	fl.StringVar(&o.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
+	fl.StringVar(&o.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
+	fl.StringVar(&o.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
+	for _, n := range []string{"source", "target", "command"} {
 		_ = cmd.MarkFlagRequired(n)
 	}
-	cmd.MarkFlagsMutuallyExclusive("wait", "explain")
 	_ = cmd.MarkFlagFilename("secret-file", "json")
-	return cmd
 }
 
 // ValidateCommand checks --source, --target and --command.
