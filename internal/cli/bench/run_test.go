@@ -164,7 +164,12 @@ func TestBenchAgainstServe(t *testing.T) {
 
 	s := bench(serve.DemoTarget, 200, 80, 1)
 	o := s.Outcomes
-	if s.Sent != 200 || s.Accepted != 200 || s.Requests != 200 || o.Delivered != 200 || o.Timeout != 0 || len(o.Failed)+len(o.Invalid)+o.Duplicate != 0 {
+	// The demo route allows 100/s (burst 20): at 80/s everything is
+	// delivered unless the server stalls long enough to bunch more than
+	// the burst, which a loaded machine can do; those few then fail
+	// rate-limit-exceeded, and every command still has its outcome.
+	limited := o.Failed["rate-limit-exceeded"]
+	if s.Sent != 200 || s.Accepted != 200 || s.Requests != 200 || o.Delivered+limited != 200 || limited > 20 || o.Timeout != 0 || len(o.Failed) > 1 || len(o.Invalid)+o.Duplicate != 0 {
 		t.Fatalf("summary %+v, outcomes %+v: want 200 sent, accepted and delivered", s, *o)
 	}
 	if s.PutLatency.Count != 200 || s.OutcomeLatency.Count != 200 || s.OutcomeLatency.P50MS <= 0 || s.OutcomeLatency.P50MS > s.OutcomeLatency.MaxMS {
@@ -174,10 +179,10 @@ func TestBenchAgainstServe(t *testing.T) {
 	if s.ElapsedSeconds < 2.48 || s.Throughput > 81 {
 		t.Fatalf("200 at 80/s took %gs (%g/s): the rate was not held", s.ElapsedSeconds, s.Throughput)
 	}
-	if err := ExitError(s); err != nil {
-		t.Fatalf("exit: %v", err)
+	if err, want := ExitError(s), limited > 0; (err != nil) != want || want && cmdutil.ExitCode(err) != cmdutil.ExitFailed {
+		t.Fatalf("exit: %v (rate-limited %d)", err, limited)
 	}
-	t.Logf("200 at 80/s: put p50 %gms p99 %gms; outcome p50 %gms p99 %gms", s.PutLatency.P50MS, s.PutLatency.P99MS, s.OutcomeLatency.P50MS, s.OutcomeLatency.P99MS)
+	t.Logf("200 at 80/s: %d delivered, %d rate-limited; put p50 %gms p99 %gms; outcome p50 %gms p99 %gms", o.Delivered, limited, s.PutLatency.P50MS, s.PutLatency.P99MS, s.OutcomeLatency.P50MS, s.OutcomeLatency.P99MS)
 
 	s = bench("nobody", 20, 0, 5)
 	if s.Accepted != 20 || s.Requests != 4 || s.Outcomes.Failed["route-missing"] != 20 || s.Outcomes.Delivered != 0 {
