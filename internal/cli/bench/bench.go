@@ -186,7 +186,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if err != nil {
 		return err
 	}
-	r := &Runner{Bus: bus, Clock: o.Clock, Limiter: NewLimiter(o.rate, o.Clock, clock.Sleep), After: time.After}
+	r := &Runner{Bus: bus, Clock: o.Clock, Limiter: NewLimiter(o.rate, o.Clock, clock.Sleep)}
 	if o.Wait > 0 {
 		api, err := client.API()
 		if err != nil {

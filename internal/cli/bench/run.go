@@ -42,7 +42,7 @@ type Runner struct {
 	// the tenant's telemetry for all commands, started at Cursor.
 	Telemetry send.TelemetryAPI
 	Cursor    send.Cursor
-	// After fires after d (time.After; tests may inject).
+	// After fires after d (nil: time.After).
 	After func(d time.Duration) <-chan time.Time
 
 	claimed  atomic.Int64
@@ -120,6 +120,10 @@ func (r *Runner) Run(ctx context.Context, p Plan) (Summary, error) {
 
 	var followErr error
 	if p.Wait > 0 {
+		after := r.After
+		if after == nil {
+			after = time.After
+		}
 		r.mu.Lock()
 		r.allSent = true
 		empty := len(r.pending) == 0
@@ -129,7 +133,7 @@ func (r *Runner) Run(ctx context.Context, p Plan) (Summary, error) {
 		}
 		select {
 		case <-r.allDone:
-		case <-r.After(p.Wait):
+		case <-after(p.Wait):
 		case <-ctx.Done():
 		case followErr = <-followed:
 		}

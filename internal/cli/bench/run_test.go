@@ -153,7 +153,7 @@ func TestBenchAgainstServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk := clock.System()
-		r := &Runner{Bus: bus, Clock: clk, Limiter: NewLimiter(rate, clk, clock.Sleep), Telemetry: api, Cursor: cur, After: time.After}
+		r := &Runner{Bus: bus, Clock: clk, Limiter: NewLimiter(rate, clk, clock.Sleep), Telemetry: api, Cursor: cur}
 		s, err := r.Run(context.Background(), Plan{Source: serve.DemoSource, Target: target, Command: serve.DemoCommand, Payload: []byte(`{"sku":"A-1"}`), Key: key,
 			Count: count, Concurrency: 4, Batch: batch, Wait: 30 * time.Second})
 		if err != nil {
