@@ -3,12 +3,9 @@ package embedded
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -167,47 +164,4 @@ func TestEphemeralMemoryBudget(t *testing.T) {
 	if used, _ := s.MemoryUse(); used != 0 {
 		t.Fatalf("%d bytes counted with the queue empty", used)
 	}
-}
-
-// TestMillionQueuedRSS is issue #20's goal: 1 000 000 queued 1 KiB
-// messages on the file store in at most 256 MiB of RSS, with the
-// collector set as dispatch serve sets it (GOGC=400). It writes about
-// 1.2 GB of log: set SNAVIO_TEST_1M=1 to run it.
-func TestMillionQueuedRSS(t *testing.T) {
-	if os.Getenv("SNAVIO_TEST_1M") == "" {
-		t.Skip("set SNAVIO_TEST_1M=1: sends 1 000 000 messages (about 1.2 GB of log)")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(400)) // serve.DefaultGCPercent
-	const n, limit = 1_000_000, 256 << 20
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")})
-	mustQueue(t, s, QueueConfig{Name: "big", MaxDepth: MaxMaxDepth})
-	body := make([]byte, 1024)
-	peak := uint64(0)
-	for sent := 0; sent < n; sent += 100_000 {
-		fillQueue(t, s, "big", 100_000, body)
-		peak = max(peak, vmRSS(t))
-	}
-	t.Logf("%d queued 1 KiB messages: peak RSS %.1f MiB, live heap %.1f MiB", n, mib(peak), mib(liveHeap()))
-	if peak > limit {
-		t.Errorf("peak RSS %.1f MiB, over %d MiB", mib(peak), limit>>20)
-	}
-}
-
-// vmRSS is the process's resident set (VmRSS of /proc/self/status).
-func vmRSS(t *testing.T) uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", line, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }
