@@ -3,11 +3,16 @@ package embedded
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // FillQueue sends n messages of body to queue through the store API, in
@@ -163,5 +168,106 @@ func TestEphemeralMemoryBudget(t *testing.T) {
 	drain(t, s, "q", sent-9)
 	if used, _ := s.MemoryUse(); used != 0 {
 		t.Fatalf("%d bytes counted with the queue empty", used)
+	}
+}
+
+// TestReceiveOrderAcrossFreshAndReceived: Receive takes fresh and
+// received messages in one visibility order, before and after a restart
+// (which rebuilds the fresh FIFO from the log).
+func TestReceiveOrderAcrossFreshAndReceived(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	opts := Options{Path: filepath.Join(t.TempDir(), "snavio.db"), Clock: clk}
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			opts.Path = filepath.Join(t.TempDir(), "snavio.db")
+			s := openTest(t, opts)
+			mustQueue(t, s, QueueConfig{Name: "q"})
+			var ids []string
+			for i := range 6 {
+				clk.Advance(time.Second)
+				id, err := s.Send(ctx, "q", []byte{byte('0' + i)}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			// #0 and #1 received and given back: visible again now, after
+			// #2..#5, which became visible when sent.
+			clk.Advance(time.Second)
+			got, err := s.Receive(ctx, "q", 2, 0)
+			if err != nil || len(got) != 2 {
+				t.Fatalf("receive: %v %v", got, err)
+			}
+			for _, r := range got {
+				if err := s.ChangeMessageVisibility(ctx, "q", r.ReceiptHandle, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if restart {
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				s = openTest(t, opts)
+			}
+			clk.Advance(time.Second)
+			got, err = s.Receive(ctx, "q", MaxReceiveBatch, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var order []string
+			for _, r := range got {
+				order = append(order, string(r.Body))
+				if r.ID != ids[r.Body[0]-'0'] {
+					t.Fatalf("message %s has id %s, want %s", r.Body, r.ID, ids[r.Body[0]-'0'])
+				}
+			}
+			if want := "2 3 4 5 0 1"; strings.Join(order, " ") != want {
+				t.Fatalf("received %v, want %s", order, want)
+			}
+			if got[4].ReceiveCount != 2 || got[0].ReceiveCount != 1 {
+				t.Fatalf("receive counts %d and %d, want 2 and 1", got[4].ReceiveCount, got[0].ReceiveCount)
+			}
+		})
+	}
+}
+
+// TestABacklogIsNotCompacted: segments dense with queued messages stay
+// where they are (compaction would copy the backlog forward again and
+// again); once consumers drained them, they go.
+func TestABacklogIsNotCompacted(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), segmentBytes: 16 << 10})
+	mustQueue(t, s, QueueConfig{Name: "q"})
+	body := make([]byte, 1024)
+	for range 200 {
+		if _, err := s.Send(ctx, "q", body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := s.LogStats().Segments
+	if segs <= walKeepSegments+1 {
+		t.Fatalf("%d segments: the test needs more than %d sealed", segs, walKeepSegments)
+	}
+	frames := s.LogStats().Frames
+	// Copying a dense segment forward makes another to copy: before the
+	// fix maintain never returned here.
+	done := make(chan struct{})
+	go func() { s.maintain(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("maintain still running after 20 s: it is copying the backlog forward without end")
+	}
+	if st := s.LogStats(); st.Frames != frames || st.Segments != segs {
+		t.Fatalf("maintain wrote %d frames and left %d of %d segments: it copied a backlog", st.Frames-frames, st.Segments, segs)
+	}
+	drain(t, s, "q", 200)
+	if err := s.awaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.maintain()
+	if st := s.LogStats(); st.Segments > walKeepSegments {
+		t.Fatalf("%d segments left once drained", st.Segments)
 	}
 }
