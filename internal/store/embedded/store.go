@@ -14,8 +14,9 @@
 //     frames share one write and one fdatasync (group commit). A write
 //     returns once its frame is durable, so an acknowledged write survives
 //     kill -9.
-//   - Queue messages live in memory and in the log only; Open rebuilds the
-//     queues from the log. Telemetry records, archived events and claim
+//   - Queue messages live in the log only, with an index in memory (a
+//     fresh message costs a 56-byte entry, memqueue.go); Open rebuilds
+//     the index from the log. Telemetry records, archived events and claim
 //     completions are also applied to the bbolt file, by one goroutine in
 //     large transactions, where they are read (a read first waits for the
 //     writes made before it to be applied). Everything else (registry,

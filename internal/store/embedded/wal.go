@@ -44,7 +44,7 @@ import (
 //     the interval (the applier also syncs before it applies anything to
 //     the file, so the file is never ahead of the log).
 //
-// The queues live in memory and in the log only; the
+// The queues live in the log only, indexed in memory; the
 // telemetry records, archived events and claim completions are also
 // applied to the bbolt file in large background transactions (apply.go),
 // which is where they are read. A segment is deleted once everything in
