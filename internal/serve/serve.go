@@ -101,6 +101,11 @@ type Options struct {
 	// the operator token and the signing key, so the local profile finds
 	// them).
 	Ephemeral bool
+	// MemoryBudget bounds the bytes an ephemeral store's queued messages
+	// hold (embedded.Options.MemoryBudget; 0: its default, 256 MiB).
+	// Near it PutEvents requests are refused with 503 and Retry-After and
+	// /readyz says memory_budget. Ignored on file.
+	MemoryBudget int64
 	// SyncEvery is the store's sync interval (embedded.Options.SyncEvery):
 	// 0 syncs every write before it is acknowledged.
 	SyncEvery time.Duration
@@ -241,7 +246,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		}
 		onSync = func(d time.Duration) { observe(d.Seconds()) }
 	}
-	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Clock: o.Clock, OnApplied: s.notify.Notify, OnLogSync: onSync})
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, MemoryBudget: o.MemoryBudget, SyncEvery: o.SyncEvery, Clock: o.Clock, OnApplied: s.notify.Notify, OnLogSync: onSync})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
@@ -404,7 +409,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 
 	s.srv, err = server.Start(server.StartOptions{
 		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
-		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
+		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready, Admit: s.admit,
 		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
 		Dashboard: s.dashboardUI(api),
 	})
@@ -457,7 +462,28 @@ const (
 	ReasonStoreFailing = "store_failing"
 	ReasonStoreClosed  = "store_closed"
 	ReasonHandoffFull  = "handoff_full"
+	ReasonMemoryBudget = "memory_budget"
 )
+
+// memoryHeadroom is the share of an in-memory store's budget kept for
+// the requests already in flight: past the rest, new PutEvents requests
+// are refused (the store itself refuses a message past the whole).
+const memoryHeadroom = 10 // percent
+
+// memoryFull says why an in-memory store takes no new requests: its
+// queued messages hold its budget but the headroom; nil on file.
+func (s *Serve) memoryFull() *server.NotReady {
+	used, budget := s.store.MemoryUse()
+	if budget == 0 || used*100 < budget*(100-memoryHeadroom) {
+		return nil
+	}
+	return &server.NotReady{Reason: ReasonMemoryBudget,
+		Err: fmt.Errorf("the in-memory store's queued messages hold %d of its %d-byte memory budget", used, budget),
+		Fix: "retry after the Retry-After delay as consumers drain their queues, or raise the budget"}
+}
+
+// admit is the ingress's check before each PutEvents request.
+func (s *Serve) admit() *server.NotReady { return s.memoryFull() }
 
 // ready is /readyz's source: the store takes writes, and the slow stage's
 // shared hand-off has room (docs/server/README.md, Readiness).
@@ -473,6 +499,9 @@ func (s *Serve) ready(context.Context) error {
 		default:
 			return &server.NotReady{Reason: ReasonStoreClosed, Err: err, Fix: "wait for the restart"}
 		}
+	}
+	if nr := s.memoryFull(); nr != nil {
+		return nr
 	}
 	if full, err := s.store.QueueFull(HandoffQueue); err == nil && full {
 		return &server.NotReady{Reason: ReasonHandoffFull, Err: errors.New("the slow stage's hand-off queue is full: commands that need the slow stage are refused"),

@@ -75,7 +75,7 @@ func main() {
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
 	// The collector's target serve runs with, for both runs.
-	gcTarget = serve.TuneGC(os.Getenv("GOGC"))
+	gcTarget = serve.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}

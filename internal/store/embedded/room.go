@@ -9,5 +9,5 @@ func (s *Store) QueueRoom(queue string) (int, error) {
 		return 0, err
 	}
 	defer s.qmu.Unlock()
-	return max(0, q.q.MaxDepth-(len(q.msgs)+q.reserved)), nil
+	return max(0, q.q.MaxDepth-(q.depth()+q.reserved)), nil
 }
