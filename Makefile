@@ -71,6 +71,10 @@ bench-serve: ## Commands/s of dispatch serve over loopback vs the same server wi
 	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s -retention 10s
 	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s -retention 10s -fsync 100ms
 
+.PHONY: test-memory
+test-memory: ## The memory goal of dispatch serve: 1,000,000 queued 1 KiB messages on the file store under 256 MiB RSS, and the heap back after draining (not part of make test: the race detector's shadow memory would dominate)
+	SNAVIO_TEST_1M=1 $(GO) test -count=1 -run '^TestMillionQueuedRSS$$' -v ./internal/serve/
+
 .PHONY: bench
 bench: ## Run benchmarks and print each beside its floor, with the ratio
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bench.out
