@@ -61,11 +61,19 @@ man: ## Regenerate man/ with cobra's doc generator
 .PHONY: generate
 generate: completions man ## Regenerate every generated file
 
+.PHONY: bench-serve-overload
+bench-serve-overload: ## Overload as a mode of bench-serve: 4x the measured capacity for 60 s, open loop; every request answered (200 with per-entry results, or 429/503 with Retry-After), p99 bounded, and a normal send and /readyz 200 within 1 s after (docs/server/README.md, "Overload")
+	$(GO) run ./tools/benchserve -overload 4 -duration 60s -sink-duration 10s
+
 .PHONY: bench-serve
 bench-serve: ## Commands/s of dispatch serve over loopback vs the same server with a discarding pipeline (run half before and half after), and its heap over 60 s with a 10 s retention (steady state: as much ages out as arrives). In memory first: the pipeline's own cost, held to the 0.5x goal; then the file store (serve's default, --fsync always, and --fsync 100ms), each held to a floor of its own (docs/store/embedded.md, "Reading the 0.5x goal")
 	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s -retention 10s -ephemeral
 	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s -retention 10s
 	$(GO) run ./tools/benchserve -duration 60s -sink-duration 20s -retention 10s -fsync 100ms
+
+.PHONY: test-memory
+test-memory: ## The memory goal of dispatch serve: 1,000,000 queued 1 KiB messages on the file store under 256 MiB RSS, and the heap back after draining (not part of make test: the race detector's shadow memory would dominate)
+	SNAVIO_TEST_1M=1 $(GO) test -count=1 -run '^TestMillionQueuedRSS$$' -v ./internal/serve/
 
 .PHONY: bench
 bench: ## Run benchmarks and print each beside its floor, with the ratio

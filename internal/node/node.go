@@ -42,6 +42,8 @@ type Item struct {
 	Payload []byte
 	// Receives counts deliveries of the item, this one included.
 	Receives int
+	// light: taken from Options.Light.
+	light bool
 }
 
 // Handoff is the durable queue between the fast and slow stages, with SQS
@@ -124,9 +126,15 @@ type Archive interface {
 type Options struct {
 	Dispatcher *dispatch.Dispatcher
 	Handoff    Handoff
-	Archive    Archive
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Light, when set, is a second hand-off for the commands of tenants
+	// with fewer than LightWaiting (default 16) waiting: slow workers take
+	// from it first, so a quiet tenant's command does not wait behind
+	// another tenant's backlog in Handoff.
+	Light        Handoff
+	LightWaiting int
+	Archive      Archive
+	Clock        clock.Clock
+	Logger       *slog.Logger
 	// SlowWorkers bounds concurrent slow-stage work (default 4).
 	SlowWorkers int
 	// Batch is how many hand-offs one worker takes at once (default 10).
@@ -152,6 +160,20 @@ type Options struct {
 	// worker when due). (At 50 ms, four idle workers woke an idle
 	// `dispatch serve` about 100 times a second.)
 	Idle time.Duration
+	// Room, when set, says how many more messages a route's queue (by
+	// ARN, dispatch.Result.QueueARN) takes; known=false if it cannot
+	// tell. The hand-off admits no more of a route's commands than that
+	// (admit.go).
+	Room func(queueARN string) (room int, known bool)
+	// HandoffCapacity is the hand-off's capacity (default 100,000, its
+	// queue's max depth); TenantWaiting and RouteWaiting bound what one
+	// tenant and one route may have waiting in it (default 250 and
+	// 1,000), and a tenant never more than half the room the others
+	// leave. An
+	// entry over a bound is refused with ThrottlingException and a retry
+	// hint of RetryAfter (default 1 s).
+	HandoffCapacity, TenantWaiting, RouteWaiting int
+	RetryAfter                                   time.Duration
 	// NewID makes event ids (default: UUIDs version 7 from Clock, so the
 	// archive's id index is appended to rather than written at random).
 	NewID func() string
@@ -174,6 +196,8 @@ type Node struct {
 	handedOff chan struct{}
 	// afterFunc runs f after d (time.AfterFunc; tests run it at once).
 	afterFunc func(d time.Duration, f func())
+	// wait counts hand-offs waiting per tenant and route (under mu).
+	wait waiting
 }
 
 // wake wakes an idle slow worker, if none is woken already.
@@ -187,6 +211,11 @@ func (n *Node) wake() {
 // Stats count what the node did.
 type Stats struct {
 	Accepted, Refused, Escalated, SlowDone, SlowRetries, GaveUp, Corrupt int64
+	// Throttled counts entries refused at admission to the hand-off (a
+	// tenant's or route's bound, or a full target queue); Refused counts
+	// them too. TargetFull counts hand-offs failed at once because their
+	// target queue was full at delivery.
+	Throttled, TargetFull int64
 }
 
 // New returns a Node.
@@ -217,6 +246,21 @@ func New(o Options) (*Node, error) {
 	}
 	if o.Idle <= 0 {
 		o.Idle = time.Second
+	}
+	if o.HandoffCapacity <= 0 {
+		o.HandoffCapacity = DefaultHandoffCapacity
+	}
+	if o.TenantWaiting <= 0 {
+		o.TenantWaiting = DefaultTenantWaiting
+	}
+	if o.RouteWaiting <= 0 {
+		o.RouteWaiting = DefaultRouteWaiting
+	}
+	if o.LightWaiting <= 0 {
+		o.LightWaiting = DefaultLightWaiting
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = DefaultRetryAfter
 	}
 	if o.NewID == nil {
 		clk := o.Clock
@@ -366,11 +410,16 @@ func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server
 		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
 	}
 	if r.Outcome == dispatch.Escalated {
+		why, light := n.admit(esc, r.QueueARN)
+		if why != "" {
+			return server.Refused(server.EntryErrThrottling, why), false, r
+		}
 		wire, err := esc.Marshal()
 		if err == nil {
-			err = n.o.Handoff.Put(ctx, wire)
+			err = n.lane(light).Put(ctx, wire)
 		}
 		if err != nil {
+			n.release(esc)
 			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
 			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false, r
 		}
@@ -412,14 +461,31 @@ func (n *Node) RunSlow(ctx context.Context) {
 // SlowOnce takes one batch of hand-offs and runs the slow stage on each;
 // it returns how many it took. Tests call it directly.
 func (n *Node) SlowOnce(ctx context.Context) (int, error) {
-	items, err := n.o.Handoff.Take(ctx, n.o.Batch, n.o.Visibility)
-	if err != nil {
-		return 0, fmt.Errorf("node: take hand-offs: %w", err)
+	taken := 0
+	for _, light := range []bool{true, false} {
+		if light && n.o.Light == nil {
+			continue
+		}
+		items, err := n.lane(light).Take(ctx, n.o.Batch, n.o.Visibility)
+		if err != nil {
+			return taken, fmt.Errorf("node: take hand-offs: %w", err)
+		}
+		for _, it := range items {
+			it.light = light
+			n.handle(ctx, it)
+		}
+		taken += len(items)
 	}
-	for _, it := range items {
-		n.handle(ctx, it)
+	return taken, nil
+}
+
+// lane is the hand-off of light tenants' commands (Options.Light), or
+// the shared one.
+func (n *Node) lane(light bool) Handoff {
+	if light && n.o.Light != nil {
+		return n.o.Light
 	}
-	return len(items), nil
+	return n.o.Handoff
 }
 
 func (n *Node) handle(ctx context.Context, it Item) {
@@ -433,10 +499,19 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		return
 	}
 	if _, err := n.o.Dispatcher.Slow(ctx, esc); err != nil {
+		if errors.Is(err, dispatch.ErrTargetFull) {
+			// Admitted while its queue had room, which others took since:
+			// failed at once with a retry hint, not retried into a full
+			// queue for minutes.
+			n.o.Dispatcher.GiveUpRetryAfter(esc, n.o.RetryAfter)
+			n.count(func(s *Stats) { s.GaveUp++; s.TargetFull++ })
+			n.finish(ctx, it, esc)
+			return
+		}
 		if it.Receives >= n.o.MaxReceives {
 			n.o.Dispatcher.GiveUp(esc)
 			n.count(func(s *Stats) { s.GaveUp++ })
-			n.done(ctx, it)
+			n.finish(ctx, it, esc)
 			return
 		}
 		// Left in the queue: taken again after the visibility timeout, or
@@ -444,7 +519,7 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		n.o.Logger.Warn("slow stage failed; will retry", "command_id", esc.Envelope.Metadata.ID, "attempt", it.Receives, "err", err)
 		n.count(func(s *Stats) { s.SlowRetries++ })
 		if errors.Is(err, flow.ErrClaimInProgress) && it.Receives == 1 {
-			if err := n.o.Handoff.Retry(ctx, it, n.o.RaceRetry); err != nil {
+			if err := n.lane(it.light).Retry(ctx, it, n.o.RaceRetry); err != nil {
 				n.o.Logger.Warn("bringing a raced hand-off back early failed; it returns after its visibility timeout", "handle", it.Handle, "err", err)
 			} else {
 				// Taken when due, not at the next Idle poll.
@@ -454,11 +529,17 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		return
 	}
 	n.count(func(s *Stats) { s.SlowDone++ })
+	n.finish(ctx, it, esc)
+}
+
+// finish deletes a handled hand-off and gives back its place.
+func (n *Node) finish(ctx context.Context, it Item, esc *dispatch.Escalation) {
 	n.done(ctx, it)
+	n.release(esc)
 }
 
 func (n *Node) done(ctx context.Context, it Item) {
-	if err := n.o.Handoff.Done(ctx, it); err != nil {
+	if err := n.lane(it.light).Done(ctx, it); err != nil {
 		// The item comes back after its visibility timeout; the slow stage
 		// is idempotent for strict routes and at-least-once otherwise.
 		n.o.Logger.Warn("deleting a handled hand-off failed; it will be seen again", "handle", it.Handle, "err", err)

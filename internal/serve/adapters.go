@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,8 +27,16 @@ const (
 	AttrSignatureKey = provenance.AttrKeyID
 )
 
-// HandoffQueue is the internal queue between the fast and slow stages.
-const HandoffQueue = "snavio-internal-slow-handoff"
+// HandoffQueue is the internal queue between the fast and slow stages;
+// LightHandoffQueue holds the commands of tenants with few waiting, which
+// the slow workers take first (node.Options.Light).
+const (
+	HandoffQueue      = "snavio-internal-slow-handoff"
+	LightHandoffQueue = "snavio-internal-slow-handoff-light"
+)
+
+// handoffQueues are the internal hand-off queues.
+var handoffQueues = []string{HandoffQueue, LightHandoffQueue}
 
 // sender delivers commands to the embedded store's queues, each signed for
 // its target. A message, its delivered event and (on a strict route) its
@@ -60,6 +69,9 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 		del.Claim = &embedded.ClaimCompletion{ID: c.Key, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
 	}
 	if _, err := x.s.Deliver(ctx, del); err != nil {
+		if errors.Is(err, embedded.ErrQueueFull) {
+			return fmt.Errorf("%w: %w", dispatch.ErrTargetFull, err)
+		}
 		return err
 	}
 	d.Completed = d.Claim != nil
@@ -67,19 +79,37 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 	return nil
 }
 
+// queueRoom is node.Options.Room over the store's queues.
+func queueRoom(st *embedded.Store) func(queueARN string) (int, bool) {
+	return func(queueARN string) (int, bool) {
+		name, err := embedded.ParseQueueARN(queueARN)
+		if err != nil {
+			return 0, false
+		}
+		room, err := st.QueueRoom(name)
+		if err != nil {
+			return 0, false
+		}
+		return room, true
+	}
+}
+
 // handoff is node.Handoff over an internal embedded queue: durable, with
 // SQS visibility semantics.
-type handoff struct{ s *embedded.Store }
+type handoff struct {
+	s     *embedded.Store
+	queue string
+}
 
 var _ node.Handoff = handoff{}
 
 func (h handoff) Put(ctx context.Context, payload []byte) error {
-	_, err := h.s.Send(ctx, HandoffQueue, payload, nil)
+	_, err := h.s.Send(ctx, h.queue, payload, nil)
 	return err
 }
 
 func (h handoff) Take(ctx context.Context, n int, visibility time.Duration) ([]node.Item, error) {
-	got, err := h.s.Receive(ctx, HandoffQueue, n, visibility)
+	got, err := h.s.Receive(ctx, h.queue, n, visibility)
 	if err != nil {
 		return nil, err
 	}
@@ -91,11 +121,11 @@ func (h handoff) Take(ctx context.Context, n int, visibility time.Duration) ([]n
 }
 
 func (h handoff) Done(ctx context.Context, it node.Item) error {
-	return h.s.DeleteMessage(ctx, HandoffQueue, it.Handle)
+	return h.s.DeleteMessage(ctx, h.queue, it.Handle)
 }
 
 func (h handoff) Retry(ctx context.Context, it node.Item, d time.Duration) error {
-	return h.s.ChangeMessageVisibility(ctx, HandoffQueue, it.Handle, d)
+	return h.s.ChangeMessageVisibility(ctx, h.queue, it.Handle, d)
 }
 
 // archive is node.Archive over the embedded store's archive.

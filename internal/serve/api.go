@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +80,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	qa, err := queueapi.New(queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return q == HandoffQueue }, Logger: s.log})
+	qa, err := queueapi.New(queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +197,9 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	st := Stats{Node: s.node.Stats(), TelemetryLost: s.sink.lost.Load()}
 	for _, q := range qs {
-		if q.QueueConfig.Name == HandoffQueue {
-			st.HandoffVisible, st.HandoffInFlight = q.Visible, q.InFlight
+		if slices.Contains(handoffQueues, q.QueueConfig.Name) {
+			st.HandoffVisible += q.Visible
+			st.HandoffInFlight += q.InFlight
 		}
 	}
 	b, _ := json.Marshal(st)
@@ -243,8 +245,11 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 // sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).
 func (s *Serve) sqsAPI(v *server.SigV4Verifier, refusals *server.RefusalReporter) (http.Handler, error) {
 	return sqsapi.New(sqsapi.Options{Queues: s.store, Poll: s.queues.Poll, Verifier: v, Refusals: refusals,
-		Reserved: func(q string) bool { return q == HandoffQueue }, Tenants: s.credentialTenants, Logger: s.log})
+		Reserved: isHandoffQueue, Tenants: s.credentialTenants, Logger: s.log})
 }
+
+// isHandoffQueue reports whether q is one of the dispatcher's own queues.
+func isHandoffQueue(q string) bool { return slices.Contains(handoffQueues, q) }
 
 // credentialTenants lists the tenants holding ingress credentials.
 func (s *Serve) credentialTenants() []string {

@@ -102,6 +102,11 @@ type Options struct {
 	// the operator token and the signing key, so the local profile finds
 	// them).
 	Ephemeral bool
+	// MemoryBudget bounds the bytes an ephemeral store's queued messages
+	// hold (embedded.Options.MemoryBudget; 0: its default, 256 MiB).
+	// Near it PutEvents requests are refused with 503 and Retry-After and
+	// /readyz says memory_budget. Ignored on file.
+	MemoryBudget int64
 	// SyncEvery is the store's sync interval (embedded.Options.SyncEvery):
 	// 0 syncs every write before it is acknowledged.
 	SyncEvery time.Duration
@@ -243,7 +248,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		}
 		onSync = func(d time.Duration) { observe(d.Seconds()) }
 	}
-	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Clock: o.Clock, OnApplied: s.notify.Notify, OnLogSync: onSync})
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(o.DataDir, StoreFile), Ephemeral: o.Ephemeral, MemoryBudget: o.MemoryBudget, SyncEvery: o.SyncEvery, Clock: o.Clock, OnApplied: s.notify.Notify, OnLogSync: onSync})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", o.DataDir, err)
 	}
@@ -329,7 +334,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.flow, err = flow.New(flow.Config{Instance: instanceID(), Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
+	s.flow, err = flow.New(flow.Config{Instance: instanceID(), SoleInstance: true, Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +342,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
 			return ctx, d.Wait
@@ -405,7 +411,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 
 	s.srv, err = server.Start(server.StartOptions{
 		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
-		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready,
+		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready, Admit: s.admit,
 		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
 		Dashboard: s.dashboardUI(api), SQS: s.sqsAPI,
 	})
@@ -431,21 +437,23 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	return s, nil
 }
 
-// ensureInternalQueues creates the hand-off queue on first start and
-// recovers its in-flight items after a crash.
+// ensureInternalQueues creates the hand-off queues on first start and
+// recovers their in-flight items after a crash.
 func (s *Serve) ensureInternalQueues(ctx context.Context) error {
-	// CreateQueue is idempotent for the same configuration.
-	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: HandoffQueue}); err != nil {
-		return fmt.Errorf("creating the slow-stage hand-off queue: %w", err)
-	}
-	// The store's file lock makes this process its only user: hand-offs
-	// in flight belonged to slow workers that died with the last process.
-	n, err := s.store.ReleaseInFlight(ctx, HandoffQueue)
-	if err != nil {
-		return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("recovered hand-offs of the previous run for the slow stage", "count", n)
+	for _, q := range handoffQueues {
+		// CreateQueue is idempotent for the same configuration.
+		if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+			return fmt.Errorf("creating the slow-stage hand-off queue %s: %w", q, err)
+		}
+		// The store's file lock makes this process its only user: hand-offs
+		// in flight belonged to slow workers that died with the last process.
+		n, err := s.store.ReleaseInFlight(ctx, q)
+		if err != nil {
+			return fmt.Errorf("recovering the slow stage's hand-offs: %w", err)
+		}
+		if n > 0 {
+			s.log.Info("recovered hand-offs of the previous run for the slow stage", "queue", q, "count", n)
+		}
 	}
 	return nil
 }
@@ -456,7 +464,28 @@ const (
 	ReasonStoreFailing = "store_failing"
 	ReasonStoreClosed  = "store_closed"
 	ReasonHandoffFull  = "handoff_full"
+	ReasonMemoryBudget = "memory_budget"
 )
+
+// memoryHeadroom is the share of an in-memory store's budget kept for
+// the requests already in flight: past the rest, new PutEvents requests
+// are refused (the store itself refuses a message past the whole).
+const memoryHeadroom = 10 // percent
+
+// memoryFull says why an in-memory store takes no new requests: its
+// queued messages hold its budget but the headroom; nil on file.
+func (s *Serve) memoryFull() *server.NotReady {
+	used, budget := s.store.MemoryUse()
+	if budget == 0 || used*100 < budget*(100-memoryHeadroom) {
+		return nil
+	}
+	return &server.NotReady{Reason: ReasonMemoryBudget,
+		Err: fmt.Errorf("the in-memory store's queued messages hold %d of its %d-byte memory budget", used, budget),
+		Fix: "retry after the Retry-After delay as consumers drain their queues, or raise the budget"}
+}
+
+// admit is the ingress's check before each PutEvents request.
+func (s *Serve) admit() *server.NotReady { return s.memoryFull() }
 
 // ready is /readyz's source: the store takes writes, and the slow stage's
 // shared hand-off has room (docs/server/README.md, Readiness).
@@ -472,6 +501,9 @@ func (s *Serve) ready(context.Context) error {
 		default:
 			return &server.NotReady{Reason: ReasonStoreClosed, Err: err, Fix: "wait for the restart"}
 		}
+	}
+	if nr := s.memoryFull(); nr != nil {
+		return nr
 	}
 	if full, err := s.store.QueueFull(HandoffQueue); err == nil && full {
 		return &server.NotReady{Reason: ReasonHandoffFull, Err: errors.New("the slow stage's hand-off queue is full: commands that need the slow stage are refused"),
@@ -710,6 +742,10 @@ func nodeMetrics(m *server.Metrics, n *node.Node) error {
 			func(s node.Stats) int64 { return s.Refused }},
 		{"snavio_node_slow_retries_total", "Slow-stage attempts that failed and left their hand-off to be retried.",
 			func(s node.Stats) int64 { return s.SlowRetries }},
+		{"snavio_node_entries_throttled_total", "Command entries refused with ThrottlingException at admission to the slow stage: their tenant's or route's bound, or their full target queue (counted in refused too).",
+			func(s node.Stats) int64 { return s.Throttled }},
+		{"snavio_node_slow_target_full_total", "Hand-offs failed at once because their target queue was full at delivery (snavio.command.failed delivery-failure with retry hints).",
+			func(s node.Stats) int64 { return s.TargetFull }},
 		{"snavio_node_slow_gave_up_total", "Hand-offs the slow stage gave up on after their last attempt (snavio.command.failed delivery-failure).",
 			func(s node.Stats) int64 { return s.GaveUp }},
 	} {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/google/uuid"
+
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -43,6 +45,12 @@ type StartOptions struct {
 	// with its error, whose reason a *NotReady gives. Nil: ready (the
 	// server still checks its own in-flight limit).
 	Ready func(context.Context) error
+	// Admit, when set, is asked before each PutEvents request: a
+	// *NotReady refuses the whole request with 503 ThrottlingException
+	// and Retry-After, its Reason counted in snavio_http_rejected_total
+	// (serve: the in-memory store's memory budget is spent). It must be
+	// cheap. Nil admits every request.
+	Admit func() *NotReady
 	// Metrics is the registry /metrics serves; pass the same one to the
 	// dispatcher as its telemetry.Metrics. Nil: a new one.
 	Metrics *Metrics
@@ -233,9 +241,11 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 	m := opts.Metrics
 	retry := s.ingress.limits.RetryAfter
 	mux := http.NewServeMux()
-	root := http.Handler(s.ingress)
+	// PutEvents passes admission; SQS consumers, which drain the queues,
+	// do not.
+	root := admit(opts.Admit, s.ingress, m)
 	if s.sqs != nil {
-		sqs, pe := m.instrument("sqs", now, limitControl(s.ingress.limits, m, s.sqs)), m.instrument("putevents", now, s.ingress)
+		sqs, pe := m.instrument("sqs", now, limitControl(s.ingress.limits, m, s.sqs)), m.instrument("putevents", now, root)
 		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
 				sqs.ServeHTTP(w, r)
@@ -333,6 +343,23 @@ func (s *Server) notReady(ctx context.Context, ready func(context.Context) error
 			Fix: "send traffic to another instance, or retry after the Retry-After delay"}
 	}
 	return nil
+}
+
+// admit refuses a PutEvents request with 503 and Retry-After while
+// check returns a reason, before its body is read.
+func admit(check func() *NotReady, in *Ingress, m *Metrics) http.Handler {
+	if check == nil {
+		return in
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if nr := check(); nr != nil {
+			m.reject("putevents", nr.Reason)
+			writeAWSError(w, uuid.NewString(), &awsError{Status: http.StatusServiceUnavailable, Type: ErrCodeThrottling, Reason: nr.Reason,
+				RetryAfter: in.limits.RetryAfter, Message: nr.Err.Error() + "; " + nr.Fix})
+			return
+		}
+		in.ServeHTTP(w, r)
+	})
 }
 
 // limitControl bounds in-flight control-API requests, refusing the rest

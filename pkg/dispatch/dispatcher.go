@@ -57,6 +57,12 @@ type Delivery struct {
 	EventWritten bool
 }
 
+// ErrTargetFull marks a delivery refused because its target queue is full
+// (SQS has no such limit; the embedded store's queues have a max depth).
+// A Sender wraps it so that the caller refuses or fails the command at
+// once instead of retrying it into a queue that has no room.
+var ErrTargetFull = errors.New("target queue is full")
+
 // Sender delivers commands to target queues (SQS SendMessage; a local
 // queue in `dispatch serve`). Send returns nil only once the queue has
 // durably accepted the message. Safe for concurrent use. Send must not
@@ -118,6 +124,10 @@ type Result struct {
 	// KeyVersion, from Fast on a command the shield accepted, is the key
 	// version its signature was verified with (the archive records it).
 	KeyVersion string
+	// QueueARN, from Fast on a command escalated after the fast stage
+	// routed it (strict, rate limit, a failed delivery), is its route's
+	// queue: the caller may check the queue's room before handing it off.
+	QueueARN string
 }
 
 // Escalation is a command the fast stage hands to the slow stage: already
@@ -216,6 +226,11 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	}
 	c := flowCommand(env, false)
 	dec := x.d.Flow.FastAt(&c, &route.Flow, acc.ReceivedAt)
+	defer func() {
+		if res.Outcome == Escalated {
+			res.QueueARN = route.QueueARN
+		}
+	}()
 	switch dec.Action {
 	case flow.Escalate:
 		return x.escalate(acc, dec.Escalation)
@@ -229,6 +244,11 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	if err != nil {
 		// At least once: the slow stage retries the delivery.
 		_ = x.d.Flow.Finish(ctx, &c, &route.Flow, dec, false)
+		if errors.Is(err, ErrTargetFull) {
+			// No event and no log line: the caller admits it to the slow
+			// stage only if the queue has room again, else refuses it.
+			return x.escalate(acc, EscalateTargetFull)
+		}
 		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
 		return x.escalateEmit(acc, EscalateDeliveryRetry)
 	}
@@ -244,6 +264,10 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 // EscalateDeliveryRetry is the escalation of a command whose fast-path
 // delivery failed.
 const EscalateDeliveryRetry flow.Escalation = "delivery_retry"
+
+// EscalateTargetFull is the escalation of a command whose fast-path
+// delivery found its target queue full (ErrTargetFull).
+const EscalateTargetFull flow.Escalation = "target_full"
 
 // escalateEmit escalates for a reason decided here or by the router and
 // emits its telemetry (flow control emits the telemetry of its own).
@@ -315,6 +339,20 @@ func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
 func (x *Dispatcher) GiveUp(e *Escalation) Result {
 	x.failed(&e.Envelope, telemetry.FailDeliveryFailure)
 	return Result{Outcome: Failed, CommandID: e.Envelope.Metadata.ID, Reason: string(telemetry.FailDeliveryFailure), Path: telemetry.PathSlow}
+}
+
+// GiveUpRetryAfter is GiveUp for a command that may succeed if sent again
+// later (its target queue was full): the event carries the retry hints
+// retry_after_ms and throttle_until.
+func (x *Dispatcher) GiveUpRetryAfter(e *Escalation, after time.Duration) Result {
+	m := &e.Envelope.Metadata
+	c := &e.Envelope.Command
+	x.d.Telemetry.Emit(telemetry.Failed{
+		CommandID: m.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Timestamp: m.Timestamp,
+		Reason: telemetry.FailDeliveryFailure, RetryAfterMS: after.Milliseconds(), ThrottleUntil: x.d.Clock.Now().Add(after).UTC(),
+		Replay: replayOf(m),
+	})
+	return Result{Outcome: Failed, CommandID: m.ID, Reason: string(telemetry.FailDeliveryFailure), Path: telemetry.PathSlow}
 }
 
 // send delivers env to queue with its delivered event ev; claim (strict

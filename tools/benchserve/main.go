@@ -69,11 +69,13 @@ func main() {
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the full-pipeline run to this file")
 	consumers := flag.Int("consumers", 8, "concurrent consumers draining the target queue (each receives 10 and deletes them, like an SQS consumer); enough that the queue does not grow, so the run is steady state")
 	retention := flag.Duration("retention", 0, "telemetry and archive retention of the full pipeline, purged every quarter of it (0: serve's defaults, 24 h and 7 days, so nothing is purged in a run); with a retention shorter than the run, the end of the run is the steady state of a server whose retention window is full")
+	overload := flag.Float64("overload", 0, "overload mode (overload.go): offer this many times the measured capacity, open loop, for -duration after a calibration of -sink-duration; 0 runs the throughput comparison")
+	overloadP99 := flag.Duration("overload-p99", 2*time.Second, "overload mode: the bound on the p99 latency of the answers")
 	deletes := flag.String("delete", "batch", "how the consumer deletes what it received: batch (one DeleteMessageBatch per receive) or single (one DeleteMessage each)")
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
 	// The collector's target serve runs with, for both runs.
-	gcTarget = serve.TuneGC(os.Getenv("GOGC"))
+	gcTarget = serve.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
@@ -92,6 +94,12 @@ func main() {
 	}
 	if *openDur < 2*time.Second {
 		log.Fatalf("-open-duration %v: give at least 2s", *openDur)
+	}
+	if *overload > 0 {
+		if err := runOverload(*overload, *sinkDur, *dur, *clients, *consumers, *ephemeral, syncEvery, *payload, *overloadP99); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	if err := run(*dur, *sinkDur, *openDur, *clients, *consumers, *retention, *ephemeral, syncEvery, *payload, *deletes == "batch"); err != nil {
 		log.Fatal(err)

@@ -133,16 +133,7 @@ func New(o Options) (*API, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+		o.Sleep = clock.Sleep
 	}
 	return &API{o: o, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 )
 
@@ -29,6 +30,7 @@ type ServeOptions struct {
 	Demo               bool
 	ReadyFile          string
 	SlowWorkers        int
+	MemoryBudgetMiB    int
 	Shadow             bool
 	WebhookURL         string
 	WebhookSecretFile  string
@@ -151,6 +153,7 @@ failed log included), 2 usage error.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.DataDir, "data-dir", "", "directory for the store, operator token and signing key (default: the profile's data_dir)")
 	fl.BoolVar(&opts.Ephemeral, "ephemeral", false, "keep the store in memory: nothing survives a restart")
+	fl.IntVar(&opts.MemoryBudgetMiB, "memory-budget-mib", embedded.DefaultMemoryBudget>>20, "with --ephemeral: MiB the queued messages may hold; past 90% of it PutEvents answers 503 with Retry-After")
 	fl.StringVar(&opts.Listen, "listen", server.DefaultListen, "address to listen on (port 0 picks a free port)")
 	fl.BoolVar(&opts.Demo, "demo", false, "seed a demo tenant, route, ACL and key, and print how to send to it")
 	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write the server's URL to this file once it takes traffic (for scripts)")
@@ -172,6 +175,9 @@ failed log included), 2 usage error.`,
 func (o *ServeOptions) validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return cmdutil.Usagef("--listen %q: want HOST:PORT, such as %s or 127.0.0.1:0", o.Listen, server.DefaultListen)
+	}
+	if o.MemoryBudgetMiB < 1 || o.MemoryBudgetMiB > 1<<20 {
+		return cmdutil.Usagef("--memory-budget-mib %d: want 1 to %d (MiB), such as 256", o.MemoryBudgetMiB, 1<<20)
 	}
 	if o.SlowWorkers < 1 || o.SlowWorkers > 256 {
 		return cmdutil.Usagef("--slow-workers %d: want 1 to 256", o.SlowWorkers)
@@ -238,11 +244,11 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 			return cmdutil.Usagef("--alert-webhook-secret-file %s: the secret must have at least 16 bytes", o.WebhookSecretFile)
 		}
 	}
-	gc := serve.TuneGC(os.Getenv("GOGC"))
+	gc := serve.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	ctx, stop := cmdutil.InterruptContext(ctx)
 	defer stop()
 	s, err := serve.Start(ctx, serve.Options{
-		DataDir: o.DataDir, Ephemeral: o.Ephemeral, SyncEvery: o.SyncEvery, Listen: o.Listen, Demo: o.Demo,
+		DataDir: o.DataDir, Ephemeral: o.Ephemeral, MemoryBudget: int64(o.MemoryBudgetMiB) << 20, SyncEvery: o.SyncEvery, Listen: o.Listen, Demo: o.Demo,
 		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
 		WebhookURL: o.WebhookURL, WebhookSecret: secret, Email: o.EmailConfig, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
 		Jobs:         serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/acl"
+	"github.com/snavio/snavio/internal/cli/bench"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/credentials"
@@ -53,6 +54,7 @@ func commands() []command {
 		{names: []string{"dispatch"}, build: dispatch.NewCmd},
 		{names: []string{"queue"}, build: queue.NewCmd},
 		{names: []string{"send"}, build: func(f *cmdutil.Factory) *cobra.Command { return send.NewCmd(f, nil) }},
+		{names: []string{"bench"}, build: func(f *cmdutil.Factory) *cobra.Command { return bench.NewCmd(f, nil) }},
 		{names: []string{"snapshot"}, build: snapshot.NewCmd},
 		{names: []string{"doctor"}, build: func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmd(f, nil) }},
 		{names: []string{"tail"}, build: func(f *cmdutil.Factory) *cobra.Command { return tail.NewCmd(f, nil) }},

@@ -42,7 +42,13 @@ decides, and exits with its outcome:
 and snavio send, with or without --wait:
 
   8  Not accepted: the bus refused the PutEvents entry, so nothing was
-     put. Retrying with the same --id is safe.`,
+     put. Retrying with the same --id is safe.
+
+snavio bench uses the same codes for a whole run, the first that applies:
+8 when the bus refused any entry (or a PutEvents call failed); with
+--wait, 4 when any command was invalid, 5 failed, 6 a duplicate, 7 had no
+outcome in time; 0 when all were accepted (and delivered); 1 when it was
+interrupted.`,
 		},
 		{
 			Use:   "config",

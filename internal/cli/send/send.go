@@ -149,41 +149,71 @@ command as signed.`,
 			return run(cmd.Context(), f, opts)
 		},
 	}
+	AddCommandFlags(cmd, opts)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
-	fl.StringVar(&opts.Target, "target", "", "target service (required)")
-	fl.StringVar(&opts.Command, "command", "", "command name (required)")
 	fl.StringVar(&opts.Payload, "payload", "", "payload: JSON, @FILE, or @- for standard input (required)")
 	fl.StringVar(&opts.ID, "id", "", "command id, a UUID (default a new random one); reuse it only to retry the same command")
-	fl.StringVar(&opts.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
-	fl.StringVar(&opts.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
-	fl.StringVar(&opts.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
 	fl.StringVar(&opts.Timestamp, "timestamp", "", "sign with this RFC 3339 time instead of now (tests the replay window)")
 	fl.DurationVar(&opts.Wait, "wait", 0, "follow the command's telemetry until an outcome, up to this long (--wait alone: 30s)")
 	fl.Lookup("wait").NoOptDefVal = DefaultWait.String()
 	fl.BoolVar(&opts.Explain, "explain", false, "put nothing: print the dispatcher's decision trace for the command")
-	for _, n := range []string{"source", "target", "command", "payload"} {
-		_ = cmd.MarkFlagRequired(n)
-	}
+	_ = cmd.MarkFlagRequired("payload")
 	cmd.MarkFlagsMutuallyExclusive("wait", "explain")
-	_ = cmd.MarkFlagFilename("secret-file", "json")
 	return cmd
 }
 
-func validate(cmd *cobra.Command, o *Options) error {
+// AddCommandFlags adds the flags that name a command (--source, --target,
+// --command, required) and how it is signed and put (--secret-file,
+// --credentials-file, --key-version) to cmd, bound to o.
+func AddCommandFlags(cmd *cobra.Command, o *Options) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.Source, "source", "", "sending service, <tenant-id>/<service> (required)")
+	fl.StringVar(&o.Target, "target", "", "target service (required)")
+	fl.StringVar(&o.Command, "command", "", "command name (required)")
+	fl.StringVar(&o.SecretFile, "secret-file", "", "file with the tenant config or key to sign with (mode 0600)")
+	fl.StringVar(&o.CredentialsFile, "credentials-file", "", "ingress credentials file (AWS shared-credentials format) to sign PutEvents with (local profiles)")
+	fl.StringVar(&o.KeyVersion, "key-version", "", "key version to sign with (default the current one; with SNAVIO_SECRET, SNAVIO_KEY_VERSION)")
+	for _, n := range []string{"source", "target", "command"} {
+		_ = cmd.MarkFlagRequired(n)
+	}
+	_ = cmd.MarkFlagFilename("secret-file", "json")
+}
+
+// ValidateCommand checks --source, --target and --command.
+func ValidateCommand(source, target, command string) error {
 	switch {
-	case !envelope.ValidSource(o.Source):
-		return cmdutil.Usagef("invalid --source %q: use <tenant-id>/<service>, e.g. acme/billing", o.Source)
-	case !envelope.ValidTarget(o.Target):
-		return cmdutil.Usagef("invalid --target %q: use a service name such as mailer", o.Target)
-	case !envelope.ValidName(o.Command):
-		return cmdutil.Usagef("invalid --command %q: use a command name such as send-receipt", o.Command)
+	case !envelope.ValidSource(source):
+		return cmdutil.Usagef("invalid --source %q: use <tenant-id>/<service>, e.g. acme/billing", source)
+	case !envelope.ValidTarget(target):
+		return cmdutil.Usagef("invalid --target %q: use a service name such as mailer", target)
+	case !envelope.ValidName(command):
+		return cmdutil.Usagef("invalid --command %q: use a command name such as send-receipt", command)
+	}
+	return nil
+}
+
+// ValidateWait checks a --wait the user gave.
+func ValidateWait(wait time.Duration) error {
+	if wait <= 0 || wait > MaxWait {
+		return cmdutil.Usagef("invalid --wait %s: give a duration from 1s to %s, such as --wait=45s", wait, MaxWait)
+	}
+	return nil
+}
+
+func validate(cmd *cobra.Command, o *Options) error {
+	if err := ValidateCommand(o.Source, o.Target, o.Command); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("wait") {
+		if err := ValidateWait(o.Wait); err != nil {
+			return err
+		}
+	}
+	switch {
 	case o.ID != "" && !envelope.ValidID(strings.ToLower(o.ID)):
 		return cmdutil.Usagef("invalid --id %q: use a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e", o.ID)
 	case o.KeyVersion != "" && !envelope.ValidVersionID(o.KeyVersion):
 		return cmdutil.Usagef("invalid --key-version %q: use a version such as hmac-v2", o.KeyVersion)
-	case cmd.Flags().Changed("wait") && (o.Wait <= 0 || o.Wait > MaxWait):
-		return cmdutil.Usagef("invalid --wait %s: give a duration from 1s to %s, such as --wait=45s", o.Wait, MaxWait)
 	}
 	if o.Timestamp != "" {
 		if _, err := time.Parse(time.RFC3339Nano, o.Timestamp); err != nil {
@@ -207,7 +237,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	if o.Timestamp != "" {
 		signAt, _ = time.Parse(time.RFC3339Nano, o.Timestamp)
 	}
-	key, from, err := resolveKey(ctx, o, client, now)
+	key, from, err := ResolveKey(ctx, o, client, now)
 	if err != nil {
 		return err
 	}
@@ -234,23 +264,12 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
 		}
 	}
-	var creds aws.CredentialsProvider
-	if t := client.Target(); t.Kind == config.KindLocal {
-		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
-		if err != nil {
-			return &cmdutil.UsageError{Err: fmt.Errorf("signing PutEvents: %w", err)}
-		}
-		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
-		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
-	}
-	newBus := o.Bus
-	if newBus == nil {
-		newBus = func(t platform.Target, creds aws.CredentialsProvider) platform.Bus {
-			return platform.NewBus(t, platform.BusOptions{Credentials: creds})
-		}
+	bus, err := OpenBus(f, client, o, tenant)
+	if err != nil {
+		return err
 	}
 	f.Logger().Debug("put command", "id", id, "bytes", len(b.Detail), "endpoint", client.Target().Endpoint)
-	out, err := newBus(client.Target(), creds).PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
+	out, err := bus.PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
 	if err != nil {
 		return err
 	}
@@ -282,6 +301,26 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	return OutcomeError(id, oc)
 }
 
+// OpenBus returns the bus to put tenant's commands on: on a local profile
+// signed (SigV4) with the tenant's ingress credentials (o.CredentialsFile,
+// then the environment, the profile, the data directory), on an aws
+// profile with the AWS SDK's credential chain. o.Bus, when set, builds it.
+func OpenBus(f *cmdutil.Factory, client platform.Client, o *Options, tenant string) (platform.Bus, error) {
+	var creds aws.CredentialsProvider
+	if t := client.Target(); t.Kind == config.KindLocal {
+		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
+		if err != nil {
+			return nil, &cmdutil.UsageError{Err: fmt.Errorf("signing PutEvents: %w", err)}
+		}
+		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
+		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
+	}
+	if o.Bus != nil {
+		return o.Bus(client.Target(), creds), nil
+	}
+	return platform.NewBus(client.Target(), platform.BusOptions{Credentials: creds}), nil
+}
+
 // entryHint says what to do about a PutEvents entry error code.
 func entryHint(code string) string {
 	switch code {
@@ -295,9 +334,10 @@ func entryHint(code string) string {
 	return "nothing was put; retry with the same --id"
 }
 
-// resolveKey finds the signing key: --secret-file, SNAVIO_SECRET, or the
-// tenant config of a local dispatcher. Never argv.
-func resolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
+// ResolveKey finds the signing key of o.Source (o.SecretFile, o.KeyVersion
+// and o.Getenv are read): --secret-file, SNAVIO_SECRET, or the tenant
+// config of a local dispatcher. Never argv.
+func ResolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
 	if o.SecretFile != "" {
 		k, err := KeyFromFile(o.SecretFile, o.Source, o.KeyVersion, now)
 		return k, FromSecretFile, err

@@ -97,15 +97,43 @@ func StartCursor(ctx context.Context, api TelemetryAPI, tenant string) (Cursor, 
 // that decide nothing (escalations, skew notices) are passed to note.
 func Wait(ctx context.Context, api TelemetryAPI, tenant, id string, c Cursor, timeout time.Duration, now func() time.Time, note func(name string, ev json.RawMessage)) (Outcome, error) {
 	start := now()
-	deadline := start.Add(timeout)
+	var out Outcome
+	timedOut, err := Follow(ctx, api, tenant, c, start.Add(timeout), now, func(seq uint64, raw json.RawMessage) (bool, error) {
+		o, decided, err := judge(raw, id, note)
+		if err != nil {
+			return false, fmt.Errorf("telemetry record %d of tenant %s: %w", seq, tenant, err)
+		}
+		if decided {
+			o.Waited = now().Sub(start).Round(time.Millisecond).String()
+			out = o
+		}
+		return decided, nil
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	if timedOut {
+		return Outcome{Outcome: OutcomeTimeout, Waited: timeout.String()}, nil
+	}
+	return out, nil
+}
+
+// Follow reads tenant's telemetry from c in long polls and hands each
+// record's event to fn, until fn returns stop (or an error), deadline
+// passes (timedOut; a zero deadline never passes) or ctx ends.
+func Follow(ctx context.Context, api TelemetryAPI, tenant string, c Cursor, deadline time.Time, now func() time.Time, fn func(seq uint64, ev json.RawMessage) (stop bool, err error)) (timedOut bool, err error) {
 	var after uint64
 	first := true
 	for {
-		left := deadline.Sub(now())
-		if left <= 0 {
-			return Outcome{Outcome: OutcomeTimeout, Waited: timeout.String()}, nil
+		poll := pollWait
+		if !deadline.IsZero() {
+			left := deadline.Sub(now())
+			if left <= 0 {
+				return true, nil
+			}
+			poll = min(left, pollWait)
 		}
-		q := url.Values{"tenant": {tenant}, "limit": {strconv.Itoa(pageSize)}, "wait": {strconv.FormatInt(min(left, pollWait).Milliseconds(), 10) + "ms"}}
+		q := url.Values{"tenant": {tenant}, "limit": {strconv.Itoa(pageSize)}, "wait": {strconv.FormatInt(poll.Milliseconds(), 10) + "ms"}}
 		if first {
 			q.Set("since", c.Since.UTC().Format(time.RFC3339Nano))
 		} else {
@@ -113,16 +141,12 @@ func Wait(ctx context.Context, api TelemetryAPI, tenant, id string, c Cursor, ti
 		}
 		var p telemetryPage
 		if err := api.Do(ctx, "GET", "/v1/telemetry", q, nil, &p); err != nil {
-			return Outcome{}, err
+			return false, err
 		}
 		for _, r := range p.Records {
-			o, decided, err := judge(r.Event, id, note)
-			if err != nil {
-				return Outcome{}, fmt.Errorf("telemetry record %d of tenant %s: %w", r.Seq, tenant, err)
-			}
-			if decided {
-				o.Waited = now().Sub(start).Round(time.Millisecond).String()
-				return o, nil
+			stop, err := fn(r.Seq, r.Event)
+			if err != nil || stop {
+				return false, err
 			}
 		}
 		first, after = false, p.NextAfter
@@ -132,15 +156,23 @@ func Wait(ctx context.Context, api TelemetryAPI, tenant, id string, c Cursor, ti
 // judge reads one telemetry event: decided is true when it is the outcome
 // of command id.
 func judge(raw json.RawMessage, id string, note func(string, json.RawMessage)) (Outcome, bool, error) {
+	_, o, decided, err := Decide(raw, func(c string) bool { return c == id }, note)
+	return o, decided, err
+}
+
+// Decide reads one telemetry event: decided is true when it is the outcome
+// of a command want picks (want sees each event's command id; events of
+// other commands are skipped without decoding them further).
+func Decide(raw json.RawMessage, want func(commandID string) bool, note func(string, json.RawMessage)) (id string, o Outcome, decided bool, err error) {
 	var head struct {
 		Event     string `json:"event"`
 		CommandID string `json:"command_id"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
-		return Outcome{}, false, fmt.Errorf("not a telemetry event: %v", err)
+		return "", Outcome{}, false, fmt.Errorf("not a telemetry event: %v", err)
 	}
-	if head.CommandID != id {
-		return Outcome{}, false, nil
+	if head.CommandID == "" || !want(head.CommandID) {
+		return "", Outcome{}, false, nil
 	}
 	ev, err := telemetry.Unmarshal(raw)
 	if err != nil {
@@ -148,9 +180,9 @@ func judge(raw json.RawMessage, id string, note func(string, json.RawMessage)) (
 		if note != nil {
 			note(head.Event, raw)
 		}
-		return Outcome{}, false, nil
+		return head.CommandID, Outcome{}, false, nil
 	}
-	o := Outcome{Event: raw}
+	o = Outcome{Event: raw}
 	switch e := ev.(type) {
 	case telemetry.Delivered:
 		o.Outcome, o.Path = OutcomeDelivered, string(e.Path)
@@ -171,9 +203,9 @@ func judge(raw json.RawMessage, id string, note func(string, json.RawMessage)) (
 		if note != nil {
 			note(head.Event, raw)
 		}
-		return Outcome{}, false, nil
+		return head.CommandID, Outcome{}, false, nil
 	}
-	return o, true, nil
+	return head.CommandID, o, true, nil
 }
 
 // OutcomeError is a non-delivered outcome as an error with its exit code

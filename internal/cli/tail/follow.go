@@ -11,6 +11,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // Fetch reads one page of GET /v1/telemetry with query q.
@@ -87,17 +88,6 @@ func Backoff(attempt int) time.Duration {
 	return min(d, 10*time.Second)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // retryable reports whether err may pass if tried again later, and the
 // least delay the server asked for.
 func retryable(err error) (bool, time.Duration) {
@@ -126,7 +116,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.Backoff = Backoff
 	}
 	if f.Sleep == nil {
-		f.Sleep = sleep
+		f.Sleep = clock.Sleep
 	}
 	f.last = map[string]uint64{}
 	var (

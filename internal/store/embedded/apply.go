@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -88,32 +89,36 @@ func (s *Store) logCommitted(frames []*frame) {
 	s.qmu.Lock()
 	for _, f := range frames {
 		for _, in := range f.inserts {
-			in.m.seg, in.m.off = f.seg, f.base+int64(in.off)
+			var rec []byte
 			if s.wal.ephemeral {
-				in.m.rec = f.b[in.off : in.off+in.m.n : in.off+in.m.n]
-			}
-			if in.m.h.Seq == 0 {
-				in.m.h.Seq = f.lsn
+				// A copy, so that the frame (the message's event and
+				// archive too) is not kept alive by the message.
+				rec = bytes.Clone(f.b[in.off : in.off+in.n])
 			}
 			in.q.reserved = max(0, in.q.reserved-1)
-			in.q.add(in.m)
+			in.q.fresh.push(freshMsg{seg: f.seg, seq: f.lsn, visAt: in.h.VisibleAt, sentAt: in.h.SentAt, id: in.id,
+				off: uint32(f.base + int64(in.off)), n: uint32(in.n)}, rec)
+			f.seg.hold(in.n)
 		}
 		for _, mv := range f.moves {
-			if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
-				mv.from.live--
-				mv.m.seg, mv.m.off = f.seg, f.base+int64(mv.off)
-				f.seg.live++
+			to := uint32(f.base + int64(mv.off))
+			if mv.m != nil {
+				if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
+					mv.from.drop(mv.m.n)
+					mv.m.seg, mv.m.off = f.seg, int64(to)
+					f.seg.hold(mv.m.n)
+				}
+				continue
+			}
+			if e := &mv.c.ents[mv.i]; mv.i >= mv.c.head && e.seg == mv.from && e.off == mv.fromOff {
+				mv.from.drop(int(e.n))
+				e.seg, e.off = f.seg, to
+				f.seg.hold(int(e.n))
 			}
 		}
 		if f.purge != "" {
 			if q := s.queues[f.purge]; q != nil {
-				f.purged = len(q.msgs)
-				for _, m := range q.msgs {
-					m.seg.live--
-				}
-				clear(q.msgs)
-				clear(q.vis)
-				q.vis = q.vis[:0]
+				f.purged = q.clearAll(s)
 			}
 		}
 	}
@@ -469,8 +474,10 @@ func (s *Store) maintain() {
 		}
 		sealed := s.wal.sealed()
 		// An ephemeral log has no files to delete: its segments are
-		// counters, and a message keeps only its own record alive.
-		if s.wal.ephemeral || len(sealed) <= walKeepSegments || sealed[0].maxApply > applied {
+		// counters, and a message keeps only its own record alive. A
+		// segment still dense with queued messages (a backlog) is not
+		// copied: that would rewrite the backlog again and again.
+		if s.wal.ephemeral || len(sealed) <= walKeepSegments || sealed[0].maxApply > applied || !s.sparse(sealed[0]) {
 			return
 		}
 		moved, err := s.compact(sealed[0])
@@ -494,22 +501,54 @@ func (s *Store) maintain() {
 func (s *Store) compact(seg *segment) (int, error) {
 	f := newFrame()
 	s.qmu.Lock()
+	var err error
 	for name, q := range s.queues {
 		for _, m := range q.msgs {
 			if m.seg != seg {
 				continue
 			}
-			rec, err := m.ref().load()
-			if err != nil {
+			rec, lerr := m.ref().load()
+			if lerr != nil {
 				s.qmu.Unlock()
-				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, err)
+				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, lerr)
 			}
 			putHeader(rec, &m.h)
 			off := f.msg(name, rec)
 			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
 		}
+		q.fresh.each(func(c *freshChunk, i int) bool {
+			e := &c.ents[i]
+			if e.seg != seg {
+				return true
+			}
+			seg.refs.Add(1)
+			rec, lerr := msgRef{seg: seg, off: int64(e.off), n: int(e.n)}.load()
+			if lerr != nil {
+				err = fmt.Errorf("compact log segment %s: message %s: %w", seg.name, e.id, lerr)
+				return false
+			}
+			// The copy carries the message's seq: recovery finds the
+			// fresh message it moves by it (recoverOp).
+			h := e.header()
+			putHeader(rec, &h)
+			off := f.msg(name, rec)
+			f.moves = append(f.moves, move{q: q, c: c, i: i, from: seg, fromOff: e.off, off: off})
+			return true
+		})
+		if err != nil {
+			s.qmu.Unlock()
+			return 0, err
+		}
 	}
 	return len(f.moves), s.commitUnlock(f)
+}
+
+// sparse says whether seg's queued messages fill less than a quarter of
+// it: worth copying forward so that the segment can go.
+func (s *Store) sparse(seg *segment) bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return seg.liveBytes*4 < seg.size
 }
 
 // recoverLog rebuilds the queues from the log in dir and applies to the
@@ -619,6 +658,7 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		}
 	}
 	for _, q := range s.queues {
+		q.endRecovery()
 		q.vis = q.vis[:0]
 		for _, m := range q.msgs {
 			q.vis = append(q.vis, m)
@@ -660,19 +700,39 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		if err != nil {
 			return err
 		}
+		off := op.off + int64(len(op.payload)-len(rec))
+		if m := q.msgs[id]; m != nil {
+			// A received message copied by compaction moves here.
+			m.seg.drop(m.n)
+			seq := m.h.Seq
+			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
+			m.h.Seq = seq
+			sg.hold(len(rec))
+			return nil
+		}
+		uid, err := parseID(id)
+		if err != nil {
+			return err
+		}
+		if e, ok := q.recovering[uid]; ok {
+			// A fresh message copied by compaction moves here.
+			e.seg.drop(int(e.n))
+			e.seg, e.off, e.n = sg, uint32(off), uint32(len(rec))
+			q.recovering[uid] = e
+			sg.hold(len(rec))
+			return nil
+		}
+		// A message put in its queue by this frame, or a copy whose
+		// earlier frames are gone with their segments.
 		if h.Seq == 0 {
 			h.Seq = lsn
 		}
-		off := op.off + int64(len(op.payload)-len(rec))
-		if m := q.msgs[id]; m != nil {
-			m.seg.live--
-			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
-			sg.live++
-			return nil
+		if h.FirstRecv != 0 || h.ReceiveCount != 0 || h.HasReceipt {
+			q.msgs[id] = &memMsg{id: id, h: h, seg: sg, off: off, n: len(rec)}
+		} else {
+			q.recovering[uid] = freshMsg{seg: sg, seq: h.Seq, visAt: h.VisibleAt, sentAt: h.SentAt, id: uid, off: uint32(off), n: uint32(len(rec))}
 		}
-		m := &memMsg{id: id, h: h, seg: sg, off: off, n: len(rec)}
-		q.msgs[id] = m
-		sg.live++
+		sg.hold(len(rec))
 	case opState:
 		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
 		if r.err == nil && len(r.b) != msgHeaderLen {
@@ -686,12 +746,27 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		if hr.err != nil {
 			return hr.err
 		}
-		if q := s.queues[name]; q != nil {
-			if m := q.msgs[id]; m != nil {
-				h.Seq = m.h.Seq
-				m.h = h
-			}
+		q := s.queues[name]
+		if q == nil {
+			return nil
 		}
+		m := q.msgs[id]
+		if m == nil {
+			// The first receive of a fresh message.
+			uid, err := parseID(id)
+			if err != nil {
+				return err
+			}
+			e, ok := q.recovering[uid]
+			if !ok {
+				return nil // purged
+			}
+			delete(q.recovering, uid)
+			m = &memMsg{id: id, h: e.header(), seg: e.seg, off: int64(e.off), n: int(e.n)}
+			q.msgs[id] = m
+		}
+		h.Seq = m.h.Seq
+		m.h = h
 	case opDel:
 		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
 		if r.err != nil {
@@ -700,7 +775,7 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		if q := s.queues[name]; q != nil {
 			if m := q.msgs[id]; m != nil {
 				delete(q.msgs, id)
-				m.seg.live--
+				m.seg.drop(m.n)
 			}
 		}
 	case opPurge:
@@ -710,9 +785,13 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		}
 		if q := s.queues[name]; q != nil {
 			for _, m := range q.msgs {
-				m.seg.live--
+				m.seg.drop(m.n)
+			}
+			for _, e := range q.recovering {
+				e.seg.drop(int(e.n))
 			}
 			clear(q.msgs)
+			clear(q.recovering)
 		}
 	case opTel, opArch, opClaim:
 	default:

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/snavio/snavio/internal/uuidv7"
@@ -80,6 +81,9 @@ var (
 	// gone.
 	ErrStaleReceipt  = errors.New("receipt handle is stale")
 	ErrTooManyQueues = errors.New("too many queues")
+	// ErrMemoryBudget: an ephemeral store's queued messages hold its
+	// memory budget (Options.MemoryBudget); retry once consumers catch up.
+	ErrMemoryBudget = errors.New("embedded store: memory budget for queued messages spent")
 )
 
 // QueueARN returns the ARN of the local queue name.
@@ -279,7 +283,9 @@ func (s *Store) loadQueues() error {
 			if err != nil {
 				return err
 			}
-			s.queues[q.Name] = newMemQueue(q)
+			mq := newMemQueue(q)
+			mq.recovering = make(map[uuid.UUID]freshMsg)
+			s.queues[q.Name] = mq
 			return nil
 		})
 	})
@@ -383,6 +389,9 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
 	for _, q := range s.queues {
 		st := QueueStats{Queue: q.q}
 		oldest := int64(0)
+		if e, _, ok := q.fresh.front(); ok {
+			oldest = e.sentAt
+		}
 		for _, m := range q.msgs {
 			if m.h.VisibleAt > now {
 				st.InFlight++
@@ -391,7 +400,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
 				oldest = m.h.SentAt
 			}
 		}
-		st.Visible = len(q.msgs) - st.InFlight
+		st.Visible = q.depth() - st.InFlight
 		if oldest != 0 {
 			st.OldestAge = time.Duration(max(0, now-oldest))
 		}
@@ -462,9 +471,9 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	if vt == 0 {
 		vt = q.q.VisibilityTimeout
 	}
-	for scanned := 0; len(out) < max && scanned < scanLimit && len(q.vis) > 0; scanned++ {
-		m := q.vis[0]
-		if m.h.VisibleAt > nanos(now) {
+	for scanned := 0; len(out) < max && scanned < scanLimit; scanned++ {
+		m := q.next(nanos(now))
+		if m == nil {
 			break
 		}
 		if q.q.DeadLetterQueue != "" && int(m.h.ReceiveCount) >= q.q.MaxReceives {
@@ -535,11 +544,18 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	msg.Attributes = attrs
 	dh := msgHeader{VisibleAt: max(m.h.VisibleAt, m.h.SentAt), SentAt: m.h.SentAt}
 	drec := encodeMsg(&dh, &msg)
-	q.remove(m)
+	id, err := parseID(m.id)
+	if err != nil {
+		return corrupt("message", m.id, err)
+	}
+	q.removeReceived(m)
+	m.seg.drop(m.n)
+	s.memRelease(m.n)
 	f.del(q.q.Name, m.id)
 	off := f.msg(dq.q.Name, drec)
 	dq.reserved++
-	f.inserts = append(f.inserts, insert{q: dq, m: &memMsg{id: m.id, h: dh, n: len(drec)}, off: off})
+	s.memReserve(len(drec), true)
+	f.inserts = append(f.inserts, insert{q: dq, id: id, h: dh, n: len(drec), off: off})
 	return nil
 }
 
@@ -614,7 +630,9 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 			errs[i] = fmt.Errorf("delete message %s from %s: %w: it was received again after its visibility timeout, or deleted; delete with the latest receive's handle", id, queue, ErrStaleReceipt)
 			continue
 		}
-		q.remove(m)
+		q.removeReceived(m)
+		m.seg.drop(m.n)
+		s.memRelease(m.n)
 		f.del(queue, id)
 	}
 	if err := s.commitUnlockWritten(f); err != nil {
@@ -731,7 +749,8 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 		return "", err
 	}
 	now := s.clock.Now()
-	id := uuidv7.String(now)
+	uid := uuidv7.New(now)
+	id := uid.String()
 	var tel telRecord
 	var err error
 	if d.Event != nil {
@@ -749,7 +768,7 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	if d.Claim != nil {
 		appendClaimOp(f, d.Claim)
 	}
-	f.inserts = append(f.inserts, insert{m: &memMsg{id: id, h: h, n: n}, off: off})
+	f.inserts = append(f.inserts, insert{id: uid, h: h, n: n, off: off})
 	var tels []telRecord
 	if d.Event != nil {
 		tels = []telRecord{tel}
@@ -791,9 +810,15 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 		return nil, err
 	}
 	if q.full() {
-		n := len(q.msgs) + q.reserved
+		n := q.depth() + q.reserved
 		s.qmu.Unlock()
 		return nil, fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
+	}
+	n := f.inserts[0].n
+	if !s.memReserve(n, false) {
+		used := s.memBytes
+		s.qmu.Unlock()
+		return nil, fmt.Errorf("%w: %d of %d bytes held by queued messages (retry after consumers catch up, or raise the budget)", ErrMemoryBudget, used, s.memBudget)
 	}
 	q.reserved++
 	s.qmu.Unlock()
@@ -807,6 +832,7 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 	if err != nil {
 		s.qmu.Lock()
 		q.reserved--
+		s.memRelease(n)
 		s.qmu.Unlock()
 		return nil, err
 	}

@@ -14,8 +14,9 @@
 //     frames share one write and one fdatasync (group commit). A write
 //     returns once its frame is durable, so an acknowledged write survives
 //     kill -9.
-//   - Queue messages live in memory and in the log only; Open rebuilds the
-//     queues from the log. Telemetry records, archived events and claim
+//   - Queue messages live in the log only, with an index in memory (a
+//     fresh message costs a 56-byte entry, memqueue.go); Open rebuilds
+//     the index from the log. Telemetry records, archived events and claim
 //     completions are also applied to the bbolt file, by one goroutine in
 //     large transactions, where they are read (a read first waits for the
 //     writes made before it to be applied). Everything else (registry,
@@ -79,6 +80,12 @@ type Options struct {
 	// Ignored when Ephemeral.
 	SyncEvery time.Duration
 
+	// MemoryBudget bounds the bytes an ephemeral store's queued messages
+	// hold (their records, and msgOverhead each for the index): a send
+	// beyond it fails with ErrMemoryBudget. 0 means DefaultMemoryBudget;
+	// ignored on file, where records stay on disk.
+	MemoryBudget int64
+
 	// OnApplied, when set, is called after telemetry or archived events
 	// written to the log were applied to the file, where readers find
 	// them: a server wakes its telemetry readers there. It runs on the
@@ -118,6 +125,10 @@ type logIO struct {
 	writeAt  func(f *os.File, b []byte, off int64) (int, error)
 	datasync func(f *os.File) error
 }
+
+// DefaultMemoryBudget is an ephemeral store's MemoryBudget unless set:
+// 256 MiB, about 200 000 queued messages of 1 KiB.
+const DefaultMemoryBudget = 256 << 20
 
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("embedded store: closed")
@@ -181,9 +192,12 @@ type Store struct {
 	// maintainMu runs maintain one call at a time.
 	maintainMu sync.Mutex
 
-	// qmu guards queues (memqueue.go) and the segments' live counts.
-	qmu    sync.Mutex
-	queues map[string]*memQueue
+	// qmu guards queues (memqueue.go), the segments' live counts and
+	// memBytes, what an ephemeral store's queued messages hold of
+	// memBudget (Options.MemoryBudget).
+	qmu                 sync.Mutex
+	queues              map[string]*memQueue
+	memBytes, memBudget int64
 
 	// cmu guards completing: the claims whose completion is written to the
 	// log and not yet applied to the file, with the frame's lsn. A claim
@@ -255,6 +269,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.SyncEvery < 0 {
 		return nil, fmt.Errorf("embedded store: sync interval %v: give 0 (sync every write) or a positive interval", opts.SyncEvery)
 	}
+	if opts.MemoryBudget < 0 {
+		return nil, fmt.Errorf("embedded store: memory budget %d bytes: give a positive size, or 0 for the default %d", opts.MemoryBudget, DefaultMemoryBudget)
+	}
+	if opts.MemoryBudget == 0 {
+		opts.MemoryBudget = DefaultMemoryBudget
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.System()
 	}
@@ -317,7 +337,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
 		queues: make(map[string]*memQueue), telLast: make(map[string]uint64), completing: make(map[string]uint64)}
-	s.applyEvery, s.onApplied = applyEvery, opts.OnApplied
+	s.applyEvery, s.onApplied, s.memBudget = applyEvery, opts.OnApplied, opts.MemoryBudget
 	if !opts.Ephemeral {
 		s.path = path
 	}
@@ -479,6 +499,17 @@ func (s *Store) QueueFull(queue string) (bool, error) {
 	}
 	defer s.qmu.Unlock()
 	return q.full(), nil
+}
+
+// MemoryUse returns the bytes an ephemeral store's queued messages hold
+// and its budget (Options.MemoryBudget); both 0 on file.
+func (s *Store) MemoryUse() (used, budget int64) {
+	if !s.wal.ephemeral {
+		return 0, 0
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return s.memBytes, s.memBudget
 }
 
 // LogFailed is closed when the write-ahead log fails: from then on every

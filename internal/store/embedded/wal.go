@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // The write-ahead log: the durable home of the hot path's writes (queue
@@ -42,7 +44,7 @@ import (
 //     the interval (the applier also syncs before it applies anything to
 //     the file, so the file is never ahead of the log).
 //
-// The queues live in memory and in the log only; the
+// The queues live in the log only, indexed in memory; the
 // telemetry records, archived events and claim completions are also
 // applied to the bbolt file in large background transactions (apply.go),
 // which is where they are read. A segment is deleted once everything in
@@ -70,6 +72,10 @@ const (
 	// maxFrameBytes bounds a frame recovery accepts: the largest write (an
 	// archive batch of 1000 events of 256 KiB) with room to spare.
 	maxFrameBytes = 512 << 20
+	// walSpareBufs buffers of at most walSpareBufBytes are kept for the
+	// next groups' writes.
+	walSpareBufs     = 4
+	walSpareBufBytes = 1 << 20
 	// walKeepSegments is how many sealed segments pinned only by their
 	// messages are kept before the oldest one's messages are copied
 	// forward so that it can be deleted.
@@ -137,17 +143,26 @@ type frame struct {
 	base int64
 }
 
+// insert is a message to put in q: its id and header, and its record's
+// offset in the frame and length.
 type insert struct {
 	q   *memQueue
-	m   *memMsg
-	off int // of the message record in the frame
+	id  uuid.UUID
+	h   msgHeader
+	n   int
+	off int
 }
 
+// move is a record compaction copied to the frame at off: of the received
+// message m, or else of the fresh one at c.ents[i] (at fromOff in from).
 type move struct {
-	q    *memQueue
-	m    *memMsg
-	from *segment
-	off  int
+	q       *memQueue
+	m       *memMsg
+	c       *freshChunk
+	i       int
+	from    *segment
+	fromOff uint32
+	off     int
 }
 
 func newFrame() *frame { return &frame{b: make([]byte, frameHeaderLen, 512)} }
@@ -214,9 +229,10 @@ type segment struct {
 	// maxApply is the highest lsn of a frame here with ops to apply.
 	// Guarded by wal.mu.
 	maxApply uint64
-	// live counts the queued messages whose record is here. Guarded by
-	// Store.qmu.
-	live int
+	// live counts the queued messages whose record is here, liveBytes
+	// their records' bytes. Guarded by Store.qmu.
+	live      int
+	liveBytes int64
 	// refs counts reads in progress; a segment is deleted only without.
 	refs atomic.Int32
 	// synced: the directory entry of a new file was synced.
@@ -490,7 +506,9 @@ func (w *wal) flush(g *walGroup) {
 		w.fail(err)
 	}
 	for _, c := range g.chunks {
-		if cap(c.b) <= 4<<20 {
+		// A few buffers of a usual group's size are kept: a burst's
+		// large ones would stay in the heap after it.
+		if cap(c.b) <= walSpareBufBytes && len(w.spare) < walSpareBufs {
 			w.spare = append(w.spare, chunk{b: c.b[:0]})
 		}
 	}

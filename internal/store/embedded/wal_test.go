@@ -392,8 +392,8 @@ func FuzzRecoverSegment(f *testing.F) {
 		if end < 0 || end > int64(len(data)) {
 			t.Fatalf("end %d outside the %d bytes", end, len(data))
 		}
-		if sg.live != len(s.queues["q"].msgs) {
-			t.Fatalf("live count %d for %d messages", sg.live, len(s.queues["q"].msgs))
+		if sg.live != s.queues["q"].depth() {
+			t.Fatalf("live count %d for %d messages", sg.live, s.queues["q"].depth())
 		}
 	})
 }

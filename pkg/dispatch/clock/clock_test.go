@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -44,5 +46,16 @@ func TestSystemIsWallClock(t *testing.T) {
 	got := System().Now()
 	if got.Before(before) {
 		t.Fatalf("System().Now() = %v is before %v", got, before)
+	}
+}
+
+func TestSleepEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep on a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), time.Microsecond); err != nil {
+		t.Fatalf("Sleep(1µs) = %v", err)
 	}
 }

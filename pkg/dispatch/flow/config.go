@@ -28,9 +28,12 @@ const (
 	MetricPrefetchLeaseDenied = "Snavio.RateLimit.PrefetchLeaseDenied"
 	MetricRateLimited         = "Snavio.RateLimit.Rejected"
 	MetricShadowWouldRefuse   = "Snavio.RateLimit.ShadowWouldRefuse"
-	MetricWarmPathBans        = "Snavio.Fairness.WarmPathBans"
-	MetricGlobalBans          = "Snavio.Fairness.GlobalBans"
-	MetricEscalations         = "Snavio.Dispatch.Escalations"
+	// MetricClaimsTakenOver counts strict claims a sole instance took over
+	// from a process that is gone (Config.SoleInstance).
+	MetricClaimsTakenOver = "Snavio.Dedup.ClaimsTakenOver"
+	MetricWarmPathBans    = "Snavio.Fairness.WarmPathBans"
+	MetricGlobalBans      = "Snavio.Fairness.GlobalBans"
+	MetricEscalations     = "Snavio.Dispatch.Escalations"
 )
 
 // Config configures flow control for one dispatcher instance. Zero fields
@@ -70,6 +73,12 @@ type Config struct {
 	// progress before a retry may take it over (default 30 s).
 	DedupeTTL     time.Duration
 	InProgressTTL time.Duration
+	// SoleInstance says this instance is its store's only user (`dispatch
+	// serve` holds the store's file lock): a claim in progress under
+	// another instance was left by a process that is gone, and the slow
+	// stage takes it over at once instead of after InProgressTTL. Never
+	// set it where several dispatchers share the store.
+	SoleInstance bool
 	// SeenSetSize bounds the fast path's set of delivered ids (default
 	// 100000). DisableSeenSet turns the set off: every strict command then
 	// takes the slow path's claim (correct, only slower).

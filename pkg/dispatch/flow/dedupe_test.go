@@ -172,6 +172,45 @@ func TestDedupeStates(t *testing.T) {
 			}
 		})
 
+		t.Run(name+"/SoleInstanceTakesOverAClaimLeftByADeadProcess", func(t *testing.T) {
+			store := newStore()
+			sole := func(c *flow.Config) { mod(c); c.SoleInstance = true }
+			crashed := newHarness(t, store, clk(), sole)
+			c := cmd("g", "acme/s", "tg", "c")
+			if d, err := crashed.f.Slow(context.Background(), c, strict); err != nil || d.Action != flow.Proceed {
+				t.Fatalf("claim: %v %v", d.Action, err)
+			}
+			// The process dies; its successor, the store's only user, takes
+			// the claim over at once, well inside the in-progress TTL.
+			next := newHarness(t, store, crashed.clk, sole)
+			if act, ok := next.dispatch(t, c, strict, always); act != flow.Proceed || !ok {
+				t.Fatalf("retry by the next process: %v %v, want delivered at once", act, ok)
+			}
+			if n := next.m.get(flow.MetricClaimsTakenOver); n != 1 {
+				t.Fatalf("%s = %d, want 1", flow.MetricClaimsTakenOver, n)
+			}
+			// Delivered once: the dead process's copy, or a third process,
+			// finds it delivered, not orphaned.
+			third := newHarness(t, store, crashed.clk, sole)
+			if act, _ := third.dispatch(t, c, strict, always); act != flow.Drop {
+				t.Fatalf("copy after the takeover's delivery: %v, want drop", act)
+			}
+			// Its own claims in progress are never taken over: a copy waits.
+			own := cmd("h", "acme/s", "tg", "c")
+			if d, err := next.f.Slow(context.Background(), own, strict); err != nil || d.Action != flow.Proceed {
+				t.Fatalf("claim: %v %v", d.Action, err)
+			}
+			if _, err := next.f.Slow(context.Background(), own, strict); !errors.Is(err, flow.ErrClaimInProgress) {
+				t.Fatalf("copy of its own claim in progress: %v, want ErrClaimInProgress", err)
+			}
+			// Nor with another payload: that stays a conflict.
+			other := cmd("h", "acme/s", "tg", "c")
+			other.PayloadHash = "different"
+			if d, err := third.f.Slow(context.Background(), other, strict); err != nil || d.Action != flow.Reject {
+				t.Fatalf("reused id under an orphaned claim: %v %v, want reject", d.Action, err)
+			}
+		})
+
 		t.Run(name+"/ReplayAfterDedupeTTL", func(t *testing.T) {
 			h := newSolo(t, mod)
 			c := cmd("e", "acme/s", "tg", "c")

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -289,6 +290,9 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 			ExpiresAt: now.Add(f.cfg.InProgressTTL),
 		}
 		ok, existing, err := f.store.Claim(ctx, claim, now)
+		if err == nil && !ok && f.orphaned(existing, c.PayloadHash) {
+			ok, existing, err = f.takeOver(ctx, claim, existing, now)
+		}
 		if err != nil {
 			return Decision{}, fmt.Errorf("flow: claim command %s: %w", c.ID, err)
 		}
@@ -361,6 +365,25 @@ func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error)
 	}
 	d.Action = Proceed
 	return d, nil
+}
+
+// orphaned says whether existing, a live record of the same command, is a
+// claim in progress left by a process that is gone: only a sole instance
+// (Config.SoleInstance) knows that every other instance is gone.
+func (f *Flow) orphaned(existing DedupeRecord, hash string) bool {
+	return f.cfg.SoleInstance && existing.State == ClaimInProgress && existing.PayloadHash == hash &&
+		!strings.HasPrefix(existing.Owner, f.cfg.Instance+"/")
+}
+
+// takeOver releases existing, an orphaned claim, and claims the command
+// again. The claim's command was not delivered: a delivery completes its
+// claim in the same transaction, so no strict command is delivered twice.
+func (f *Flow) takeOver(ctx context.Context, claim, existing DedupeRecord, now time.Time) (bool, DedupeRecord, error) {
+	if err := f.store.Release(ctx, existing.Key(), existing.Owner, now); err != nil && !errors.Is(err, ErrNotOwner) {
+		return false, DedupeRecord{}, fmt.Errorf("releasing the claim %s left by %s: %w", existing.Key(), existing.Owner, err)
+	}
+	f.cfg.Metrics.Count(MetricClaimsTakenOver, 1)
+	return f.store.Claim(ctx, claim, now)
 }
 
 // ReasonDedupeConflict is the snavio.command.invalid reason for a strict
