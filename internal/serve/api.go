@@ -22,6 +22,7 @@ import (
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/sqsapi"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -79,9 +80,12 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := queueapi.Mount(mux, queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: func(q string) bool { return slices.Contains(handoffQueues, q) }, Logger: s.log}); err != nil {
+	qa, err := queueapi.New(queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
+	if err != nil {
 		return nil, err
 	}
+	qa.Register(mux)
+	s.queues = qa
 	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
@@ -236,4 +240,23 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
+}
+
+// sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).
+func (s *Serve) sqsAPI(v *server.SigV4Verifier, refusals *server.RefusalReporter) (http.Handler, error) {
+	return sqsapi.New(sqsapi.Options{Queues: s.store, Poll: s.queues.Poll, Verifier: v, Refusals: refusals,
+		Reserved: isHandoffQueue, Tenants: s.credentialTenants, Logger: s.log})
+}
+
+// isHandoffQueue reports whether q is one of the dispatcher's own queues.
+func isHandoffQueue(q string) bool { return slices.Contains(handoffQueues, q) }
+
+// credentialTenants lists the tenants holding ingress credentials.
+func (s *Serve) credentialTenants() []string {
+	creds := s.deps.Credentials.List()
+	out := make([]string, 0, len(creds))
+	for _, c := range creds {
+		out = append(out, c.Tenant)
+	}
+	return out
 }

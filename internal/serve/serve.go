@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
+	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
@@ -160,6 +161,7 @@ type Serve struct {
 	clk     clock.Clock
 	store   *embedded.Store
 	srv     *server.Server
+	queues  *queueapi.API // the queue API, whose long poll the SQS API shares
 	node    *node.Node
 	caches  *cache.Caches
 	flow    *flow.Flow
@@ -411,7 +413,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		Listen: o.Listen, Listener: ln, DataDir: o.DataDir, Pipeline: s.node, Metrics: metrics, Control: api, Tokens: tokens,
 		Logger: o.Logger, Clock: o.Clock, Limits: o.Limits, Ready: s.ready, Admit: s.admit,
 		Credentials: creds, Telemetry: s.sink, AllowedHosts: o.AllowedHosts, OpenIngress: o.OpenIngress,
-		Dashboard: s.dashboardUI(api),
+		Dashboard: s.dashboardUI(api), SQS: s.sqsAPI,
 	})
 	if err != nil {
 		return nil, err

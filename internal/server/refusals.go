@@ -25,7 +25,9 @@ type IngressRefused struct {
 	// AccessKeyID and Tenant are the signer's, when known.
 	AccessKeyID string `json:"access_key_id,omitempty"`
 	Tenant      string `json:"tenant,omitempty"`
-	// ExampleSource is one refused entry's Source (access_denied only).
+	// ExampleSource is one refused entry's Source (access_denied), or
+	// the queue's ARN (sqs_access_denied: an SQS call on a queue the
+	// signer's tenant does not own).
 	ExampleSource string `json:"example_source,omitempty"`
 	// Count is the refusals since Since.
 	Count int64     `json:"count"`

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,11 @@ type StartOptions struct {
 	// Telemetry receives the ingress's refusal reports (IngressRefused,
 	// at most one per reason and key every 10 s); nil: none.
 	Telemetry telemetry.Sink
+	// SQS, when set, builds the handler of POST / requests whose
+	// X-Amz-Target starts with "AmazonSQS." (the SQS JSON protocol), given
+	// a SigV4 verifier of the ingress credentials for service "sqs" and
+	// the ingress's refusal reporter (nil without Telemetry).
+	SQS func(*SigV4Verifier, *RefusalReporter) (http.Handler, error)
 	// AllowedHosts are the host names, besides loopback names and IP
 	// addresses, that requests may name in their Host header.
 	AllowedHosts []string
@@ -89,6 +95,7 @@ type Server struct {
 	http      *http.Server
 	ln        net.Listener
 	ingress   *Ingress
+	sqs       http.Handler
 	metrics   *Metrics
 	tokens    TokenStore
 	creds     *FileCredentialStore
@@ -197,6 +204,15 @@ func Start(opts StartOptions) (*Server, error) {
 		stopping: make(chan struct{}),
 		serveErr: make(chan error, 1),
 	}
+	if opts.SQS != nil {
+		v, err := NewSigV4Verifier(opts.Credentials, opts.Clock, 0)
+		if err != nil {
+			return nil, err
+		}
+		if s.sqs, err = opts.SQS(v.ForService("sqs"), iopts.Refusals); err != nil {
+			return nil, err
+		}
+	}
 	s.http = &http.Server{
 		Handler:           hosts.wrap(opts.Metrics, s.routes(opts, auth)),
 		ReadHeaderTimeout: ingress.limits.HeaderTimeout,
@@ -225,7 +241,22 @@ func (s *Server) routes(opts StartOptions, auth *Authenticator) http.Handler {
 	m := opts.Metrics
 	retry := s.ingress.limits.RetryAfter
 	mux := http.NewServeMux()
-	mux.Handle("/{$}", m.instrument("putevents", now, admit(opts.Admit, s.ingress, m)))
+	// PutEvents passes admission; SQS consumers, which drain the queues,
+	// do not.
+	root := admit(opts.Admit, s.ingress, m)
+	if s.sqs != nil {
+		sqs, pe := m.instrument("sqs", now, limitControl(s.ingress.limits, m, s.sqs)), m.instrument("putevents", now, root)
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
+				sqs.ServeHTTP(w, r)
+				return
+			}
+			pe.ServeHTTP(w, r)
+		})
+	} else {
+		root = m.instrument("putevents", now, root)
+	}
+	mux.Handle("/{$}", root)
 	mux.Handle("GET /healthz", m.instrument("healthz", now, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeStatus(w, http.StatusOK, map[string]string{"status": "ok"}, 0)
 	})))

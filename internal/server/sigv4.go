@@ -65,6 +65,7 @@ type SigV4Verifier struct {
 	clock   clock.Clock
 	maxSkew time.Duration
 	signer  *v4.Signer
+	service string // the SigV4 service name signatures must be scoped to
 }
 
 // NewSigV4Verifier returns a verifier. maxSkew 0 means DefaultMaxSkew.
@@ -79,7 +80,15 @@ func NewSigV4Verifier(creds CredentialLookup, clk clock.Clock, maxSkew time.Dura
 	case maxSkew == 0:
 		maxSkew = DefaultMaxSkew
 	}
-	return &SigV4Verifier{creds: creds, clock: clk, maxSkew: maxSkew, signer: v4.NewSigner()}, nil
+	return &SigV4Verifier{creds: creds, clock: clk, maxSkew: maxSkew, signer: v4.NewSigner(), service: ingresscred.SigningService}, nil
+}
+
+// ForService returns a verifier like v for requests signed for another
+// AWS service, such as "sqs" for the SQS API of the local queues.
+func (v *SigV4Verifier) ForService(service string) *SigV4Verifier {
+	c := *v
+	c.service = service
+	return &c
 }
 
 // sigV4Header is a parsed Authorization header.
@@ -187,8 +196,8 @@ func (v *SigV4Verifier) Verify(r *http.Request, body []byte) (Caller, *awsError)
 	if h.date != dates[0][:scopeDateLen] {
 		return who, invalidSignature("bad_scope", fmt.Sprintf("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s', from '%s'.", truncate(h.date, 16), dates[0][:scopeDateLen], dates[0]))
 	}
-	if h.service != ingresscred.SigningService {
-		return who, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", ingresscred.SigningService))
+	if h.service != v.service {
+		return who, invalidSignature("bad_scope", fmt.Sprintf("Credential should be scoped to correct service: '%s'.", v.service))
 	}
 	now := v.clock.Now().UTC()
 	if at.Before(now.Add(-v.maxSkew)) {

@@ -172,9 +172,15 @@ type apiError struct {
 	status     int
 	msg, fix   string
 	retryAfter time.Duration
+	err        error // a sentinel callers test with errors.Is, or nil
 }
 
 func (e *apiError) Error() string { return e.msg }
+
+func (e *apiError) Unwrap() error { return e.err }
+
+// ErrTooManyWaiters: Poll found Options.MaxWaiters receives already waiting.
+var ErrTooManyWaiters = errors.New("too many receives waiting")
 
 func bad(msg, fix string) *apiError {
 	return &apiError{status: http.StatusBadRequest, msg: msg, fix: fix}
@@ -540,7 +546,7 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 	if req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > MaxWait {
 		return bad(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(MaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
 	}
-	msgs, err := a.poll(r.Context(), name, req.Max, time.Duration(req.VisibilityTimeoutSeconds)*time.Second, time.Duration(req.WaitSeconds)*time.Second)
+	msgs, err := a.Poll(r.Context(), name, req.Max, time.Duration(req.VisibilityTimeoutSeconds)*time.Second, time.Duration(req.WaitSeconds)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -551,11 +557,11 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// poll receives from queue, waiting up to wait for a message to become
-// visible. It runs on the request's goroutine: between checks it pauses
+// Poll receives from queue, waiting up to wait for a message to become
+// visible (the SQS API's ReceiveMessage shares it). It runs on the request's goroutine: between checks it pauses
 // on a timer, with a backoff from PollInterval to MaxPollInterval, and
 // returns as soon as a check finds messages, the wait ends, or ctx ends.
-func (a *API) poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
+func (a *API) Poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
 	// The change channel is taken before each check, so a send between
 	// the check and the pause still wakes the pause.
 	changed := a.changed()
@@ -565,7 +571,7 @@ func (a *API) poll(ctx context.Context, queue string, n int, vt, wait time.Durat
 	}
 	if a.waiting.Add(1) > int64(a.o.MaxWaiters) {
 		a.waiting.Add(-1)
-		return nil, &apiError{status: http.StatusTooManyRequests, retryAfter: time.Second,
+		return nil, &apiError{status: http.StatusTooManyRequests, retryAfter: time.Second, err: ErrTooManyWaiters,
 			msg: fmt.Sprintf("%d receives are already waiting, the most this server holds at once", a.o.MaxWaiters),
 			fix: "retry after the Retry-After delay, or receive without --wait"}
 	}
