@@ -66,14 +66,11 @@ func example(dedupe registry.DedupeMode) (*dispatch.Dispatcher, *clock.Fake, *si
 	return a.Dispatcher, clk, key
 }
 
-// A producer signs a command; the dispatcher checks it and delivers it to
-// its route's queue. Fast decides from memory; a command it escalates
-// goes to Slow, after a durable hand-off in a real host.
-func Example() {
-	ctx := context.Background()
-	d, clk, key := example("")
-
-	env := envelope.New("0f8fad5b-d9cb-469f-a165-70867728950e", clk.Now(), "mailer", "send", []byte(`{"to":"ann@example.com"}`))
+// signedCommand is what acme/billing's producer does: it builds the
+// envelope of a mailer/send command, signs it with key and encodes it as
+// the bus event's detail.
+func signedCommand(key *signing.Key, id string, at time.Time, payload string) []byte {
+	env := envelope.New(id, at, "mailer", "send", []byte(payload))
 	if err := key.SignEnvelope(&env, "acme/billing"); err != nil {
 		panic(err)
 	}
@@ -81,9 +78,21 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	return detail
+}
+
+// A producer signs a command; the dispatcher checks it and delivers it to
+// its route's queue. Fast decides from memory; a command it escalates
+// goes to Slow, after a durable hand-off in a real host.
+func Example() {
+	ctx := context.Background()
+	d, clk, key := example("")
+
+	detail := signedCommand(key, "0f8fad5b-d9cb-469f-a165-70867728950e", clk.Now(), `{"to":"ann@example.com"}`)
 
 	res, esc := d.Fast(ctx, "acme/billing", detail)
 	if esc != nil {
+		var err error
 		if res, err = d.Slow(ctx, esc); err != nil {
 			panic(err) // undecided: retry the hand-off later
 		}

@@ -1,31 +1,24 @@
 package dispatch_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
 	"github.com/snavio/snavio/pkg/dispatch"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // These examples use the in-memory Dispatcher of example_test.go.
 
-// A command whose payload changed after signing is refused by the shield:
-// nothing is delivered.
+// A command whose payload changed on the way, after signing, is refused
+// by the shield: nothing is delivered.
 func Example_badSignature() {
 	ctx := context.Background()
 	d, clk, key := example("")
 
-	env := envelope.New("7c9e6679-7425-40de-944b-e07fc1f90ae7", clk.Now(), "mailer", "send", []byte(`{"to":"ann@example.com"}`))
-	if err := key.SignEnvelope(&env, "acme/billing"); err != nil {
-		panic(err)
-	}
-	env.Command.Payload = []byte(`{"to":"eve@example.com"}`)
-	detail, err := env.AppendJSON(nil)
-	if err != nil {
-		panic(err)
-	}
+	detail := signedCommand(key, "7c9e6679-7425-40de-944b-e07fc1f90ae7", clk.Now(), `{"to":"ann@example.com"}`)
+	detail = bytes.Replace(detail, []byte("ann@"), []byte("eve@"), 1)
 
 	res, _ := d.Fast(ctx, "acme/billing", detail)
 	fmt.Println("outcome:", res.Outcome, res.Reason)
@@ -41,14 +34,7 @@ func Example_strict() {
 	ctx := context.Background()
 	d, clk, key := example(registry.DedupeStrict)
 
-	env := envelope.New("9b2d6c1e-3f4a-4b5c-8d7e-1f2a3b4c5d6e", clk.Now(), "mailer", "send", []byte(`{"to":"bob@example.com"}`))
-	if err := key.SignEnvelope(&env, "acme/billing"); err != nil {
-		panic(err)
-	}
-	detail, err := env.AppendJSON(nil)
-	if err != nil {
-		panic(err)
-	}
+	detail := signedCommand(key, "9b2d6c1e-3f4a-4b5c-8d7e-1f2a3b4c5d6e", clk.Now(), `{"to":"bob@example.com"}`)
 
 	res, esc := d.Fast(ctx, "acme/billing", detail)
 	fmt.Println("fast:   ", res.Outcome, res.Reason)
