@@ -5,6 +5,7 @@
 package lambda
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/snavio/snavio/internal/store/awsstore"
@@ -116,8 +118,37 @@ func (c *Config) validate() error {
 	if c.MaxReceives < 1 || c.MaxReceives > 100 {
 		errs = append(errs, fmt.Errorf("%s=%d: give 1 to 100 (and a redrive maxReceiveCount above it)", EnvMaxReceives, c.MaxReceives))
 	}
+	store := c.Store
+	store.SetDefaults()
+	if err := store.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (the environment is %s, the region AWS_REGION)", err, EnvEnv))
+	}
 	if c.Instance == "" {
 		c.Instance = "lambda"
 	}
 	return errors.Join(errs...)
+}
+
+// Handler builds the host from the environment (getenv, with the SDK's
+// default configuration: region and credentials from Lambda's
+// environment) and returns the handler SNAVIO_FUNCTION names, for
+// aws-lambda-go's lambda.Start.
+func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	cfg, err := FromEnv(getenv, awsCfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = log
+	h, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Function == FunctionSlow {
+		return h.Slow, nil
+	}
+	return h.Ingest, nil
 }

@@ -449,6 +449,8 @@ func TestFromEnv(t *testing.T) {
 		{EnvMaxReceives, "x", EnvMaxReceives},
 		{EnvMaxReceives, "0x", EnvMaxReceives},
 		{EnvMaxReceives, "101", EnvMaxReceives},
+		{EnvEnv, "", EnvEnv},
+		{EnvEnv, "Prod!", "env"},
 	} {
 		if _, err := FromEnv(with(tc.name, tc.value), awsCfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%q: %v, want an error naming %q", tc.name, tc.value, err, tc.want)
