@@ -457,3 +457,35 @@ func TestFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmFigures prints the warm fast path's latency per Ingest and its
+// AWS calls over 20 commands, beside one SendMessage of an escalation to
+// the queue: what splitting shield and fast into two functions would add
+// per command (docs/lambda.md).
+func TestWarmFigures(t *testing.T) {
+	f := newFixture(t)
+	f.ingest(t, "warm-up", f.event(t, "0f8fad5b-d9cb-469f-a165-000000000100", "mailer", "send"))
+	const n = 20
+	var took, hop []time.Duration
+	for i := range n {
+		ev := f.event(t, "0f8fad5b-d9cb-469f-a165-"+strconv.Itoa(100000000001+i), "mailer", "send")
+		f.c.take()
+		began := time.Now()
+		if err := f.h.Ingest(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(began))
+		if desc, _, _ := f.c.take(); desc != "DynamoDB.TransactWriteItems=1 SQS.SendMessage=1" {
+			t.Errorf("command %d: calls %s", i, desc)
+		}
+		began = time.Now()
+		if _, err := f.raw.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(f.escURL), MessageBody: aws.String(string(ev.Detail))}); err != nil {
+			t.Fatal(err)
+		}
+		hop = append(hop, time.Since(began))
+	}
+	slices.Sort(took)
+	slices.Sort(hop)
+	t.Logf("warm Ingest over %d commands: p50 %v, p90 %v; one SendMessage to the escalation queue: p50 %v, p90 %v (emulators on 127.0.0.1)",
+		n, took[n/2].Round(time.Microsecond), took[n*9/10].Round(time.Microsecond), hop[n/2].Round(time.Microsecond), hop[n*9/10].Round(time.Microsecond))
+}
