@@ -88,6 +88,7 @@ func (c *calls) take() (desc string, all, ddb int) {
 // source's key, a plain route and a strict one with their ACLs.
 type fixture struct {
 	h         *Host
+	env       string // the store's environment (table names)
 	clk       *clock.Fake
 	key       *signing.Key
 	c         *calls
@@ -110,7 +111,8 @@ func newFixture(t *testing.T) *fixture {
 	dlqARN, _ := createQueue(t, raw)
 	_, f.escURL = createQueue(t, raw)
 
-	store := awsstore.Config{Env: emu.UniqueName(), AWSConfig: d.Config(), ClientOptions: d.ClientOptions(), SQSOptions: k.SQSOptions(), Clock: f.clk}
+	f.env = emu.UniqueName()
+	store := awsstore.Config{Env: f.env, AWSConfig: d.Config(), ClientOptions: d.ClientOptions(), SQSOptions: k.SQSOptions(), Clock: f.clk}
 	reg, err := awsstore.NewRegistryStore(store)
 	if err != nil {
 		t.Fatal(err)
