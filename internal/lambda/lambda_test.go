@@ -491,3 +491,33 @@ func TestWarmFigures(t *testing.T) {
 	t.Logf("warm Ingest over %d commands: p50 %v, p90 %v; one SendMessage to the escalation queue: p50 %v, p90 %v (emulators on 127.0.0.1)",
 		n, took[n/2].Round(time.Microsecond), took[n*9/10].Round(time.Microsecond), hop[n/2].Round(time.Microsecond), hop[n*9/10].Round(time.Microsecond))
 }
+
+// TestIngestRetriesWhatItCouldNotHandOff: a failed hand-off is an error
+// (Lambda retries the event), and the retry, once the queue is back,
+// hands the command off; an event that is not a command is no error.
+func TestIngestRetriesWhatItCouldNotHandOff(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	other := events.CloudWatchEvent{DetailType: "something.else", Source: source, Detail: json.RawMessage(`{}`)}
+	if err := f.h.Ingest(ctx, other); err != nil {
+		t.Errorf("an event that is not a command: %v, want nil (not retried)", err)
+	}
+	if _, err := f.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(f.escURL)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.event(t, "0f8fad5b-d9cb-469f-a165-000000000007", "ledger", "post")
+	err := f.h.Ingest(ctx, ev)
+	if err == nil || !strings.Contains(err.Error(), "handing it to the slow stage failed") {
+		t.Fatalf("hand-off to a missing queue: %v, want a retryable error", err)
+	}
+	name := f.escURL[strings.LastIndexByte(f.escURL, '/')+1:]
+	if _, err := f.raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.h.Ingest(ctx, ev); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if n := len(f.receive(t, f.escURL)); n != 1 {
+		t.Fatalf("escalation queue holds %d after the retry, want 1", n)
+	}
+}
