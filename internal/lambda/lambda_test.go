@@ -26,6 +26,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -519,5 +520,48 @@ func TestIngestRetriesWhatItCouldNotHandOff(t *testing.T) {
 	}
 	if n := len(f.receive(t, f.escURL)); n != 1 {
 		t.Fatalf("escalation queue holds %d after the retry, want 1", n)
+	}
+}
+
+// TestSlowBringsBackARacedEscalationEarly: an escalation whose strict id
+// another attempt holds in progress is reported failed and made visible
+// again in raceRetry; once that attempt completed, it is dropped.
+func TestSlowBringsBackARacedEscalationEarly(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := emu.DynamoDB(t)
+	fs, err := awsstore.NewFlowStore(awsstore.Config{Env: f.env, AWSConfig: d.Config(), ClientOptions: d.ClientOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "0f8fad5b-d9cb-469f-a165-000000000008"
+	now := f.clk.Now()
+	other := flow.DedupeRecord{Tenant: "acme", ID: id, PayloadHash: flow.PayloadHash([]byte(`{"n":1}`)), State: flow.ClaimInProgress, Owner: "other/1", ExpiresAt: now.Add(30 * time.Second)}
+	if ok, _, err := fs.Claim(ctx, other, now); err != nil || !ok {
+		t.Fatalf("the other attempt's claim: %v, %v", ok, err)
+	}
+	f.ingest(t, "strict command", f.event(t, id, "ledger", "post"))
+	msgs := f.receive(t, f.escURL)
+	if len(msgs) != 1 {
+		t.Fatalf("escalation queue holds %d, want 1", len(msgs))
+	}
+	rec := events.SQSMessage{MessageId: aws.ToString(msgs[0].MessageId), ReceiptHandle: aws.ToString(msgs[0].ReceiptHandle), Body: aws.ToString(msgs[0].Body), Attributes: msgs[0].Attributes}
+	f.c.take()
+	resp, err := f.h.Slow(ctx, events.SQSEvent{Records: []events.SQSMessage{rec}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("raced record: %v, failures %+v; want it failed", err, resp.BatchItemFailures)
+	}
+	if desc, _, _ := f.c.take(); !strings.Contains(desc, "SQS.ChangeMessageVisibility=1") {
+		t.Errorf("raced record calls: %s, want one ChangeMessageVisibility", desc)
+	}
+	if err := fs.Complete(ctx, other.Key(), other.Owner, now.Add(time.Hour), now); err != nil {
+		t.Fatal(err)
+	}
+	rec.Attributes = map[string]string{"ApproximateReceiveCount": "2"}
+	if resp, err := f.h.Slow(ctx, events.SQSEvent{Records: []events.SQSMessage{rec}}); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("after the other attempt completed: %v, failures %+v; want it done", err, resp.BatchItemFailures)
+	}
+	if n := len(f.receive(t, f.queueURL(t, f.strictARN))); n != 0 {
+		t.Errorf("the raced command was delivered %d times here; the other attempt delivered it", n)
 	}
 }
