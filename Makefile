@@ -75,6 +75,15 @@ bench-serve: ## Commands/s of dispatch serve over loopback vs the same server wi
 test-memory: ## The memory goal of dispatch serve: 1,000,000 queued 1 KiB messages on the file store under 256 MiB RSS, and the heap back after draining (not part of make test: the race detector's shadow memory would dominate)
 	SNAVIO_TEST_1M=1 $(GO) test -count=1 -run '^TestMillionQueuedRSS$$' -v ./internal/serve/
 
+.PHONY: lambda
+lambda: ## Build the Lambda bootstrap zips for provided.al2023: dist/lambda/bootstrap-{arm64,amd64}.zip (docs/lambda.md)
+	@mkdir -p dist/lambda
+	for arch in arm64 amd64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -tags lambda.norpc -ldflags "$(LDFLAGS)" -o dist/lambda/$$arch/bootstrap ./cmd/snavio-lambda; \
+		$(GO) run ./tools/lambdazip -o dist/lambda/bootstrap-$$arch.zip dist/lambda/$$arch/bootstrap; \
+	done
+	@ls -l dist/lambda/*.zip
+
 .PHONY: bench
 bench: ## Run benchmarks and print each beside its floor, with the ratio
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bench.out

@@ -1,0 +1,110 @@
+package lambda
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
+)
+
+// fakeRuntime is Lambda's Runtime API as the bootstrap sees it: it hands
+// out one event, then holds the next poll until the test ends, and
+// records the function's answer. It stands in for Lambda, which cannot
+// run here.
+type fakeRuntime struct {
+	event  []byte
+	served atomic.Bool
+	answer chan string // "response: ..." or "error: ..."
+	done   chan struct{}
+}
+
+func (r *fakeRuntime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	const prefix = "/2018-06-01/runtime/"
+	path := strings.TrimPrefix(req.URL.Path, prefix)
+	switch {
+	case req.Method == http.MethodGet && path == "invocation/next":
+		if r.served.Swap(true) {
+			<-r.done
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-1")
+		w.Header().Set("Lambda-Runtime-Deadline-Ms", "4102444800000")
+		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:snavio-ingest")
+		_, _ = w.Write(r.event)
+	case req.Method == http.MethodPost && strings.HasPrefix(path, "invocation/req-1/"):
+		b, _ := io.ReadAll(req.Body)
+		w.WriteHeader(http.StatusAccepted)
+		r.answer <- strings.TrimPrefix(path, "invocation/req-1/") + ": " + string(b)
+	case req.Method == http.MethodPost && path == "init/error":
+		b, _ := io.ReadAll(req.Body)
+		w.WriteHeader(http.StatusAccepted)
+		r.answer <- "init error: " + string(b)
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+// TestBootstrapBinaryDelivers builds cmd/snavio-lambda and runs it as
+// Lambda would, configured by the environment alone, against the
+// emulators: one EventBridge event in, one delivery out.
+func TestBootstrapBinaryDelivers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap binary")
+	}
+	f := newFixture(t)
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "github.com/snavio/snavio/cmd/snavio-lambda")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ev, err := json.Marshal(f.event(t, "0f8fad5b-d9cb-469f-a165-000000000200", "mailer", "send"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
+	srv := httptest.NewServer(rt)
+	defer srv.Close()
+	defer close(rt.done)
+
+	cmd := exec.Command(bin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = []string{
+		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(srv.URL, "http://"),
+		EnvFunction + "=" + FunctionIngest, EnvEnv + "=" + f.env, EnvEscalationQueue + "=" + f.escURL,
+		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + emu.DynamoDB(t).Endpoint, "AWS_ENDPOINT_URL_SQS=" + emu.Kumo().Endpoint,
+		"HOME=" + t.TempDir(),
+	}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	select {
+	case got := <-rt.answer:
+		t.Logf("bootstrap: process start to answer %v: %s", time.Since(began).Round(time.Millisecond), got)
+		if got != "response: null" {
+			t.Fatalf("answer %q, want the response null; stderr:\n%s", got, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
+	}
+	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
+		t.Fatalf("target queue holds %d messages, want 1; stderr:\n%s", n, stderr.String())
+	}
+}
