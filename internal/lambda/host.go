@@ -17,13 +17,10 @@ import (
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch"
-	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
-	"github.com/snavio/snavio/pkg/dispatch/routing"
-	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -83,31 +80,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, err
 	}
 	out := &outbox{store: ob}
-	caches, err := cache.New(cache.Config{}, cache.Deps{Reader: reg, Clock: clk, Telemetry: out, Logger: log})
+	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
+		Telemetry: out, Clock: clk, Logger: log, Flow: flow.Config{Instance: cfg.Instance}})
 	if err != nil {
 		return nil, err
 	}
-	if err := caches.LoadAll(ctx); err != nil {
-		return nil, fmt.Errorf("loading the caches from the registry tables: %w", err)
-	}
-	rt, err := routing.New(caches, reg, clk)
-	if err != nil {
-		return nil, err
-	}
-	var fl *flow.Flow
-	sh, err := shield.New(shield.Config{}, shield.Deps{Clock: clk, Keys: caches.Keys, Bans: caches.Bans, Telemetry: out,
-		BanRepeatInvalid: func(src string, n int64, at time.Time) { fl.BanRepeatInvalid(src, n, at) }}) // fl is set below, before any invocation
-	if err != nil {
-		return nil, err
-	}
-	fl, err = flow.New(flow.Config{Instance: cfg.Instance, Clock: clk, Logger: log}, fs, out, routing.NewQuotas(caches, clk))
-	if err != nil {
-		return nil, err
-	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: sender, Clock: clk, Telemetry: out, Logger: log})
-	if err != nil {
-		return nil, err
-	}
+	d := asm.Dispatcher
 	// The cold load's events (cache refreshes) are stored now, so that
 	// the first invocation does not carry them.
 	if err := out.flush(ctx); err != nil {

@@ -21,7 +21,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -169,29 +168,15 @@ func newEnvSending(t *testing.T, snd dispatch.Sender) *env {
 			t.Fatal(err)
 		}
 	}
-	sync := func(f func()) { f() }
 	tel := &telemetry.Memory{}
-	c, err := cache.New(cache.Config{Jitter: -1}, cache.Deps{Reader: reg, Clock: clk, Telemetry: tel, Executor: sync})
+	a, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: memstore.NewFlow(), Sender: snd,
+		Telemetry: tel, Clock: clk, Executor: func(f func()) { f() }, Cache: cache.Config{Jitter: -1},
+		Shield: shield.Config{SampleRate: -1}, Flow: flow.Config{Instance: "n1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.LoadAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := routing.New(c, reg, clk)
-	sh, err := shield.New(shield.Config{SampleRate: -1}, shield.Deps{Clock: clk, Keys: c.Keys, Bans: c.Bans, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := flow.New(flow.Config{Instance: "n1", Clock: clk, Executor: sync}, memstore.NewFlow(), tel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := a.Dispatcher
 	out, _ := snd.(*sender)
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: fl, Sender: snd, Clock: clk, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ho := &handoff{clk: clk, items: map[string]*held{}}
 	arch := &archive{}
 	n, err := New(Options{Dispatcher: d, Handoff: ho, Archive: arch, Clock: clk, MaxReceives: 3})

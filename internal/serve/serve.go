@@ -41,7 +41,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -302,46 +301,35 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 
-	s.caches, err = cache.New(cacheCfg, cache.Deps{Reader: reg, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger})
-	if err != nil {
-		return nil, err
-	}
 	if o.Demo {
 		if s.demo, err = seedDemo(ctx, st, o.DataDir, o.Clock); err != nil {
 			return nil, fmt.Errorf("seeding the demo: %w", err)
 		}
 	}
-	// The fast stage's cold start: the latest signed snapshot, falling
-	// back to the registry.
-	// On a first start there is no snapshot yet: load the registry
-	// without the loader's refusal warning.
-	if vs, verr := st.Snapshots().Versions(ctx, snapshot.DefaultPaths().Of(snapshot.KindFull)); verr == nil && len(vs) == 0 {
-		s.coldSource = snapshot.FromRegistry
-		err = s.caches.LoadAll(ctx)
-	} else {
-		s.coldSource, err = s.loader.ColdStart(ctx, s.caches)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading the caches: %w", err)
-	}
-	rt, err := routing.New(s.caches, reg, o.Clock)
-	if err != nil {
-		return nil, err
-	}
 	polls := &tenantPolls{}
-	sh, err := shield.New(shield.Config{SampleRate: o.SkewSampleRate}, shield.Deps{Clock: o.Clock, Keys: s.caches.Keys, Bans: s.caches.Bans, Polls: polls, Telemetry: s.sink,
-		BanRepeatInvalid: func(src string, n int64, at time.Time) { s.flow.BanRepeatInvalid(src, n, at) }}) // s.flow is set below, before any request
+	asm, err := dispatch.Assemble(ctx, dispatch.Config{
+		Registry: reg, FlowStore: st, Sender: sender{s: st, clk: o.Clock, sink: s.sink, sig: s.delivery},
+		Telemetry: s.sink, Clock: o.Clock, Metrics: metrics, Logger: o.Logger, Polls: polls,
+		Cache:  cacheCfg,
+		Shield: shield.Config{SampleRate: o.SkewSampleRate},
+		Flow:   flow.Config{Instance: instanceID(), SoleInstance: true, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL},
+		// The fast stage's cold start: the latest signed snapshot, falling
+		// back to the registry. On a first start there is no snapshot yet:
+		// load the registry without the loader's refusal warning.
+		Load: func(ctx context.Context, c *cache.Caches) (err error) {
+			if vs, verr := st.Snapshots().Versions(ctx, snapshot.DefaultPaths().Of(snapshot.KindFull)); verr == nil && len(vs) == 0 {
+				s.coldSource = snapshot.FromRegistry
+				return c.LoadAll(ctx)
+			}
+			s.coldSource, err = s.loader.ColdStart(ctx, c)
+			return err
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.flow, err = flow.New(flow.Config{Instance: instanceID(), SoleInstance: true, Clock: o.Clock, Shadow: o.Shadow, InProgressTTL: o.InProgressTTL, Metrics: metrics, Logger: o.Logger}, st, s.sink, routing.NewQuotas(s.caches, o.Clock))
-	if err != nil {
-		return nil, err
-	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: dispatch.NewRouter(rt), Flow: s.flow, Sender: sender{s: st, clk: o.Clock, sink: s.sink, sig: s.delivery}, Clock: o.Clock, Telemetry: s.sink, Logger: o.Logger})
-	if err != nil {
-		return nil, err
-	}
+	s.caches, s.flow = asm.Caches, asm.Deps.Flow
+	d := asm.Dispatcher
 	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
 		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {

@@ -11,8 +11,18 @@
 //     the rate-limit budget, delivers.
 //
 // The package imports no AWS code and holds no globals; time comes from an
-// injected clock. Storage and delivery are ports (flow.Store, Router,
-// Sender) implemented by stores that pass pkg/dispatch/dispatchtest.
+// injected clock. Storage and delivery are ports (registry.Reader,
+// flow.Store, Sender) implemented by stores that pass
+// pkg/dispatch/dispatchtest; package memstore holds in-memory ones.
+//
+// Assemble is the standard way to build a Dispatcher: it takes the ports and
+// settings in a Config and wires the caches, the router, flow control and
+// the shield with their defaults. A host then calls Fast on each bus
+// event, hands every escalation durably (a queue, in the wire form of
+// Escalation.Marshal) to a worker that calls Slow, and uses the returned
+// Assembly's caches and flow control for its background jobs. The
+// examples (example_test.go) assemble a Dispatcher over package memstore
+// and dispatch a signed command; docs/library.md walks through the API.
 package dispatch
 
 import (

@@ -19,7 +19,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/routing"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -79,10 +78,9 @@ func newFixture(t testing.TB, strict bool) *fixture {
 }
 
 // buildStack builds the real stack: an in-memory registry holding the
-// source's key, route and its ACL; the stale-tolerant caches loaded from
-// it; the cache-backed router; the shield reading keys and bans from the
-// caches; flow control over the in-memory flow store (background work on
-// exec); and the dispatcher delivering to out.
+// source's key, route and its ACL, and the Dispatcher Assemble builds
+// over it and the in-memory flow store (background work on exec),
+// delivering to out.
 func buildStack(t testing.TB, route registry.Route, cc cache.Config, tel telemetry.Sink, out dispatch.Sender, exec func(func())) (*dispatch.Dispatcher, *clock.Fake, *memstore.Registry) {
 	t.Helper()
 	return buildStackRouter(t, route, cc, tel, out, exec, nil)
@@ -106,32 +104,19 @@ func buildStackRouter(t testing.TB, route registry.Route, cc cache.Config, tel t
 			t.Fatal(err)
 		}
 	}
-	c, err := cache.New(cc, cache.Deps{Reader: reg, Clock: clk, Telemetry: tel, Executor: exec})
+	a, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: memstore.NewFlow(), Sender: out,
+		Telemetry: tel, Clock: clk, Executor: exec, Cache: cc,
+		Shield: shield.Config{SampleRate: -1}, Flow: flow.Config{Instance: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.LoadAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := routing.New(c, reg, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh, err := shield.New(shield.Config{SampleRate: -1}, shield.Deps{Clock: clk, Keys: c.Keys, Bans: c.Bans, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := flow.New(flow.Config{Instance: "test", Clock: clk, Executor: exec}, memstore.NewFlow(), tel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := dispatch.NewRouter(rt)
+	d := a.Dispatcher
 	if wrap != nil {
-		router = wrap(router)
-	}
-	d, err := dispatch.New(dispatch.Deps{Shield: sh, Router: router, Flow: fl, Sender: out, Clock: clk, Telemetry: tel})
-	if err != nil {
-		t.Fatal(err)
+		deps := a.Deps
+		deps.Router = wrap(deps.Router)
+		if d, err = dispatch.New(deps); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return d, clk, reg
 }

@@ -329,6 +329,27 @@ func (c *Caches) installAll(d *registry.Data, asOf time.Time, snap bool) error {
 	return nil
 }
 
+// LookupRoute is Routes.Lookup.
+func (c *Caches) LookupRoute(k registry.RouteKey, now time.Time) (*registry.Route, State, bool) {
+	return c.Routes.Lookup(k, now)
+}
+
+// LookupACL is ACLs.Lookup.
+func (c *Caches) LookupACL(k registry.ACLKey, now time.Time) (*registry.ACL, State, bool) {
+	return c.ACLs.Lookup(k, now)
+}
+
+// LookupQuota is Quotas.Lookup.
+func (c *Caches) LookupQuota(k registry.ACLKey, now time.Time) (*registry.Quota, State, bool) {
+	return c.Quotas.Lookup(k, now)
+}
+
+// RoutesLoaded reports whether the route cache has ever been loaded.
+func (c *Caches) RoutesLoaded() bool {
+	_, ok := c.Routes.LoadedAt()
+	return ok
+}
+
 // Refresh refreshes one cache type synchronously (single flight).
 func (c *Caches) Refresh(ctx context.Context, t Type) error {
 	switch t {

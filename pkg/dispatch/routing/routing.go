@@ -81,10 +81,25 @@ func (d *Decision) QueueARN() string {
 	return d.Route.QueueARN
 }
 
+// Cache is what a Router and Quotas read: the cached routes, ACLs and
+// quotas, and their refreshes. *cache.Caches implements it.
+type Cache interface {
+	LookupRoute(k registry.RouteKey, now time.Time) (*registry.Route, cache.State, bool)
+	LookupACL(k registry.ACLKey, now time.Time) (*registry.ACL, cache.State, bool)
+	LookupQuota(k registry.ACLKey, now time.Time) (*registry.Quota, cache.State, bool)
+	// RoutesLoaded reports whether the routes were ever loaded.
+	RoutesLoaded() bool
+	// Refresh refreshes one type and waits; RefreshAsync starts one.
+	Refresh(ctx context.Context, t cache.Type) error
+	RefreshAsync(t cache.Type)
+}
+
+var _ Cache = (*cache.Caches)(nil)
+
 // Router decides from the caches, reading the registry on the slow path.
 // Safe for concurrent use.
 type Router struct {
-	c      *cache.Caches
+	c      Cache
 	reader registry.Reader
 	clock  clock.Clock
 }
@@ -92,7 +107,7 @@ type Router struct {
 // New returns a Router over caches c; reader is the registry the slow
 // stage confirms misses and denials with (usually the one c refreshes
 // from). clk defaults to the system clock.
-func New(c *cache.Caches, reader registry.Reader, clk clock.Clock) (*Router, error) {
+func New(c Cache, reader registry.Reader, clk clock.Clock) (*Router, error) {
 	if c == nil || reader == nil {
 		return nil, errors.New("routing: caches and a registry reader are required")
 	}
@@ -115,11 +130,11 @@ func (r *Router) Fast(source, target, command string) Decision {
 // FastAt is Fast at a given time: the dispatcher passes the time the
 // shield received the message, so the fast path reads the clock once.
 func (r *Router) FastAt(source, target, command string, now time.Time) Decision {
-	route, rst, ok := r.c.Routes.Lookup(registry.RouteKey{Target: target, Command: command}, now)
+	route, rst, ok := r.c.LookupRoute(registry.RouteKey{Target: target, Command: command}, now)
 	d := Decision{RouteState: rst}
 	switch {
 	case !ok && rst == cache.Expired:
-		if _, loaded := r.c.Routes.LoadedAt(); !loaded {
+		if !r.c.RoutesLoaded() {
 			d.Escalate = CacheCold
 		} else {
 			d.Escalate = RoutingStale
@@ -132,7 +147,7 @@ func (r *Router) FastAt(source, target, command string, now time.Time) Decision 
 		d.Escalate = CacheMiss
 		return d
 	}
-	acl, ast, ok := r.c.ACLs.Lookup(registry.ACLKey{Source: source, Target: target, Command: command}, now)
+	acl, ast, ok := r.c.LookupACL(registry.ACLKey{Source: source, Target: target, Command: command}, now)
 	d.ACLState = ast
 	switch {
 	case ast == cache.Expired:
@@ -160,13 +175,13 @@ func (r *Router) FastAt(source, target, command string, now time.Time) Decision 
 func (r *Router) Slow(ctx context.Context, source, target, command string) (Decision, error) {
 	now := r.clock.Now()
 	rk := registry.RouteKey{Target: target, Command: command}
-	route, rst, ok := r.c.Routes.Lookup(rk, now)
+	route, rst, ok := r.c.LookupRoute(rk, now)
 	if rst == cache.Expired {
-		if err := r.c.Routes.Refresh(ctx); err != nil {
+		if err := r.c.Refresh(ctx, cache.Routing); err != nil {
 			return Decision{}, fmt.Errorf("routing: refresh routes: %w", err)
 		}
 		now = r.clock.Now()
-		route, rst, ok = r.c.Routes.Lookup(rk, now)
+		route, rst, ok = r.c.LookupRoute(rk, now)
 	}
 	d := Decision{RouteState: rst}
 	if !ok {
@@ -184,13 +199,13 @@ func (r *Router) Slow(ctx context.Context, source, target, command string) (Deci
 		r.background(cache.Routing)
 	}
 	ak := registry.ACLKey{Source: source, Target: target, Command: command}
-	acl, ast, ok := r.c.ACLs.Lookup(ak, now)
+	acl, ast, ok := r.c.LookupACL(ak, now)
 	if ast == cache.Expired {
-		if err := r.c.ACLs.Refresh(ctx); err != nil {
+		if err := r.c.Refresh(ctx, cache.ACL); err != nil {
 			return Decision{}, fmt.Errorf("routing: refresh ACLs: %w", err)
 		}
 		now = r.clock.Now()
-		acl, ast, ok = r.c.ACLs.Lookup(ak, now)
+		acl, ast, ok = r.c.LookupACL(ak, now)
 	}
 	d.ACLState = ast
 	if !ok || !acl.Allow {
@@ -255,13 +270,13 @@ func FailedEvent(d Decision, c Command) telemetry.Failed {
 // used while a background refresh runs (quotas only ever tighten what the
 // slow stage allows; a stale quota errs on the side of the old limit).
 type Quotas struct {
-	c *cache.Caches
+	c Cache
 	// clock defaults to the system clock.
 	clock clock.Clock
 }
 
 // NewQuotas returns the quota lookup over c.
-func NewQuotas(c *cache.Caches, clk clock.Clock) *Quotas {
+func NewQuotas(c Cache, clk clock.Clock) *Quotas {
 	if clk == nil {
 		clk = clock.System()
 	}
@@ -272,7 +287,7 @@ var _ flow.Quotas = (*Quotas)(nil)
 
 // SourceQuota implements flow.Quotas.
 func (q *Quotas) SourceQuota(source, target, command string) (flow.RateLimit, bool) {
-	v, st, ok := q.c.Quotas.Lookup(registry.ACLKey{Source: source, Target: target, Command: command}, q.clock.Now())
+	v, st, ok := q.c.LookupQuota(registry.ACLKey{Source: source, Target: target, Command: command}, q.clock.Now())
 	if st == cache.Expired {
 		q.c.RefreshAsync(cache.Quotas)
 	}
