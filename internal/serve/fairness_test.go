@@ -248,8 +248,14 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 	if refused > 0 {
 		t.Errorf("B: %d commands refused (%v) while A flooded", refused, codes)
 	}
-	if p := e2e.pct(99); p >= time.Second {
-		t.Errorf("B: p99 from send to delivery %v, want under 1 s", p)
+	// The goal is a p99 under 1 s; the race detector slows every step
+	// several times over, so under it only a gross regression fails.
+	bound := time.Second
+	if raceEnabled {
+		bound = 3 * time.Second
+	}
+	if p := e2e.pct(99); p >= bound {
+		t.Errorf("B: p99 from send to delivery %v, want under %v", p, bound)
 	}
 	if aThrottled.Load() == 0 || aOther.Load() != 0 {
 		t.Errorf("A: %d throttled, %d refused otherwise: want A refused with %s only", aThrottled.Load(), aOther.Load(), server.EntryErrThrottling)
