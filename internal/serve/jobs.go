@@ -166,7 +166,7 @@ func (s *Serve) monitorQueues(ctx context.Context) error {
 		}
 		s.log.Warn("route queue health changed", "target", ev.Target, "command", ev.CommandName, "health", ev.Health, "previous", ev.Previous, "reason", ev.Reason)
 		s.deps.Metrics.Count("Snavio.Route.Health."+string(ev.Health), 1)
-		if _, err := s.alerts.Handle(ctx, PlatformTenant, *ev); err != nil {
+		if _, err := s.alerts.Handle(ctx, telemetry.PlatformTenant, *ev); err != nil {
 			s.log.Warn("delivering a route health alert failed", "err", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Token files in the data directory.
@@ -258,7 +259,7 @@ func OpenFileTokenStore(path string, clk clock.Clock) (*FileTokenStore, error) {
 		return nil, fmt.Errorf("server: %s has version %d, this snavio reads version 1; upgrade snavio", path, f.Version)
 	}
 	for i, t := range f.Tokens {
-		if d, err := hex.DecodeString(t.SHA256); err != nil || len(d) != sha256.Size || !ValidTenantID(t.Tenant) || t.ID == "" {
+		if d, err := hex.DecodeString(t.SHA256); err != nil || len(d) != sha256.Size || !envelope.ValidTenant(t.Tenant) || t.ID == "" {
 			return nil, fmt.Errorf("server: %s: token %d is damaged; remove it from the file", path, i+1)
 		}
 	}
@@ -276,27 +277,11 @@ func (s *FileTokenStore) index(tokens []TokenInfo) {
 	}
 }
 
-// ValidTenantID reports whether s is a tenant id as sources carry it: 1-64
-// bytes of [A-Za-z0-9._-] starting with a letter or digit.
-func ValidTenantID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Issue makes a new token for tenant, stores its digest and returns the
 // token (shown once: it cannot be read back) and its info.
 func (s *FileTokenStore) Issue(tenant string) (string, TokenInfo, error) {
-	if !ValidTenantID(tenant) {
-		return "", TokenInfo{}, fmt.Errorf("server: tenant id %q is not valid; use 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", tenant)
+	if !envelope.ValidTenant(tenant) {
+		return "", TokenInfo{}, fmt.Errorf("server: tenant id %q is not valid; use "+envelope.TenantRule, tenant)
 	}
 	token := newToken(tenantTokenPrefix)
 	d := sha256.Sum256([]byte(token))
