@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -250,7 +251,7 @@ func (s *FileCredentialStore) save(creds []IngressCredential) error {
 	if err != nil {
 		return fmt.Errorf("server: encoding ingress credentials: %w", err)
 	}
-	if err := writeFileReplace(s.path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("server: writing ingress credentials %s: %w; check the data directory is writable", s.path, err)
 	}
 	return nil

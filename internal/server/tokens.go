@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -74,73 +75,6 @@ func ensureDir(dir string) error {
 	return nil
 }
 
-// writeFileExclusive writes data to path atomically, mode 0600, failing if
-// path already exists: a temp file in the same directory, fsynced, then
-// hard-linked into place.
-func writeFileExclusive(path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	return os.Link(tmp, path)
-}
-
-// WritePrivateFileExclusive writes data to a new file at path, atomically
-// and mode 0600, failing (fs.ErrExist) if path exists: for secrets handed
-// to a user, which must never overwrite a file.
-func WritePrivateFileExclusive(path string, data []byte) error {
-	if err := writeFileExclusive(path, data); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// WritePrivateFile writes data to path atomically, mode 0600, replacing it.
-func WritePrivateFile(path string, data []byte) error { return writeFileReplace(path, data) }
-
-// writeFileReplace writes data to path atomically, mode 0600, replacing it.
-func writeFileReplace(path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func writeTemp(path string, data []byte) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*") // mode 0600
-	if err != nil {
-		return "", err
-	}
-	name := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(name)
-		return "", werr
-	}
-	return name, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // LoadOrCreateOperatorToken returns the operator token kept in
 // dir/operator.token, creating dir (0700) and the token (crypto/rand,
 // mode 0600) on first start and reusing it afterwards. It refuses a token
@@ -160,11 +94,8 @@ func LoadOrCreateOperatorToken(dir string) (token, path string, created bool, er
 			return "", path, false, err
 		}
 		token = newToken(operatorTokenPrefix)
-		err = writeFileExclusive(path, []byte(token+"\n"))
+		err = atomicfile.WriteExclusive(path, []byte(token+"\n"), 0o600)
 		if err == nil {
-			if err := syncDir(dir); err != nil {
-				return "", path, false, fmt.Errorf("server: syncing %s: %w", dir, err)
-			}
 			return token, path, true, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
@@ -348,7 +279,7 @@ func (s *FileTokenStore) save(tokens []TokenInfo) error {
 	if err != nil {
 		return fmt.Errorf("server: encoding tenant tokens: %w", err)
 	}
-	if err := writeFileReplace(s.path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("server: writing tenant tokens %s: %w; check the data directory is writable", s.path, err)
 	}
 	return nil
