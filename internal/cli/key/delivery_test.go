@@ -13,7 +13,7 @@ import (
 	"github.com/snavio/snavio/internal/api/deliveryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/output"
-	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -35,15 +35,10 @@ func newDeliveryEnv(t *testing.T) (*env, *provenance.Signer) {
 	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: sig, Registry: e.reg, Clock: e.clk}); err != nil {
 		t.Fatal(err)
 	}
+	authed := servertest.OperatorAndAcme().Handler(mux)
 	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
-		switch r.Header.Get("Authorization") {
-		case "Bearer op":
-			r = r.WithContext(server.WithPrincipal(r.Context(), server.OperatorPrincipal()))
-		case "Bearer acme":
-			r = r.WithContext(server.WithPrincipal(r.Context(), server.TenantPrincipal("acme")))
-		}
-		mux.ServeHTTP(w, r)
+		authed.ServeHTTP(w, r)
 	})
 	return e, sig
 }

@@ -2,7 +2,6 @@ package route
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,21 +13,12 @@ import (
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-type tokens map[string]control.Principal
-
-func (t tokens) Authenticate(r *http.Request) (control.Principal, error) {
-	p, ok := t[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	if !ok {
-		return control.Principal{}, errors.New("unknown or missing token")
-	}
-	return p, nil
-}
 
 // testEnv is a control API over a memory registry, and the Deps of
 // commands that talk to it with token.
@@ -43,18 +33,15 @@ type testEnv struct {
 func newTestEnv(t *testing.T, queues control.Queues) *testEnv {
 	t.Helper()
 	e := &testEnv{reg: memstore.NewRegistry(), out: &bytes.Buffer{}, err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.reg, Clock: clock.NewFake(t0), Queues: queues, Auth: tokens{
-		"op":   {Name: "operator", Operator: true},
-		"acme": {Name: "tenant:acme", Tenant: "acme"},
-	}})
+	api, err := control.New(control.Options{Registry: e.reg, Clock: clock.NewFake(t0), Queues: queues, Auth: control.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := api.Handler()
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.srv = httptest.NewServer(servertest.OperatorAndAcme().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
 		h.ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(e.srv.Close)
 	return e
 }

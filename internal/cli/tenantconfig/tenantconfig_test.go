@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,21 +18,13 @@ import (
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-type tokens map[string]control.Principal
-
-func (t tokens) Authenticate(r *http.Request) (control.Principal, error) {
-	p, ok := t[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	if !ok {
-		return control.Principal{}, errors.New("unknown token")
-	}
-	return p, nil
-}
 
 type env struct {
 	srv      *httptest.Server
@@ -45,15 +36,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	e := &env{reg: memstore.NewRegistry(), clk: clock.NewFake(t0), out: &bytes.Buffer{}, err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.reg, Clock: e.clk, Auth: tokens{"op": {Name: "operator", Operator: true}, "acme": {Name: "tenant:acme", Tenant: "acme"}}})
+	api, err := control.New(control.Options{Registry: e.reg, Clock: e.clk, Auth: control.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.srv = httptest.NewServer(servertest.OperatorAndAcme().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
 		if r.URL.Path == "/v1/whoami" { // serve's, for the token's tenant
-			p, err := (tokens{"op": {Operator: true}, "acme": {Tenant: "acme"}}).Authenticate(r)
-			if err != nil {
+			p, ok := server.PrincipalFrom(r.Context())
+			if !ok {
 				http.Error(w, `{"error":"unknown token"}`, http.StatusUnauthorized)
 				return
 			}
@@ -61,7 +52,7 @@ func newEnv(t *testing.T) *env {
 			return
 		}
 		api.Handler().ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(e.srv.Close)
 	return e
 }
