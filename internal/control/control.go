@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
@@ -51,6 +52,19 @@ type Principal struct {
 // Authenticator authenticates a request.
 type Authenticator interface {
 	Authenticate(r *http.Request) (Principal, error)
+}
+
+// ContextAuth is the Authenticator behind the server's authentication
+// middleware: the principal the middleware put in the request's context.
+type ContextAuth struct{}
+
+// Authenticate returns the request's principal, named as in the changelog.
+func (ContextAuth) Authenticate(r *http.Request) (Principal, error) {
+	p, ok := server.PrincipalFrom(r.Context())
+	if !ok {
+		return Principal{}, errors.New("no authenticated principal")
+	}
+	return Principal{Name: p.String(), Operator: p.Operator, Tenant: p.Tenant}, nil
 }
 
 // Options configure the API.

@@ -3,7 +3,6 @@ package control
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -21,17 +21,6 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// tokens is a static token table standing in for the server's token store.
-type tokens map[string]Principal
-
-func (t tokens) Authenticate(r *http.Request) (Principal, error) {
-	p, ok := t[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	if !ok {
-		return Principal{}, errors.New("unknown or missing token")
-	}
-	return p, nil
-}
-
 type env struct {
 	srv *httptest.Server
 	clk *clock.Fake
@@ -41,14 +30,11 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	clk := clock.NewFake(t0)
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Auth: tokens{
-		"op":   {Name: "operator", Operator: true},
-		"acme": {Name: "tenant:acme", Tenant: "acme"},
-	}})
+	api, err := New(Options{Registry: reg, Clock: clk, Auth: ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.Handler())
+	srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(api.Handler()))
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, clk: clk, reg: reg}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -33,17 +34,14 @@ func newQueueEnv(t *testing.T) *env {
 		}
 	}
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Queues: EmbeddedQueues(st), Auth: tokens{
-		"op":   {Name: "operator", Operator: true},
-		"acme": {Name: "tenant:acme", Tenant: "acme"},
-	}})
+	api, err := New(Options{Registry: reg, Clock: clk, Queues: EmbeddedQueues(st), Auth: ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Mount through Register on an outside mux, as `dispatch serve` does.
 	mux := http.NewServeMux()
 	api.Register(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(mux))
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, clk: clk, reg: reg}
 }
@@ -124,11 +122,11 @@ func fifo(context.Context, string) (QueueInfo, error) {
 func TestTestRoutingPortFailures(t *testing.T) {
 	for name, q := range map[string]Queues{"failing": failingQueues{}, "fifo": QueuesFunc(fifo)} {
 		t.Run(name, func(t *testing.T) {
-			api, err := New(Options{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: tokens{"op": {Name: "operator", Operator: true}}})
+			api, err := New(Options{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: ContextAuth{}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(api.Handler())
+			srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(api.Handler()))
 			defer srv.Close()
 			e := &env{srv: srv}
 			r := dispatchtest.RegistryRoute("mailer", "send")

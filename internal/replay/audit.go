@@ -13,6 +13,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
@@ -203,23 +204,7 @@ func (s *FileAudits) write(p string, a Audit) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("create the replay audit directory %s: %w", s.Dir, err)
 	}
-	tmp, err := os.CreateTemp(s.Dir, ".audit-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return atomicfile.Write(p, b, 0o600)
 }
 
 // Get implements AuditStore.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -81,7 +81,7 @@ func TestClaimCrashChild(t *testing.T) {
 	for s.node.Stats().SlowRetries == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	if err := server.WritePrivateFile(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n"), 0o600); err != nil {
 		fail(err)
 	}
 	select {} // killed -9 here

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -61,7 +62,7 @@ func TestCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	if err := server.WritePrivateFile(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n")); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, "url"), []byte(s.Info().URL+"\n"), 0o600); err != nil {
 		os.Exit(3)
 	}
 	sig := make(chan os.Signal, 1)

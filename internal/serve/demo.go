@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -114,7 +115,7 @@ func seedDemo(ctx context.Context, st *embedded.Store, dataDir string, clk clock
 	if err != nil {
 		return nil, err
 	}
-	if err := server.WritePrivateFile(info.KeyFile, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(info.KeyFile, append(b, '\n'), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the demo key file: %w", err)
 	}
 	info.TrySend = fmt.Sprintf("snavio send --source %s --target %s --command %s --payload '{\"sku\":\"A-1\",\"qty\":2}' --secret-file %s --wait",
@@ -150,7 +151,7 @@ func seedDemoCredentials(info *DemoInfo, creds *server.FileCredentialStore, data
 		return err
 	}
 	k := ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
-	if err := server.WritePrivateFile(path, ingresscred.Format(ingresscred.DefaultSection, k)); err != nil {
+	if err := atomicfile.Write(path, ingresscred.Format(ingresscred.DefaultSection, k), 0o600); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	info.AccessKeyID = c.AccessKeyID

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/monitor"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
@@ -166,7 +167,7 @@ func (s *Serve) monitorQueues(ctx context.Context) error {
 		}
 		s.log.Warn("route queue health changed", "target", ev.Target, "command", ev.CommandName, "health", ev.Health, "previous", ev.Previous, "reason", ev.Reason)
 		s.deps.Metrics.Count("Snavio.Route.Health."+string(ev.Health), 1)
-		if _, err := s.alerts.Handle(ctx, PlatformTenant, *ev); err != nil {
+		if _, err := s.alerts.Handle(ctx, telemetry.PlatformTenant, *ev); err != nil {
 			s.log.Warn("delivering a route health alert failed", "err", err)
 		}
 	}
@@ -226,7 +227,8 @@ const alertCursorFile = "alerts.cursor"
 
 // drainAlerts delivers alerting events from the outbox to the alert
 // channels, at least once: the cursor advances only past delivered (or
-// non-alerting) records and is saved after each batch.
+// non-alerting) records and is saved, durably, when the run ends: once a
+// period at most, since each save syncs the disk the log syncs too.
 func (s *Serve) drainAlerts(ctx context.Context) error {
 	s.alertMu.Lock()
 	defer s.alertMu.Unlock()
@@ -234,6 +236,12 @@ func (s *Serve) drainAlerts(ctx context.Context) error {
 		s.alertCursor = s.loadAlertCursor()
 		s.alertLoaded = true
 	}
+	saved := s.alertCursor
+	defer func() {
+		if s.alertCursor != saved {
+			s.saveAlertCursor()
+		}
+	}()
 	// Most of the stream (delivered events) never alerts: skipped by
 	// name, without decoding. Names outside the catalog (the platform's
 	// own events) are decoded and logged below.
@@ -263,7 +271,6 @@ func (s *Serve) drainAlerts(ctx context.Context) error {
 			s.alertCursor = r.Global
 		}
 		s.alertCursor = last
-		s.saveAlertCursor()
 	}
 }
 
@@ -288,11 +295,7 @@ func (s *Serve) saveAlertCursor() {
 		return
 	}
 	p := filepath.Join(s.o.DataDir, alertCursorFile)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(s.alertCursor, 10)+"\n"), 0o600); err == nil {
-		err = os.Rename(tmp, p)
-		if err != nil {
-			s.log.Warn("saving the alert cursor failed; some alerts may be delivered twice after a restart", "err", err)
-		}
+	if err := atomicfile.Write(p, []byte(strconv.FormatUint(s.alertCursor, 10)+"\n"), 0o600); err != nil {
+		s.log.Warn("saving the alert cursor failed; some alerts may be delivered twice after a restart", "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
 
@@ -87,20 +88,12 @@ func loadOrCreateSecret(dir string, f secretFile) ([]byte, string, error) {
 		if _, err := rand.Read(secret); err != nil {
 			return nil, path, err
 		}
-		file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		err = atomicfile.WriteExclusive(path, []byte(base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue // another process made it first: read theirs
 		}
 		if err != nil {
 			return nil, path, fmt.Errorf("creating the %s: %w; check the data directory is writable", f.what, err)
-		}
-		_, werr := file.WriteString(base64.StdEncoding.EncodeToString(secret) + "\n")
-		serr := file.Sync()
-		if cerr := file.Close(); werr == nil && serr == nil {
-			werr = cerr
-		}
-		if werr = errors.Join(werr, serr); werr != nil {
-			return nil, path, fmt.Errorf("writing the %s: %w", f.what, werr)
 		}
 		return secret, path, nil
 	}

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -369,7 +368,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: principalAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
+	ctl, err := control.New(control.Options{Registry: s.registry, Auth: control.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}
@@ -540,18 +539,6 @@ func instanceID() string {
 type staticAlerts alerts.Config
 
 func (c staticAlerts) Alerts(string) alerts.Config { return alerts.Config(c) }
-
-// principalAuth adapts the server's bearer-token principal (already
-// authenticated by the server's middleware) to the control API.
-type principalAuth struct{}
-
-func (principalAuth) Authenticate(r *http.Request) (control.Principal, error) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		return control.Principal{}, errors.New("no authenticated principal")
-	}
-	return control.Principal{Name: p.String(), Operator: p.Operator, Tenant: p.Tenant}, nil
-}
 
 // Info describes a running Serve, for the start banner.
 type Info struct {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -97,7 +98,7 @@ func writeCredentials(t *testing.T, s *Serve, dir, tenant string) {
 		t.Fatal(err)
 	}
 	k := ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
-	if err := server.WritePrivateFile(ingresscred.DefaultFile(dir, tenant), ingresscred.Format(ingresscred.DefaultSection, k)); err != nil {
+	if err := atomicfile.Write(ingresscred.DefaultFile(dir, tenant), ingresscred.Format(ingresscred.DefaultSection, k), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -295,6 +296,46 @@ func TestAlertsReachTheDashboardAndTheWebhook(t *testing.T) {
 	}
 	if rec := s.alerts.Dashboard().Recent("demo"); len(rec) != 1 || rec[0].Event != telemetry.NameInvalid {
 		t.Fatalf("dashboard = %+v", rec)
+	}
+}
+
+// TestAlertCursorSurvivesRestart: a drain run saves its cursor (mode
+// 0600) when it ends, so a restarted server does not deliver the same
+// alert again.
+func TestAlertCursorSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *Serve {
+		s, err := Start(context.Background(), Options{DataDir: dir, Listen: "127.0.0.1:0", Demo: true, Jobs: Schedule{Alerts: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := start()
+	k := demoKeyFrom(t, dir)
+	bad := signed(t, k, "0f8fad5b-d9cb-469f-a165-000000000098", DemoTarget, DemoCommand, `{"a":1}`)
+	putEvent(t, dir, s.Info().URL, DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
+	waitFor(t, "the invalid event", func() bool { return strings.Contains(strings.Join(names(t, s, "demo"), ","), telemetry.NameInvalid) })
+	if err := s.RunJob(context.Background(), JobAlerts); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s.alerts.Dashboard().Recent("demo"); len(rec) != 1 {
+		t.Fatalf("dashboard before the restart = %+v", rec)
+	}
+	fi, err := os.Stat(filepath.Join(dir, alertCursorFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("alert cursor: %v, %v", fi, err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := start()
+	defer s2.Shutdown(context.Background())
+	if err := s2.RunJob(context.Background(), JobAlerts); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s2.alerts.Dashboard().Recent("demo"); len(rec) != 0 {
+		t.Fatalf("the alert was delivered again after the restart: %+v", rec)
 	}
 }
 

@@ -9,16 +9,13 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// PlatformTenant is the stream of events that belong to no tenant, such as
-// an invalid event whose source could not be read.
-const PlatformTenant = "_platform"
-
 // TenantOf returns the tenant whose stream receives e: the part of its
 // source before '/' for the tenant catalog's events (docs/security/telemetry.md), and
-// PlatformTenant for the rest (escalations, cache refreshes, snapshot
+// telemetry.PlatformTenant for the rest (escalations, cache refreshes, snapshot
 // failures: the platform's own telemetry).
 func TenantOf(e telemetry.Event) string {
 	t, _ := tenantOf(e)
@@ -53,11 +50,11 @@ func tenantOf(e telemetry.Event) (tenant string, catalog bool) {
 	case telemetry.Dropped:
 		return v.Tenant, true
 	default:
-		return PlatformTenant, false
+		return telemetry.PlatformTenant, false
 	}
 	tenant, _, _ = strings.Cut(src, "/")
-	if tenant == "" || len(tenant) > embedded.MaxTenantLen {
-		return PlatformTenant, true
+	if !envelope.ValidTenant(tenant) {
+		return telemetry.PlatformTenant, true
 	}
 	return tenant, true
 }
@@ -91,7 +88,7 @@ func (s *outboxSink) Emit(e telemetry.Event) {
 	// Telemetry readers are woken by the store once the event is
 	// readable (embedded.Options.OnApplied).
 	if !catalog && e.Alert() && s.alerts != nil {
-		if _, err := s.alerts.Handle(ctx, PlatformTenant, e); err != nil {
+		if _, err := s.alerts.Handle(ctx, telemetry.PlatformTenant, e); err != nil {
 			s.log.Warn("delivering a platform alert failed", "event", e.EventName(), "err", err)
 		}
 	}

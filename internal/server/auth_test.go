@@ -171,14 +171,6 @@ func TestFileTokenStoreRefusesOpenOrDamagedFile(t *testing.T) {
 	}
 }
 
-func TestValidTenantID(t *testing.T) {
-	for s, want := range map[string]bool{"acme": true, "Acme.eu-1_x": true, "9": true, "": false, "-a": false, ".a": false, "a/b": false, strings.Repeat("a", 65): false, strings.Repeat("a", 64): true} {
-		if got := ValidTenantID(s); got != want {
-			t.Errorf("ValidTenantID(%q) = %v", s, got)
-		}
-	}
-}
-
 // authStack is a control API guarded as the real one will be.
 func authStack(t *testing.T) (http.Handler, string, string) {
 	t.Helper()

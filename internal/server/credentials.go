@@ -16,7 +16,9 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // IngressCredentialsFile holds the tenants' ingress credentials (access key
@@ -145,7 +147,7 @@ func decodeCredentialsFile(b []byte) ([]IngressCredential, error) {
 	}
 	seen := make(map[string]bool, len(f.Credentials))
 	for i, c := range f.Credentials {
-		if !ValidAccessKeyID(c.AccessKeyID) || !validSecret(c.Secret) || !ValidTenantID(c.Tenant) || seen[c.AccessKeyID] {
+		if !ValidAccessKeyID(c.AccessKeyID) || !validSecret(c.Secret) || !envelope.ValidTenant(c.Tenant) || seen[c.AccessKeyID] {
 			return nil, fmt.Errorf("credential %d is damaged or repeated; remove it from the file", i+1)
 		}
 		seen[c.AccessKeyID] = true
@@ -176,8 +178,8 @@ func newSecretAccessKey() string {
 // Create issues a credential for tenant and stores it. The returned
 // credential carries the secret: callers show it once.
 func (s *FileCredentialStore) Create(tenant string) (IngressCredential, error) {
-	if !ValidTenantID(tenant) {
-		return IngressCredential{}, fmt.Errorf("server: tenant id %q is not valid; use 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", tenant)
+	if !envelope.ValidTenant(tenant) {
+		return IngressCredential{}, fmt.Errorf("server: tenant id %q is not valid; use "+envelope.TenantRule, tenant)
 	}
 	c := IngressCredential{AccessKeyID: newAccessKeyID(), Tenant: tenant, Created: s.clock.Now().UTC().Truncate(time.Second), Secret: newSecretAccessKey()}
 	s.mu.Lock()
@@ -249,7 +251,7 @@ func (s *FileCredentialStore) save(creds []IngressCredential) error {
 	if err != nil {
 		return fmt.Errorf("server: encoding ingress credentials: %w", err)
 	}
-	if err := writeFileReplace(s.path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("server: writing ingress credentials %s: %w; check the data directory is writable", s.path, err)
 	}
 	return nil

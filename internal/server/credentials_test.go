@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 func TestFileCredentialStoreLifecycle(t *testing.T) {
@@ -96,7 +97,7 @@ func FuzzDecodeCredentialsFile(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, c := range creds {
-			if !ValidAccessKeyID(c.AccessKeyID) || !validSecret(c.Secret) || !ValidTenantID(c.Tenant) || seen[c.AccessKeyID] {
+			if !ValidAccessKeyID(c.AccessKeyID) || !validSecret(c.Secret) || !envelope.ValidTenant(c.Tenant) || seen[c.AccessKeyID] {
 				t.Fatalf("accepted %+v", c)
 			}
 			seen[c.AccessKeyID] = true

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Limits bound the work the server accepts at once. Nothing waits for a
@@ -304,7 +306,7 @@ func (in *Ingress) bindSources(req *putEventsRequest, caller Caller) {
 }
 
 func quoteTenant(t string) string {
-	if ValidTenantID(t) {
+	if envelope.ValidTenant(t) {
 		return "tenant " + t + "'s"
 	}
 	return "the source's tenant"

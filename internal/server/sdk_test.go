@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -79,7 +80,7 @@ func writeTestCredentials(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WritePrivateFile(filepath.Join(dir, IngressCredentialsFile), b); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, IngressCredentialsFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,7 +18,9 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Token files in the data directory.
@@ -73,73 +75,6 @@ func ensureDir(dir string) error {
 	return nil
 }
 
-// writeFileExclusive writes data to path atomically, mode 0600, failing if
-// path already exists: a temp file in the same directory, fsynced, then
-// hard-linked into place.
-func writeFileExclusive(path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	return os.Link(tmp, path)
-}
-
-// WritePrivateFileExclusive writes data to a new file at path, atomically
-// and mode 0600, failing (fs.ErrExist) if path exists: for secrets handed
-// to a user, which must never overwrite a file.
-func WritePrivateFileExclusive(path string, data []byte) error {
-	if err := writeFileExclusive(path, data); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// WritePrivateFile writes data to path atomically, mode 0600, replacing it.
-func WritePrivateFile(path string, data []byte) error { return writeFileReplace(path, data) }
-
-// writeFileReplace writes data to path atomically, mode 0600, replacing it.
-func writeFileReplace(path string, data []byte) error {
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func writeTemp(path string, data []byte) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*") // mode 0600
-	if err != nil {
-		return "", err
-	}
-	name := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(name)
-		return "", werr
-	}
-	return name, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // LoadOrCreateOperatorToken returns the operator token kept in
 // dir/operator.token, creating dir (0700) and the token (crypto/rand,
 // mode 0600) on first start and reusing it afterwards. It refuses a token
@@ -159,11 +94,8 @@ func LoadOrCreateOperatorToken(dir string) (token, path string, created bool, er
 			return "", path, false, err
 		}
 		token = newToken(operatorTokenPrefix)
-		err = writeFileExclusive(path, []byte(token+"\n"))
+		err = atomicfile.WriteExclusive(path, []byte(token+"\n"), 0o600)
 		if err == nil {
-			if err := syncDir(dir); err != nil {
-				return "", path, false, fmt.Errorf("server: syncing %s: %w", dir, err)
-			}
 			return token, path, true, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
@@ -258,7 +190,7 @@ func OpenFileTokenStore(path string, clk clock.Clock) (*FileTokenStore, error) {
 		return nil, fmt.Errorf("server: %s has version %d, this snavio reads version 1; upgrade snavio", path, f.Version)
 	}
 	for i, t := range f.Tokens {
-		if d, err := hex.DecodeString(t.SHA256); err != nil || len(d) != sha256.Size || !ValidTenantID(t.Tenant) || t.ID == "" {
+		if d, err := hex.DecodeString(t.SHA256); err != nil || len(d) != sha256.Size || !envelope.ValidTenant(t.Tenant) || t.ID == "" {
 			return nil, fmt.Errorf("server: %s: token %d is damaged; remove it from the file", path, i+1)
 		}
 	}
@@ -276,27 +208,11 @@ func (s *FileTokenStore) index(tokens []TokenInfo) {
 	}
 }
 
-// ValidTenantID reports whether s is a tenant id as sources carry it: 1-64
-// bytes of [A-Za-z0-9._-] starting with a letter or digit.
-func ValidTenantID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Issue makes a new token for tenant, stores its digest and returns the
 // token (shown once: it cannot be read back) and its info.
 func (s *FileTokenStore) Issue(tenant string) (string, TokenInfo, error) {
-	if !ValidTenantID(tenant) {
-		return "", TokenInfo{}, fmt.Errorf("server: tenant id %q is not valid; use 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", tenant)
+	if !envelope.ValidTenant(tenant) {
+		return "", TokenInfo{}, fmt.Errorf("server: tenant id %q is not valid; use "+envelope.TenantRule, tenant)
 	}
 	token := newToken(tenantTokenPrefix)
 	d := sha256.Sum256([]byte(token))
@@ -363,7 +279,7 @@ func (s *FileTokenStore) save(tokens []TokenInfo) error {
 	if err != nil {
 		return fmt.Errorf("server: encoding tenant tokens: %w", err)
 	}
-	if err := writeFileReplace(s.path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("server: writing tenant tokens %s: %w; check the data directory is writable", s.path, err)
 	}
 	return nil

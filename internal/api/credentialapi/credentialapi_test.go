@@ -10,6 +10,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 func newAPI(t *testing.T) (*http.ServeMux, *server.FileCredentialStore) {
@@ -92,7 +93,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 	f.Add([]byte(`{"tenant":"a"} {}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := DecodeCreateRequest(b)
-		if err == nil && !server.ValidTenantID(req.Tenant) {
+		if err == nil && !envelope.ValidTenant(req.Tenant) {
 			t.Fatalf("accepted tenant %q", req.Tenant)
 		}
 	})

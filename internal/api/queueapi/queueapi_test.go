@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -52,17 +53,7 @@ func newFixture(t *testing.T, tweak func(*Options)) *fixture {
 	fx.api.Register(mux)
 	// A stand-in for the server's authentication: X-Test-Tenant names a
 	// tenant principal, X-Test-None sends none, else the operator.
-	fx.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := r.Context()
-		switch {
-		case r.Header.Get("X-Test-None") != "":
-		case r.Header.Get("X-Test-Tenant") != "":
-			ctx = server.WithPrincipal(ctx, server.TenantPrincipal(r.Header.Get("X-Test-Tenant")))
-		default:
-			ctx = server.WithPrincipal(ctx, server.OperatorPrincipal())
-		}
-		mux.ServeHTTP(w, r.WithContext(ctx))
-	}))
+	fx.srv = httptest.NewServer(servertest.Authenticated(mux, servertest.Headers))
 	t.Cleanup(fx.srv.Close)
 	return fx
 }

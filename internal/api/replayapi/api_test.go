@@ -16,6 +16,7 @@ import (
 
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -516,9 +517,7 @@ func TestBadInput(t *testing.T) {
 func TestServerShutdownInterruptsRuns(t *testing.T) {
 	e := newEnv(t)
 	e.fillDLQ(30)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), server.OperatorPrincipal())))
-	}))
+	srv := httptest.NewUnstartedServer(servertest.Authenticated(e.mux, servertest.Operator))
 	srv.Start()
 	defer srv.Close()
 	shut := make(chan error, 1)

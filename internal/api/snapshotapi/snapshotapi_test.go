@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -70,13 +71,7 @@ func newFixture(t *testing.T, gen func(*fixture) Generator) *fixture {
 	}
 	mux := http.NewServeMux()
 	api.Register(mux)
-	fx.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := server.WithPrincipal(r.Context(), server.OperatorPrincipal())
-		if tn := r.Header.Get("X-Test-Tenant"); tn != "" {
-			ctx = server.WithPrincipal(r.Context(), server.TenantPrincipal(tn))
-		}
-		mux.ServeHTTP(w, r.WithContext(ctx))
-	}))
+	fx.srv = httptest.NewServer(servertest.Authenticated(mux, servertest.Headers))
 	t.Cleanup(fx.srv.Close)
 	return fx
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Store is what the API reads; *embedded.Store implements it.
@@ -152,7 +153,7 @@ func (a *API) ack(w http.ResponseWriter, r *http.Request) {
 	if in.Tenant == "" && p.Tenant != "" {
 		in.Tenant = p.Tenant
 	}
-	if !ValidTenant(in.Tenant) || in.Seq == 0 {
+	if !telemetry.ValidStream(in.Tenant) || in.Seq == 0 {
 		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("tenant %.60q, seq %d: want a tenant id and a sequence number from 1", in.Tenant, in.Seq),
 			`send {"tenant":"T","seq":N} with N a seq you have read`)
 		return
@@ -403,9 +404,9 @@ func (a *API) streams(w http.ResponseWriter, r *http.Request) {
 			server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %.40q: unknown or repeated", k), "the only parameter is tenant, once")
 			return
 		}
-		if tenant = vals[0]; !ValidTenant(tenant) {
+		if tenant = vals[0]; !telemetry.ValidStream(tenant) {
 			server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("query parameter tenant: %.60q is not a tenant id", tenant),
-				"give the part of a source before '/': 1 to 256 printable characters, no spaces or '/'")
+				"give the part of a source before '/': "+telemetry.StreamRule)
 			return
 		}
 	}

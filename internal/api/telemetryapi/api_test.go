@@ -238,6 +238,9 @@ func TestTenantIsolation(t *testing.T) {
 	if a = e.get(operatorToken, "/v1/telemetry/streams?tenant=a/b"); a.status != 400 {
 		t.Fatalf("bad tenant: %d", a.status)
 	}
+	if a = e.get(operatorToken, "/v1/telemetry/streams?tenant=_platform"); a.status != 200 {
+		t.Fatalf("the platform stream: %d %s", a.status, a.raw)
+	}
 	if a = e.get(operatorToken, "/v1/telemetry/streams?x=1"); a.status != 400 {
 		t.Fatalf("unknown parameter: %d", a.status)
 	}
@@ -410,8 +413,12 @@ func TestBadQueries(t *testing.T) {
 		"tenant=a%20b":                       "tenant",
 		"tenant=a/b":                         "tenant",
 		"tenant=":                            "tenant",
-		"afer=1":                             `"afer"`,
-		"limit=1&limit=2":                    "limit",
+		// Printable, but not a tenant id: no source carries it, so no stream has it.
+		"tenant=acme!":                      "tenant",
+		"tenant=-acme":                      "tenant",
+		"tenant=" + strings.Repeat("a", 65): "tenant",
+		"afer=1":                            `"afer"`,
+		"limit=1&limit=2":                   "limit",
 	} {
 		a := e.get(operatorToken, "/v1/telemetry?"+q)
 		if a.status != http.StatusBadRequest || !strings.Contains(a.err.Error, "query parameter "+param) || a.err.Fix == "" {
@@ -470,7 +477,7 @@ func FuzzParseQuery(f *testing.F) {
 		if q.Limit < 1 || q.Limit > MaxLimit || q.Wait < 0 || q.Wait > DefaultMaxWait {
 			t.Fatalf("%q: out of bounds: %+v", raw, q)
 		}
-		if q.Tenant != "" && !ValidTenant(q.Tenant) || q.HasAfter && !q.Since.IsZero() || q.After == ^uint64(0) {
+		if q.Tenant != "" && !telemetry.ValidStream(q.Tenant) || q.HasAfter && !q.Since.IsZero() || q.After == ^uint64(0) {
 			t.Fatalf("%q: invalid query accepted: %+v", raw, q)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Query limits and defaults.
@@ -47,21 +48,6 @@ func (e *QueryError) Error() string { return "query parameter " + e.Param + ": "
 
 var queryParams = []string{"tenant", "after", "since", "limit", "wait"}
 
-// ValidTenant reports whether s can name a telemetry stream: 1 to 256
-// bytes of printable ASCII other than space and '/' (a tenant is the part
-// of a source before '/'; the platform's own stream is "_platform").
-func ValidTenant(s string) bool {
-	if s == "" || len(s) > embedded.MaxTenantLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f || c == '/' {
-			return false
-		}
-	}
-	return true
-}
-
 // ParseQuery validates the query of GET /v1/telemetry. Every parameter is
 // optional and may appear once; unknown ones are refused, so a typo is
 // not silently ignored. wait is a Go duration ("5s", "250ms") or whole
@@ -81,9 +67,9 @@ func ParseQuery(v url.Values, maxWait time.Duration) (Query, error) {
 		}
 	}
 	if t, ok := one(v, "tenant"); ok {
-		if !ValidTenant(t) {
+		if !telemetry.ValidStream(t) {
 			return q, &QueryError{Param: "tenant", Msg: fmt.Sprintf("%.60q is not a tenant id", t),
-				Fix: "give the part of a source before '/': 1 to 256 printable characters, no spaces or '/'"}
+				Fix: "give the part of a source before '/': " + telemetry.StreamRule}
 		}
 		q.Tenant = t
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
@@ -39,7 +40,7 @@ func FuzzDecodeIssueRequest(f *testing.F) {
 			}
 			return
 		}
-		if !server.ValidTenantID(req.Tenant) {
+		if !envelope.ValidTenant(req.Tenant) {
 			t.Fatalf("accepted tenant %q is not a tenant id", req.Tenant)
 		}
 		// Accepted requests round-trip.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Tokens is the port the API serves: *server.FileTokenStore implements it,
@@ -127,8 +128,8 @@ func CheckTenant(what, tenant string) error {
 	if tenant == "" {
 		return fmt.Errorf("%s is empty: name the tenant, the part of its sources before '/' (demo for demo/app)", what)
 	}
-	if !server.ValidTenantID(tenant) {
-		return fmt.Errorf("%s %q is not a tenant id: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit (the part of a source before '/')", what, tenant)
+	if !envelope.ValidTenant(tenant) {
+		return fmt.Errorf("%s %q is not a tenant id: use "+envelope.TenantRule+" (the part of a source before '/')", what, tenant)
 	}
 	return nil
 }

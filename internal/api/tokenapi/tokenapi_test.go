@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -45,17 +46,7 @@ func newFixture(t *testing.T, tweak func(*Options)) *fixture {
 	}
 	mux := http.NewServeMux()
 	api.Register(mux)
-	fx.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := r.Context()
-		switch {
-		case r.Header.Get("X-Test-None") != "":
-		case r.Header.Get("X-Test-Tenant") != "":
-			ctx = server.WithPrincipal(ctx, server.TenantPrincipal(r.Header.Get("X-Test-Tenant")))
-		default:
-			ctx = server.WithPrincipal(ctx, server.OperatorPrincipal())
-		}
-		mux.ServeHTTP(w, r.WithContext(ctx))
-	}))
+	fx.srv = httptest.NewServer(servertest.Authenticated(mux, servertest.Headers))
 	t.Cleanup(fx.srv.Close)
 	return fx
 }

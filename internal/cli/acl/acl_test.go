@@ -1,86 +1,21 @@
 package acl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/cli/route/routetest"
 	"github.com/snavio/snavio/internal/output"
-	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
-	"github.com/snavio/snavio/pkg/dispatch/memstore"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
-var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-type tokens map[string]control.Principal
-
-func (t tokens) Authenticate(r *http.Request) (control.Principal, error) {
-	p, ok := t[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	if !ok {
-		return control.Principal{}, errors.New("unknown token")
-	}
-	return p, nil
-}
-
-type env struct {
-	srv      *httptest.Server
-	reg      *memstore.Registry
-	clk      *clock.Fake
-	out, err *bytes.Buffer
-	requests []string
-}
-
-func newEnv(t *testing.T) *env {
-	e := &env{reg: memstore.NewRegistry(), clk: clock.NewFake(t0), out: &bytes.Buffer{}, err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.reg, Clock: e.clk, Auth: tokens{"op": {Name: "operator", Operator: true}, "acme": {Name: "tenant:acme", Tenant: "acme"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
-		api.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *env) deps(token string, f output.Format) route.Deps {
-	return route.Deps{
-		API: func() (*platform.API, error) {
-			return platform.NewAPI(e.srv.URL, func() (string, error) { return token, nil }, nil), nil
-		},
-		Printer: func() (*output.Printer, error) {
-			return output.NewPrinter(e.out, f, output.NewStyles(e.out, false)), nil
-		},
-		ErrOut: e.err, In: strings.NewReader(""), Now: e.clk.Now,
-	}
-}
-
-func (e *env) run(t *testing.T, cmd *cobra.Command, args ...string) error {
-	t.Helper()
-	e.out.Reset()
-	e.err.Reset()
-	e.requests = nil
-	cmd.SetArgs(args)
-	cmd.SetOut(e.err)
-	cmd.SetErr(e.err)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	return cmd.ExecuteContext(t.Context())
-}
+var t0 = routetest.T0
 
 var triple = []string{"--source", "acme/billing", "--target", "mailer", "--command", "send"}
 
@@ -105,9 +40,9 @@ func TestGrantFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := routetest.New(t, nil)
 			var got *GrantOptions
-			err := e.run(t, NewCmdGrant(e.deps("op", output.JSON), func(_ context.Context, o *GrantOptions) error { got = o; return nil }), append(append([]string{}, triple...), tc.args...)...)
+			err := e.Run(t, NewCmdGrant(e.Deps("op", output.JSON), func(_ context.Context, o *GrantOptions) error { got = o; return nil }), append(append([]string{}, triple...), tc.args...)...)
 			if tc.usage != "" {
 				if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tc.usage) {
 					t.Fatalf("err = %v, want usage error with %q", err, tc.usage)
@@ -122,78 +57,78 @@ func TestGrantFlags(t *testing.T) {
 }
 
 func TestGrantRevokeList(t *testing.T) {
-	e := newEnv(t)
+	e := routetest.New(t, nil)
 	r := dispatchtest.RegistryRoute("mailer", "send")
 	r.Profile = registry.ProfileCritical
-	if _, err := e.reg.Put(t.Context(), registry.Actor{Who: "t", At: t0}, registry.Item{Route: &r}); err != nil {
+	if _, err := e.Reg.Put(t.Context(), registry.Actor{Who: "t", At: t0}, registry.Item{Route: &r}); err != nil {
 		t.Fatal(err)
 	}
-	d := e.deps("op", output.JSON)
-	if err := e.run(t, NewCmdGrant(d, nil), triple...); err != nil {
+	d := e.Deps("op", output.JSON)
+	if err := e.Run(t, NewCmdGrant(d, nil), triple...); err != nil {
 		t.Fatal(err)
 	}
 	var res route.Result
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.Summary.Create != 1 || res.Changes[0].After.ACL.Profile != registry.ProfileCritical {
-		t.Fatalf("grant: %s", e.out)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || res.Summary.Create != 1 || res.Changes[0].After.ACL.Profile != registry.ProfileCritical {
+		t.Fatalf("grant: %s", e.Out)
 	}
-	if e.requests[0] != "POST /v1/registry/apply" {
-		t.Fatalf("grant went to %v", e.requests)
+	if e.Requests[0] != "POST /v1/registry/apply" {
+		t.Fatalf("grant went to %v", e.Requests)
 	}
-	if err := e.run(t, NewCmdGrant(d, nil), triple...); err != nil {
+	if err := e.Run(t, NewCmdGrant(d, nil), triple...); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.Summary.Pending() {
-		t.Fatalf("second grant changed something: %s", e.out)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || res.Summary.Pending() {
+		t.Fatalf("second grant changed something: %s", e.Out)
 	}
-	if err := e.run(t, NewCmdGrant(d, nil), "--source", "globex/app", "--target", "ledger", "--command", "post"); err != nil {
+	if err := e.Run(t, NewCmdGrant(d, nil), "--source", "globex/app", "--target", "ledger", "--command", "post"); err != nil {
 		t.Fatal(err)
 	}
 
 	// A tenant may list; filters go to the server.
-	td := e.deps("acme", output.Table)
-	if err := e.run(t, NewCmdList(td, nil), "--tenant", "acme", "--target", "mailer"); err != nil {
+	td := e.Deps("acme", output.Table)
+	if err := e.Run(t, NewCmdList(td, nil), "--tenant", "acme", "--target", "mailer"); err != nil {
 		t.Fatal(err)
 	}
-	if e.requests[0] != "GET /v1/registry?command=&kind=acl&source=&target=mailer&tenant=acme" && e.requests[0] != "GET /v1/registry?kind=acl&target=mailer&tenant=acme" {
-		t.Fatalf("list request = %v", e.requests)
+	if e.Requests[0] != "GET /v1/registry?command=&kind=acl&source=&target=mailer&tenant=acme" && e.Requests[0] != "GET /v1/registry?kind=acl&target=mailer&tenant=acme" {
+		t.Fatalf("list request = %v", e.Requests)
 	}
-	if !strings.Contains(e.out.String(), "acme/billing   mailer   send      granted   critical") || strings.Contains(e.out.String(), "globex") {
-		t.Fatalf("list:\n%s", e.out)
+	if !strings.Contains(e.Out.String(), "acme/billing   mailer   send      granted   critical") || strings.Contains(e.Out.String(), "globex") {
+		t.Fatalf("list:\n%s", e.Out)
 	}
 
-	e.clk.Advance(time.Minute)
-	if err := e.run(t, NewCmdRevoke(d, nil), triple...); err != nil {
+	e.Clk.Advance(time.Minute)
+	if err := e.Run(t, NewCmdRevoke(d, nil), triple...); err != nil {
 		t.Fatal(err)
 	}
 	var ch map[string]any
-	if err := json.Unmarshal(e.out.Bytes(), &ch); err != nil || ch["op"] != "put" || !strings.Contains(e.out.String(), `"allow": false`) {
-		t.Fatalf("revoke: %s", e.out)
+	if err := json.Unmarshal(e.Out.Bytes(), &ch); err != nil || ch["op"] != "put" || !strings.Contains(e.Out.String(), `"allow": false`) {
+		t.Fatalf("revoke: %s", e.Out)
 	}
-	err := e.run(t, NewCmdRevoke(d, nil), triple...)
+	err := e.Run(t, NewCmdRevoke(d, nil), triple...)
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "already revoked") {
 		t.Fatalf("second revoke: %v", err)
 	}
-	err = e.run(t, NewCmdRevoke(d, nil), "--source", "acme/x", "--target", "mailer", "--command", "send")
+	err = e.Run(t, NewCmdRevoke(d, nil), "--source", "acme/x", "--target", "mailer", "--command", "send")
 	if !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "snavio acl list") {
 		t.Fatalf("revoke missing: %v", err)
 	}
-	if err := e.run(t, NewCmdList(td, nil), "--source", "acme/billing"); err != nil {
+	if err := e.Run(t, NewCmdList(td, nil), "--source", "acme/billing"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(e.out.String(), "revoked 2026-11-21T12:01:00Z") {
-		t.Fatalf("list after revoke:\n%s", e.out)
+	if !strings.Contains(e.Out.String(), "revoked 2026-11-21T12:01:00Z") {
+		t.Fatalf("list after revoke:\n%s", e.Out)
 	}
 	// Granting a revoked grant again restores it.
-	if err := e.run(t, NewCmdGrant(d, nil), triple...); err != nil {
+	if err := e.Run(t, NewCmdGrant(d, nil), triple...); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.Summary.Update != 1 {
-		t.Fatalf("regrant: %s", e.out)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || res.Summary.Update != 1 {
+		t.Fatalf("regrant: %s", e.Out)
 	}
-	if err := e.run(t, NewCmdList(d, nil), "--source", "bad"); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+	if err := e.Run(t, NewCmdList(d, nil), "--source", "bad"); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 		t.Fatalf("bad filter: %v", err)
 	}
-	if err := e.run(t, NewCmdGrant(e.deps("acme", output.JSON), nil), triple...); !strings.Contains(err.Error(), "HTTP 403") {
+	if err := e.Run(t, NewCmdGrant(e.Deps("acme", output.JSON), nil), triple...); !strings.Contains(err.Error(), "HTTP 403") {
 		t.Fatalf("tenant grant: %v", err)
 	}
 }

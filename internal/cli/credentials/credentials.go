@@ -22,12 +22,12 @@ import (
 
 	"github.com/snavio/snavio/internal/api/credentialapi"
 	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/internal/server"
 )
 
 // Deps are what every credentials command needs, as lazy providers.
@@ -200,7 +200,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: credentialapi.Notice}
 	if o.CredentialsFile != "" {
 		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
-		if err := server.WritePrivateFileExclusive(o.CredentialsFile, data); err != nil {
+		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {
 			revoke := fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)
 			if errors.Is(err, fs.ErrExist) {
 				return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; pass another path (%s)", o.CredentialsFile, revoke)

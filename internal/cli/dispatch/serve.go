@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/alerts"
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/serve"
@@ -295,11 +295,7 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 // writeReadyFile writes url atomically, so a script polling for the file
 // never reads half of it.
 func writeReadyFile(path, url string) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o644); err != nil {
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(url+"\n"), 0o644); err != nil {
 		return fmt.Errorf("--ready-file: %w", err)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
 
@@ -43,13 +43,7 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 	mux := http.NewServeMux()
 	api.Register(mux)
 	fx := &fixture{store: st, out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := server.OperatorPrincipal()
-		if fx.tenant != "" {
-			p = server.TenantPrincipal(fx.tenant)
-		}
-		mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), p)))
-	}))
+	srv := httptest.NewServer(servertest.Authenticated(mux, servertest.Tenant(&fx.tenant)))
 	t.Cleanup(srv.Close)
 	client := platform.NewAPI(srv.URL, nil, nil)
 	fx.deps = Deps{

@@ -18,6 +18,7 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 	engine "github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -185,9 +186,7 @@ func newFixture(t *testing.T, n int) *fixture {
 	if err := replayapi.Mount(mux, replayapi.Options{Store: st, Registry: reg, Pipeline: f, DataDir: t.TempDir(), Lease: time.Second, Delivery: sig}); err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), server.OperatorPrincipal())))
-	}))
+	f.srv = httptest.NewServer(servertest.Authenticated(mux, servertest.Operator))
 	t.Cleanup(f.srv.Close)
 	return f
 }

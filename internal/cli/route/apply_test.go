@@ -1,4 +1,4 @@
-package route
+package route_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/cli/route/routetest"
 	"github.com/snavio/snavio/internal/output"
 )
 
@@ -34,19 +36,19 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
-	e := newTestEnv(t, nil)
-	d := e.deps("op", output.JSON)
+	e := routetest.New(t, nil)
+	d := e.Deps("op", output.JSON)
 	f := writeFile(t, routesFile)
-	var res Result
+	var res route.Result
 	decode := func() {
 		t.Helper()
-		res = Result{}
-		if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
-			t.Fatalf("%v: %s", err, e.out)
+		res = route.Result{}
+		if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil {
+			t.Fatalf("%v: %s", err, e.Out)
 		}
 	}
 	// Dry run with pending changes: exit 3 with --detailed-exitcode.
-	err := e.run(t, NewCmdApply(d, nil), "-f", f, "--dry-run", "--detailed-exitcode")
+	err := e.Run(t, route.NewCmdApply(d, nil), "-f", f, "--dry-run", "--detailed-exitcode")
 	if cmdutil.ExitCode(err) != cmdutil.ExitChanges {
 		t.Fatalf("dry run: %v", err)
 	}
@@ -56,7 +58,7 @@ func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
 	}
 	// Applying them with --detailed-exitcode exits 0: nothing is pending
 	// afterwards.
-	if err := e.run(t, NewCmdApply(d, nil), "-f", f, "--detailed-exitcode"); err != nil {
+	if err := e.Run(t, route.NewCmdApply(d, nil), "-f", f, "--detailed-exitcode"); err != nil {
 		t.Fatalf("apply with --detailed-exitcode: %v", err)
 	}
 	decode()
@@ -68,7 +70,7 @@ func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
 		t.Fatalf("acl = %+v", res.Changes[0].After.ACL)
 	}
 	// Again: nothing to do, exit 0 even with --detailed-exitcode.
-	if err := e.run(t, NewCmdApply(d, nil), "-f", f, "--detailed-exitcode"); err != nil {
+	if err := e.Run(t, route.NewCmdApply(d, nil), "-f", f, "--detailed-exitcode"); err != nil {
 		t.Fatalf("second apply: %v", err)
 	}
 	decode()
@@ -77,7 +79,7 @@ func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
 	}
 	// Stdin, prune: the file without its ACL deletes the ACL.
 	d.In = strings.NewReader(strings.SplitN(routesFile, "---", 2)[0])
-	if err := e.run(t, NewCmdApply(d, nil), "-f", "-", "--prune", "--dry-run"); err != nil {
+	if err := e.Run(t, route.NewCmdApply(d, nil), "-f", "-", "--prune", "--dry-run"); err != nil {
 		t.Fatal(err)
 	}
 	decode()
@@ -85,18 +87,18 @@ func TestApplyPlanIdempotenceExitCodesAndPrune(t *testing.T) {
 		t.Fatalf("prune plan = %+v", res)
 	}
 	// Table output with the summary on stderr.
-	td := e.deps("op", output.Table)
-	if err := e.run(t, NewCmdApply(td, nil), "-f", f, "--dry-run"); err != nil {
+	td := e.Deps("op", output.Table)
+	if err := e.Run(t, route.NewCmdApply(td, nil), "-f", f, "--dry-run"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(e.out.String(), "unchanged   acl acme/billing mailer send") || !strings.Contains(e.err.String(), "No changes: the registry already matches") {
-		t.Fatalf("table:\n%s\n%s", e.out, e.err)
+	if !strings.Contains(e.Out.String(), "unchanged   acl acme/billing mailer send") || !strings.Contains(e.Err.String(), "No changes: the registry already matches") {
+		t.Fatalf("table:\n%s\n%s", e.Out, e.Err)
 	}
 }
 
 func TestApplyBadInput(t *testing.T) {
-	e := newTestEnv(t, nil)
-	d := e.deps("op", output.JSON)
+	e := routetest.New(t, nil)
+	d := e.Deps("op", output.JSON)
 	tests := []struct {
 		name string
 		args []string
@@ -111,12 +113,12 @@ func TestApplyBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := e.run(t, NewCmdApply(d, nil), tc.args...)
+			err := e.Run(t, route.NewCmdApply(d, nil), tc.args...)
 			if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v (exit %d), want %q", err, cmdutil.ExitCode(err), tc.want)
 			}
-			if len(e.requests) != 0 {
-				t.Fatalf("bad input reached the server: %v", e.requests)
+			if len(e.Requests) != 0 {
+				t.Fatalf("bad input reached the server: %v", e.Requests)
 			}
 		})
 	}

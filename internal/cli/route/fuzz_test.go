@@ -1,4 +1,4 @@
-package route
+package route_test
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -17,7 +18,7 @@ func FuzzSeconds(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := Seconds("--ttl", s)
+		n, err := route.Seconds("--ttl", s)
 		if err != nil {
 			if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "--ttl") {
 				t.Fatalf("%q: %v is not a usage error naming the flag", s, err)
@@ -48,7 +49,7 @@ func FuzzRateRoundTrip(f *testing.F) {
 		if max <= 0 || iv <= 0 || iv > registry.MaxTTLSeconds*365 {
 			return
 		}
-		s := Rate(registry.RateLimit{Max: max, IntervalSeconds: iv})
+		s := route.Rate(registry.RateLimit{Max: max, IntervalSeconds: iv})
 		m, i, err := spec.ParseRate(s)
 		if err != nil || m != max || i != iv {
 			t.Fatalf("%d/%ds printed %q read back %d/%d %v", max, iv, s, m, i, err)

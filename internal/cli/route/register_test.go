@@ -1,4 +1,4 @@
-package route
+package route_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/cli/route/routetest"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -52,10 +54,10 @@ func TestRegisterFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTestEnv(t, nil)
-			var got *RegisterOptions
-			cmd := NewCmdRegister(e.deps("op", output.JSON), func(_ context.Context, o *RegisterOptions) error { got = o; return nil })
-			err := e.run(t, cmd, append(append([]string{}, base...), tc.args...)...)
+			e := routetest.New(t, nil)
+			var got *route.RegisterOptions
+			cmd := route.NewCmdRegister(e.Deps("op", output.JSON), func(_ context.Context, o *route.RegisterOptions) error { got = o; return nil })
+			err := e.Run(t, cmd, append(append([]string{}, base...), tc.args...)...)
 			if tc.usage != "" {
 				if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), tc.usage) {
 					t.Fatalf("err = %v (exit %d), want a usage error with %q", err, cmdutil.ExitCode(err), tc.usage)
@@ -73,65 +75,65 @@ func TestRegisterFlags(t *testing.T) {
 }
 
 func TestRegisterRequiresFlags(t *testing.T) {
-	e := newTestEnv(t, nil)
-	err := e.run(t, NewCmdRegister(e.deps("op", output.JSON), nil), "--target", "mailer")
+	e := routetest.New(t, nil)
+	err := e.Run(t, route.NewCmdRegister(e.Deps("op", output.JSON), nil), "--target", "mailer")
 	if err == nil || cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "required flag(s)") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestRegisterIsIdempotentAndDryRunWritesNothing(t *testing.T) {
-	e := newTestEnv(t, nil)
-	d := e.deps("op", output.JSON)
-	if err := e.run(t, NewCmdRegister(d, nil), append(base, "--dry-run")...); err != nil {
+	e := routetest.New(t, nil)
+	d := e.Deps("op", output.JSON)
+	if err := e.Run(t, route.NewCmdRegister(d, nil), append(base, "--dry-run")...); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.requests) != 1 || e.requests[0] != "POST /v1/registry/apply" {
-		t.Fatalf("requests = %v", e.requests)
+	if len(e.Requests) != 1 || e.Requests[0] != "POST /v1/registry/apply" {
+		t.Fatalf("requests = %v", e.Requests)
 	}
-	var res Result
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || !res.DryRun || res.Summary.Create != 1 {
-		t.Fatalf("dry run = %s (%v)", e.out, err)
+	var res route.Result
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || !res.DryRun || res.Summary.Create != 1 {
+		t.Fatalf("dry run = %s (%v)", e.Out, err)
 	}
-	if d, _ := e.reg.Load(t.Context(), t0); d.Len() != 0 {
+	if d, _ := e.Reg.Load(t.Context(), t0); d.Len() != 0 {
 		t.Fatal("dry run wrote")
 	}
-	if err := e.run(t, NewCmdRegister(d, nil), base...); err != nil {
+	if err := e.Run(t, route.NewCmdRegister(d, nil), base...); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.DryRun || res.Summary.Create != 1 || res.Changes[0].Version != 1 {
-		t.Fatalf("register = %s (%v)", e.out, err)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || res.DryRun || res.Summary.Create != 1 || res.Changes[0].Version != 1 {
+		t.Fatalf("register = %s (%v)", e.Out, err)
 	}
-	if err := e.run(t, NewCmdRegister(d, nil), base...); err != nil {
+	if err := e.Run(t, route.NewCmdRegister(d, nil), base...); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil || res.Summary.Pending() || res.Summary.Unchanged != 1 {
-		t.Fatalf("second register = %s (%v)", e.out, err)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil || res.Summary.Pending() || res.Summary.Unchanged != 1 {
+		t.Fatalf("second register = %s (%v)", e.Out, err)
 	}
 	// Another rate updates, and the table names the changed field.
-	td := e.deps("op", output.Table)
-	if err := e.run(t, NewCmdRegister(td, nil), append(base, "--rate", "10/s")...); err != nil {
+	td := e.Deps("op", output.Table)
+	if err := e.Run(t, route.NewCmdRegister(td, nil), append(base, "--rate", "10/s")...); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(e.out.String(), "update   route mailer send   2         rate_limit") || !strings.Contains(e.err.String(), "Applied: 0 created, 1 updated") {
-		t.Fatalf("update table:\n%s\n%s", e.out, e.err)
+	if !strings.Contains(e.Out.String(), "update   route mailer send   2         rate_limit") || !strings.Contains(e.Err.String(), "Applied: 0 created, 1 updated") {
+		t.Fatalf("update table:\n%s\n%s", e.Out, e.Err)
 	}
 }
 
 func TestRegisterMapsServerErrors(t *testing.T) {
-	e := newTestEnv(t, control.QueuesFunc(func(context.Context, string) (control.QueueInfo, error) {
+	e := routetest.New(t, control.QueuesFunc(func(context.Context, string) (control.QueueInfo, error) {
 		return control.QueueInfo{}, control.ErrNoQueue
 	}))
-	err := e.run(t, NewCmdRegister(e.deps("op", output.JSON), nil), base...)
+	err := e.Run(t, route.NewCmdRegister(e.Deps("op", output.JSON), nil), base...)
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "queue "+queue+" does not exist") || !strings.Contains(err.Error(), "snavio queue create mailer --dlq mailer-dlq") {
 		t.Fatalf("err = %v", err)
 	}
-	e2 := newTestEnv(t, nil)
-	err = e2.run(t, NewCmdRegister(e2.deps("acme", output.JSON), nil), base...)
+	e2 := routetest.New(t, nil)
+	err = e2.Run(t, route.NewCmdRegister(e2.Deps("acme", output.JSON), nil), base...)
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "operator token") {
 		t.Fatalf("tenant token: %v", err)
 	}
-	err = e2.run(t, NewCmdRegister(e2.deps("nope", output.JSON), nil), base...)
+	err = e2.Run(t, route.NewCmdRegister(e2.Deps("nope", output.JSON), nil), base...)
 	if !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "SNAVIO_TOKEN") {
 		t.Fatalf("bad token: %v", err)
 	}

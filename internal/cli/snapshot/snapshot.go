@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/api/snapshotapi"
+	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/output"
@@ -524,29 +524,6 @@ operator token.`,
 	return cmd
 }
 
-// writePrivate writes b to path atomically with mode 0600.
-func writePrivate(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
 func runPull(ctx context.Context, o *PullOptions) error {
 	kind, _ := kindArg(o.Kind)
 	api, err := o.API()
@@ -561,8 +538,8 @@ func runPull(ctx context.Context, o *PullOptions) error {
 	if err != nil {
 		return fmt.Errorf("the server's latest %s snapshot: %w", kind, err)
 	}
-	if err := writePrivate(o.Out, raw); err != nil {
-		return err
+	if err := atomicfile.Write(o.Out, raw, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", o.Out, err)
 	}
 	p, err := o.Printer()
 	if err != nil {

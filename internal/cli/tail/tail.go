@@ -26,6 +26,7 @@ import (
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	tuitail "github.com/snavio/snavio/internal/tui/tail"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // pollWait is the long-poll wait of a read: the server answers at least
@@ -127,8 +128,8 @@ retention before tail read them are reported as a gap on stderr.`,
 }
 
 func (o *Options) validate() error {
-	if o.Tenant != "" && !telemetryapi.ValidTenant(o.Tenant) {
-		return cmdutil.Usagef("invalid --tenant %q: give the part of a source before '/' (1 to 256 printable characters, no spaces or '/')", o.Tenant)
+	if o.Tenant != "" && !telemetry.ValidStream(o.Tenant) {
+		return cmdutil.Usagef("invalid --tenant %q: give the part of a source before '/' (%s)", o.Tenant, telemetry.StreamRule)
 	}
 	expr, err := o.Filters.Expr()
 	if err != nil {

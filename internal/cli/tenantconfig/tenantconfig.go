@@ -16,6 +16,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 )
 
@@ -53,8 +54,8 @@ treat that output as a secret.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Tenant = args[0]
-				if !validTenant(opts.Tenant) {
-					return cmdutil.Usagef("invalid TENANT %q: a tenant id is 1 to 64 letters, digits, '.', '_' and '-', starting with a letter or digit", opts.Tenant)
+				if !envelope.ValidTenant(opts.Tenant) {
+					return cmdutil.Usagef("invalid TENANT %q: a tenant id is "+envelope.TenantRule, opts.Tenant)
 				}
 			}
 			if runF != nil {
@@ -63,20 +64,6 @@ treat that output as a secret.`,
 			return Run(cmd.Context(), opts)
 		},
 	}
-}
-
-func validTenant(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Doc is the tenant configuration as printed: the document itself in

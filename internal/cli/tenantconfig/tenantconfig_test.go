@@ -1,93 +1,34 @@
 package tenantconfig
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/cli/route/routetest"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/pkg/dispatch/clock"
-	"github.com/snavio/snavio/pkg/dispatch/memstore"
+	"github.com/snavio/snavio/internal/server"
 )
 
-var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-
-type tokens map[string]control.Principal
-
-func (t tokens) Authenticate(r *http.Request) (control.Principal, error) {
-	p, ok := t[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	if !ok {
-		return control.Principal{}, errors.New("unknown token")
-	}
-	return p, nil
-}
-
-type env struct {
-	srv      *httptest.Server
-	reg      *memstore.Registry
-	clk      *clock.Fake
-	out, err *bytes.Buffer
-	requests []string
-}
-
-func newEnv(t *testing.T) *env {
-	e := &env{reg: memstore.NewRegistry(), clk: clock.NewFake(t0), out: &bytes.Buffer{}, err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.reg, Clock: e.clk, Auth: tokens{"op": {Name: "operator", Operator: true}, "acme": {Name: "tenant:acme", Tenant: "acme"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.requests = append(e.requests, r.Method+" "+r.URL.RequestURI())
-		if r.URL.Path == "/v1/whoami" { // serve's, for the token's tenant
-			p, err := (tokens{"op": {Operator: true}, "acme": {Tenant: "acme"}}).Authenticate(r)
-			if err != nil {
+// newEnv serves the control API and, as serve does, GET /v1/whoami, which
+// the command asks for the token's tenant.
+func newEnv(t *testing.T) *routetest.Env {
+	return routetest.New(t, nil, func(mux *http.ServeMux, _ *routetest.Env) {
+		mux.HandleFunc("GET /v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+			p, ok := server.PrincipalFrom(r.Context())
+			if !ok {
 				http.Error(w, `{"error":"unknown token"}`, http.StatusUnauthorized)
 				return
 			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"operator": p.Operator, "tenant": p.Tenant})
-			return
-		}
-		api.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *env) deps(token string, f output.Format) route.Deps {
-	return route.Deps{
-		API: func() (*platform.API, error) {
-			return platform.NewAPI(e.srv.URL, func() (string, error) { return token, nil }, nil), nil
-		},
-		Printer: func() (*output.Printer, error) {
-			return output.NewPrinter(e.out, f, output.NewStyles(e.out, false)), nil
-		},
-		ErrOut: e.err, In: strings.NewReader(""), Now: e.clk.Now,
-	}
-}
-
-func (e *env) run(t *testing.T, cmd *cobra.Command, args ...string) error {
-	t.Helper()
-	e.out.Reset()
-	e.err.Reset()
-	e.requests = nil
-	cmd.SetArgs(args)
-	cmd.SetOut(e.err)
-	cmd.SetErr(e.err)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	return cmd.ExecuteContext(t.Context())
+		})
+	})
 }
 
 func TestArgs(t *testing.T) {
@@ -98,7 +39,7 @@ func TestArgs(t *testing.T) {
 		if args != "" {
 			argv = []string{args}
 		}
-		err := e.run(t, NewCmdWith(e.deps("op", output.JSON), func(_ context.Context, o *Options) error { got = o; return nil }), argv...)
+		err := e.Run(t, NewCmdWith(e.Deps("op", output.JSON), func(_ context.Context, o *Options) error { got = o; return nil }), argv...)
 		if want == "usage" {
 			if cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 				t.Errorf("%q: err %v", args, err)
@@ -109,7 +50,7 @@ func TestArgs(t *testing.T) {
 			t.Errorf("%q: err %v, tenant %+v", args, err, got)
 		}
 	}
-	if err := e.run(t, NewCmdWith(e.deps("op", output.JSON), nil), "a", "b"); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+	if err := e.Run(t, NewCmdWith(e.Deps("op", output.JSON), nil), "a", "b"); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 		t.Fatalf("two args: %v", err)
 	}
 }
@@ -117,24 +58,24 @@ func TestArgs(t *testing.T) {
 func TestTenantConfig(t *testing.T) {
 	e := newEnv(t)
 	var k control.KeyResult
-	a := platform.NewAPI(e.srv.URL, func() (string, error) { return "op", nil }, nil)
+	a := platform.NewAPI(e.Srv.URL, func() (string, error) { return "op", nil }, nil)
 	if err := a.Do(t.Context(), "POST", "/v1/keys/create", nil, control.KeyRequest{Source: "acme/billing"}, &k); err != nil {
 		t.Fatal(err)
 	}
 	secret := base64.StdEncoding.EncodeToString(k.Secret)
 
 	// A tenant reads its own without naming it; the table hides secrets.
-	if err := e.run(t, NewCmdWith(e.deps("acme", output.Table), nil)); err != nil {
+	if err := e.Run(t, NewCmdWith(e.Deps("acme", output.Table), nil)); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.requests) != 2 || e.requests[0] != "GET /v1/whoami" || e.requests[1] != "GET /v1/tenants/acme/config" {
-		t.Fatalf("request = %v", e.requests)
+	if len(e.Requests) != 2 || e.Requests[0] != "GET /v1/whoami" || e.Requests[1] != "GET /v1/tenants/acme/config" {
+		t.Fatalf("request = %v", e.Requests)
 	}
-	if !strings.Contains(e.out.String(), "acme/billing   hmac-v1   2026-11-21T12:00:00Z") || strings.Contains(e.out.String(), secret) || !strings.Contains(e.err.String(), "Secrets are left out") {
-		t.Fatalf("table:\n%s\n%s", e.out, e.err)
+	if !strings.Contains(e.Out.String(), "acme/billing   hmac-v1   2026-11-21T12:00:00Z") || strings.Contains(e.Out.String(), secret) || !strings.Contains(e.Err.String(), "Secrets are left out") {
+		t.Fatalf("table:\n%s\n%s", e.Out, e.Err)
 	}
 	// JSON is the document as producers get it, secret included.
-	if err := e.run(t, NewCmdWith(e.deps("acme", output.JSON), nil), "acme"); err != nil {
+	if err := e.Run(t, NewCmdWith(e.Deps("acme", output.JSON), nil), "acme"); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -146,20 +87,20 @@ func TestTenantConfig(t *testing.T) {
 			} `json:"current"`
 		} `json:"services"`
 	}
-	if err := json.Unmarshal(e.out.Bytes(), &doc); err != nil || doc.Tenant != "acme" || len(doc.Services) != 1 || doc.Services[0].Current.Secret != secret {
-		t.Fatalf("json: %s (%v)", e.out, err)
+	if err := json.Unmarshal(e.Out.Bytes(), &doc); err != nil || doc.Tenant != "acme" || len(doc.Services) != 1 || doc.Services[0].Current.Secret != secret {
+		t.Fatalf("json: %s (%v)", e.Out, err)
 	}
 	// Another tenant's: 403 with the token hint.
-	err := e.run(t, NewCmdWith(e.deps("acme", output.JSON), nil), "globex")
+	err := e.Run(t, NewCmdWith(e.Deps("acme", output.JSON), nil), "globex")
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "SNAVIO_TOKEN") {
 		t.Fatalf("other tenant: %v", err)
 	}
 	// The operator must name one.
-	err = e.run(t, NewCmdWith(e.deps("op", output.JSON), nil))
+	err = e.Run(t, NewCmdWith(e.Deps("op", output.JSON), nil))
 	if cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "snavio tenant-config TENANT") {
 		t.Fatalf("operator without tenant: %v", err)
 	}
-	err = e.run(t, NewCmdWith(e.deps("op", output.Table), nil), "globex")
+	err = e.Run(t, NewCmdWith(e.Deps("op", output.Table), nil), "globex")
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "snavio key create --service globex/<service>") {
 		t.Fatalf("tenant without keys: %v", err)
 	}

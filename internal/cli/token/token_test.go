@@ -21,6 +21,7 @@ import (
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -51,13 +52,10 @@ func newFixture(t *testing.T) *fixture {
 	}
 	mux := http.NewServeMux()
 	api.Register(mux)
+	authed := servertest.Authenticated(mux, servertest.Tenant(&fx.tenant))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fx.requests++
-		p := server.OperatorPrincipal()
-		if fx.tenant != "" {
-			p = server.TenantPrincipal(fx.tenant)
-		}
-		mux.ServeHTTP(w, r.WithContext(server.WithPrincipal(r.Context(), p)))
+		authed.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	client := platform.NewAPI(srv.URL, nil, nil)

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // One narrow interface per SNS operation the publisher calls; *sns.Client
@@ -42,8 +44,6 @@ const (
 	// snsMaxBytes bounds one message and one batch's aggregate, attributes
 	// included.
 	snsMaxBytes = 256 << 10
-	// maxTenantLen is a tenant id's longest (envelope.ValidSource).
-	maxTenantLen = 64
 )
 
 // TelemetryMessage is one outbox event to publish to its tenant's topic.
@@ -122,25 +122,24 @@ func (p *SNSPublisher) TopicARN(tenant string) (string, error) {
 	return p.arnPrefix + part, nil
 }
 
-// topicPart encodes a tenant id (1-64 of [A-Za-z0-9._-]) in the characters
-// SNS allows in a topic name ([A-Za-z0-9_-]): '_' becomes "__" and '.'
-// "_d", so that distinct tenants get distinct topics (FuzzTopicPart).
+// topicPart encodes a telemetry stream (telemetry.ValidStream) in the
+// characters SNS allows in a topic name ([A-Za-z0-9_-]): '_' becomes "__"
+// and '.' "_d", so that distinct streams get distinct topics
+// (FuzzTopicPart).
 func topicPart(tenant string) (string, error) {
-	if tenant == "" || len(tenant) > maxTenantLen {
-		return "", fmt.Errorf("tenant %.80q: give 1 to %d characters of [A-Za-z0-9._-]", tenant, maxTenantLen)
+	if !telemetry.ValidStream(tenant) {
+		return "", fmt.Errorf("tenant %.80q: give %s", tenant, telemetry.StreamRule)
 	}
 	var b strings.Builder
 	b.Grow(2 * len(tenant))
 	for i := 0; i < len(tenant); i++ {
-		switch c := tenant[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-':
-			b.WriteByte(c)
-		case c == '_':
+		switch c := tenant[i]; c {
+		case '_':
 			b.WriteString("__")
-		case c == '.':
+		case '.':
 			b.WriteString("_d")
 		default:
-			return "", fmt.Errorf("tenant %.80q: byte %q at %d: give 1 to %d characters of [A-Za-z0-9._-]", tenant, c, i, maxTenantLen)
+			b.WriteByte(c)
 		}
 	}
 	return b.String(), nil

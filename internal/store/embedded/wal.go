@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/snavio/snavio/internal/atomicfile"
 )
 
 // The write-ahead log: the durable home of the hot path's writes (queue
@@ -601,7 +603,7 @@ func (w *wal) write(g *walGroup) error {
 			if err := w.sync(); err != nil {
 				return err
 			}
-			if err := syncDir(w.dir); err != nil {
+			if err := atomicfile.SyncDir(w.dir); err != nil {
 				return err
 			}
 			c.seg.synced.Store(true)
@@ -640,7 +642,7 @@ func (w *wal) syncSegments(segs []*segment) error {
 			return fmt.Errorf("sync %s: %w", s.name, err)
 		}
 		if !s.synced.Load() {
-			if err := syncDir(w.dir); err != nil {
+			if err := atomicfile.SyncDir(w.dir); err != nil {
 				return err
 			}
 			s.synced.Store(true)
@@ -769,18 +771,6 @@ func (w *wal) syncLoop(ticks <-chan time.Time) {
 	}
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
 // createSegment creates the segment whose first frame is lsn first, from
 // a spare file when there is one. The caller holds w.mu (or is Open).
 func (w *wal) createSegment(first uint64) (*segment, error) {
@@ -883,7 +873,7 @@ func (w *wal) remove(s *segment) error {
 	if room {
 		sp := filepath.Join(w.dir, s.name+spareSuffix)
 		if err := os.Rename(filepath.Join(w.dir, s.name), sp); err == nil {
-			if err := syncDir(w.dir); err != nil {
+			if err := atomicfile.SyncDir(w.dir); err != nil {
 				return err // not reused; the next Open deletes it
 			}
 			w.mu.Lock()
@@ -895,7 +885,7 @@ func (w *wal) remove(s *segment) error {
 	if err := os.Remove(filepath.Join(w.dir, s.name)); err != nil {
 		return fmt.Errorf("delete log segment %s: %w", s.name, err)
 	}
-	return syncDir(w.dir)
+	return atomicfile.SyncDir(w.dir)
 }
 
 // sealed returns the sealed segments, oldest first.

@@ -46,8 +46,10 @@ const (
 	MaxTimestampLen = 35
 	// MaxVersionIDLen is the longest metadata.version_id, in bytes.
 	MaxVersionIDLen = 15
+	// MaxTenantLen is the longest tenant id, in bytes.
+	MaxTenantLen = 64
 	// MaxSourceLen is the longest bus source <tenant-id>/<service>, in bytes.
-	MaxSourceLen = 129
+	MaxSourceLen = MaxTenantLen + 1 + MaxTargetLen
 	// MaxReplayReasonLen is the longest metadata.replay_reason, in bytes.
 	MaxReplayReasonLen = 256
 )
@@ -229,22 +231,27 @@ func (e envError) Error() string { return string(e) }
 const errEmptyPayload = envError("envelope: command.payload is empty; set it to a JSON value such as {}")
 
 // ValidSource reports whether s is a well-formed bus source,
-// <tenant-id>/<service>: tenant id 1-64 bytes of [A-Za-z0-9._-] starting
-// with a letter or digit, service a valid target name.
+// <tenant-id>/<service>: a valid tenant id and a valid target name.
 func ValidSource(s string) bool {
 	if len(s) > MaxSourceLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] == '/' {
-			return i <= 64 && validTenant(s[:i]) && ValidTarget(s[i+1:])
+			return ValidTenant(s[:i]) && ValidTarget(s[i+1:])
 		}
 	}
 	return false
 }
 
-func validTenant(s string) bool {
-	if s == "" || !isAlnum(s[0]) {
+// TenantRule says what ValidTenant accepts, for error messages.
+const TenantRule = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+// ValidTenant reports whether s is a tenant id: 1-64 bytes of
+// [A-Za-z0-9._-] starting with a letter or digit. It is the one rule for
+// tenant ids, in sources, credentials, tokens and telemetry streams.
+func ValidTenant(s string) bool {
+	if s == "" || len(s) > MaxTenantLen || !isAlnum(s[0]) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {

@@ -343,6 +343,20 @@ func TestValidSource(t *testing.T) {
 	}
 }
 
+func TestValidTenant(t *testing.T) {
+	for s, want := range map[string]bool{"acme": true, "Acme.eu-1_x": true, "9": true, "": false, "-a": false, ".a": false, "a/b": false, strings.Repeat("a", 65): false, strings.Repeat("a", 64): true,
+		// Accepted by the telemetry API's old, looser rule (printable ASCII, 256 bytes):
+		// no source can carry them, so no stream can have them.
+		"_platform": false, "acme!": false, "a~b": false, strings.Repeat("a", 256): false} {
+		if got := ValidTenant(s); got != want {
+			t.Errorf("ValidTenant(%q) = %v", s, got)
+		}
+		if got := ValidSource(s + "/billing"); got != want {
+			t.Errorf("ValidSource(%q) = %v, ValidTenant says %v", s+"/billing", got, want)
+		}
+	}
+}
+
 // v1Envelope is how a check written against encoding/json (v1) would see
 // the message: a struct with a source field it can test for emptiness.
 type v1Envelope struct {

@@ -317,3 +317,12 @@ func BenchmarkMarshalDeliveredGeneric(b *testing.B) {
 		}
 	}
 }
+
+func TestValidStream(t *testing.T) {
+	for s, want := range map[string]bool{"acme": true, "Acme.eu-1_x": true, PlatformTenant: true,
+		"": false, "_platformx": false, "-acme": false, "acme!": false, "a b": false, "a/b": false, strings.Repeat("a", 65): false} {
+		if got := ValidStream(s); got != want {
+			t.Errorf("ValidStream(%q) = %v", s, got)
+		}
+	}
+}
