@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -265,7 +266,19 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 // a small file system can be mounted (internal/smallfs); where it cannot,
 // the script fails under CI=true (CI runs as root and must run it).
 func condition(cond string) (bool, error) {
-	if cond != "mountable" {
+	switch cond {
+	case "mountable":
+	case "awscli":
+		// [awscli]: the AWS CLI is on PATH. In CI (CI=true) its absence
+		// fails the script instead of skipping it.
+		if _, err := exec.LookPath("aws"); err != nil {
+			if os.Getenv("CI") == "true" {
+				return false, errors.New("the AWS CLI (aws) is not on PATH; .ci/run installs it (awscli)")
+			}
+			return false, nil
+		}
+		return true, nil
+	default:
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}
 	dir, err := os.MkdirTemp("", "snavio-mountable")
