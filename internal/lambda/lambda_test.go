@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -35,10 +34,11 @@ import (
 
 var emu awstest.Emulators
 
+// TestMain stops the emulators after the tests; the test wrapper exits
+// with m.Run's result.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	emu.Close()
-	os.Exit(code)
+	defer emu.Close()
+	m.Run()
 }
 
 const source = "acme/billing"

@@ -2,7 +2,6 @@ package awsstore
 
 import (
 	"context"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,10 +23,11 @@ import (
 
 var emu awstest.Emulators
 
+// TestMain stops the emulators after the tests; the test wrapper exits
+// with m.Run's result.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	emu.Close()
-	os.Exit(code)
+	defer emu.Close()
+	m.Run()
 }
 
 // calls counts DynamoDB operations by name, with an SDK middleware.

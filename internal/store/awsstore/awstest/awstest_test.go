@@ -15,10 +15,11 @@ import (
 
 var emu Emulators
 
+// TestMain stops the emulators after the tests; the test wrapper exits
+// with m.Run's result.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	emu.Close()
-	os.Exit(code)
+	defer emu.Close()
+	m.Run()
 }
 
 func TestDynamoDBLocalAnswersOnLoopbackOnly(t *testing.T) {

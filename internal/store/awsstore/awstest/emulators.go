@@ -17,7 +17,7 @@ import (
 //
 //	var emu awstest.Emulators
 //
-//	func TestMain(m *testing.M) { code := m.Run(); emu.Close(); os.Exit(code) }
+//	func TestMain(m *testing.M) { defer emu.Close(); m.Run() }
 type Emulators struct {
 	mu      sync.Mutex
 	started bool
