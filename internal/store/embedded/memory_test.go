@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -76,13 +77,18 @@ func TestQueuedMessageHeapCost(t *testing.T) {
 		t.Skip("sends 200 000 messages")
 	}
 	const n = 200_000
+	// noise is the heap a measurement may be off by whatever n is (pools,
+	// the log's buffers, bbolt's pages, other goroutines): the ceilings
+	// below allow it once, not per message.
+	const noise = 4 << 20
 	body := make([]byte, 1024)
 	for _, c := range []struct {
 		name    string
 		opts    func(t *testing.T) Options
 		ceiling float64 // heap bytes a queued 1 KiB message may cost
 	}{
-		{"file", func(t *testing.T) Options { return Options{Path: filepath.Join(t.TempDir(), "snavio.db")} }, 64},
+		// On file a queued message is its FIFO entry; its record stays on disk.
+		{"file", func(t *testing.T) Options { return Options{Path: filepath.Join(t.TempDir(), "snavio.db")} }, float64(unsafe.Sizeof(freshMsg{})) + noise/n},
 		// The budget counts the record (1024 bytes of body, the id and a
 		// header: 1112) and msgOverhead; 5% more for the heap's size
 		// classes and the noise of a 250 MiB measurement.
@@ -109,8 +115,8 @@ func TestQueuedMessageHeapCost(t *testing.T) {
 			drain(t, s, "big", n)
 			after := liveHeap()
 			t.Logf("live heap after draining: %.1f MiB (empty store %.1f MiB)", mib(after), mib(empty))
-			if after > 2*empty+1<<20 {
-				t.Errorf("live heap after draining %.1f MiB, over twice the empty store's %.1f MiB", mib(after), mib(empty))
+			if after > empty+noise {
+				t.Errorf("live heap after draining %.1f MiB, over the empty store's %.1f MiB and %d MiB of noise", mib(after), mib(empty), noise>>20)
 			}
 		})
 	}
