@@ -231,7 +231,7 @@ func (x *Dispatcher) fast(ctx context.Context, busSource string, detail []byte, 
 	defer func() { res.KeyVersion = kv }()
 	env := &acc.Envelope
 	if acc.ColdOnly {
-		tr.Add(trace.Fast, "warm_path", trace.Escalate, "the source is cold-only")
+		tr.Add(trace.Fast, CheckWarmPath, trace.Escalate, "the source is cold-only")
 		return x.escalateEmit(acc, flow.EscalateColdOnlySource, tr)
 	}
 	var route Route
@@ -346,8 +346,12 @@ func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
 	return x.slow(ctx, e, nil)
 }
 
-// CheckRouteACL is the slow stage's routing check, as a trace names it.
-const CheckRouteACL = "route_acl"
+// Checks of the dispatcher's own, as a trace names them: the fast stage's
+// refusal of a cold-only source, and the slow stage's routing.
+const (
+	CheckWarmPath = "warm_path"
+	CheckRouteACL = "route_acl"
+)
 
 // slow is Slow recording each decision into tr (nil: none); a dry run
 // routes authoritatively (reading the registry when the caches say so)
