@@ -1,15 +1,16 @@
 // Package node is the dispatcher of `snavio dispatch serve` on one
-// machine: it takes PutEvents entries from the ingress (server.Pipeline),
-// runs the shield and fast stages inline, archives the entries with the
-// shield's verdicts, hands escalations
-// to the slow stage through a durable queue, and runs a bounded pool of
-// slow workers. Storage is behind small ports (Handoff, Archive) that the
-// embedded store implements.
+// machine: it takes PutEvents entries from the ingress (server.Pipeline)
+// and runs them through dispatch.Intake (the shield and fast stages
+// inline, the entries archived with the shield's verdicts, escalations
+// handed to the slow stage through a durable queue), admits escalations
+// to that queue per tenant and route, and runs a bounded pool of slow
+// workers. Storage is behind the dispatch ports (dispatch.Archive,
+// dispatch.HandoffQueue) that the embedded store implements.
 //
-// Durability: an entry is acknowledged (gets an event id) only once it is
-// archived with the shield's verdict and delivered, refused with
-// telemetry, or durably handed to the slow stage. So
-// every acknowledged command ends in its queue, its DLQ, or a
+// Durability is Intake's contract: an entry is acknowledged (gets an
+// event id) only once it is archived with the shield's verdict and
+// delivered, refused with telemetry, or durably handed to the slow stage.
+// So every acknowledged command ends in its queue, its DLQ, or a
 // failed/invalid event, whatever crashes after the acknowledgement.
 package node
 

@@ -258,12 +258,12 @@ func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
 // The checks of the shield, in the order Check runs them, as a trace
 // names them.
 const (
-	StepBusSource    = "bus_source"
-	StepEnvelope     = "envelope"
-	StepReplayWindow = "replay_window"
-	StepKeyVersion   = "key_version"
-	StepHMAC         = "hmac"
-	StepBan          = "ban"
+	CheckBusSource    = "bus_source"
+	CheckEnvelope     = "envelope"
+	CheckReplayWindow = "replay_window"
+	CheckKeyVersion   = "key_version"
+	CheckHMAC         = "hmac"
+	CheckBan          = "ban"
 )
 
 // CheckTrace is Check recording each check into tr (nil: none). A dry run
@@ -277,32 +277,32 @@ func (s *Shield) CheckTrace(busSource string, detail []byte, tr *trace.Trace) (A
 	}
 	if !envelope.ValidSource(busSource) {
 		return s.reject(now, busSource, envelope.Seen{}, reason.New(reason.InvalidBusSource, "bus source",
-			"the event source must be <tenant-id>/<service> as registered; check the source your producer sends with"), tr, StepBusSource)
+			"the event source must be <tenant-id>/<service> as registered; check the source your producer sends with"), tr, CheckBusSource)
 	}
-	tr.Add(trace.Shield, StepBusSource, trace.Pass, busSource)
+	tr.Add(trace.Shield, CheckBusSource, trace.Pass, busSource)
 	env, seen, err := s.parser.Parse(detail, func(sentAt time.Time) error { return s.window(sentAt, now) })
 	if err != nil {
-		check := StepEnvelope
+		check := CheckEnvelope
 		if tr != nil {
 			if c := reason.Of(err); c == reason.TimestampTooOld || c == reason.TimestampTooNew {
-				tr.Add(trace.Shield, StepEnvelope, trace.Pass, "schema and size checked up to metadata.timestamp")
-				check = StepReplayWindow
+				tr.Add(trace.Shield, CheckEnvelope, trace.Pass, "schema and size checked up to metadata.timestamp")
+				check = CheckReplayWindow
 			}
 		}
 		return s.reject(now, busSource, seen, err, tr, check)
 	}
 	if tr != nil {
-		tr.Add(trace.Shield, StepEnvelope, trace.Pass, "schema, size and payload depth within limits")
-		tr.Add(trace.Shield, StepReplayWindow, trace.Pass, "skew "+now.Sub(env.SentAt).Round(time.Millisecond).String()+" within ±"+s.cfg.Window.String())
+		tr.Add(trace.Shield, CheckEnvelope, trace.Pass, "schema, size and payload depth within limits")
+		tr.Add(trace.Shield, CheckReplayWindow, trace.Pass, "skew "+now.Sub(env.SentAt).Round(time.Millisecond).String()+" within ±"+s.cfg.Window.String())
 	}
 	seen = envelope.Seen{ID: env.Metadata.ID, Timestamp: env.Metadata.Timestamp, Target: env.Command.Target, Name: env.Command.Name}
 	match, err := s.keys.Resolve(busSource, env.Metadata.VersionID, now)
 	if err != nil {
-		return s.reject(now, busSource, seen, err, tr, StepKeyVersion)
+		return s.reject(now, busSource, seen, err, tr, CheckKeyVersion)
 	}
 	if match.Key == nil {
-		tr.Add(trace.Shield, StepKeyVersion, trace.Skip, "")
-		skipAfter(tr, StepKeyVersion)
+		tr.Add(trace.Shield, CheckKeyVersion, trace.Skip, "")
+		skipAfter(tr, CheckKeyVersion)
 		return Accepted{}, errors.New("shield: key resolver returned no key and no error for " + busSource + " " + env.Metadata.VersionID)
 	}
 	if tr != nil {
@@ -313,14 +313,14 @@ func (s *Shield) CheckTrace(busSource string, detail []byte, tr *trace.Trace) (A
 		case match.ExpiringSoon:
 			kd += " (expiring soon: poll the tenant config)"
 		}
-		tr.Add(trace.Shield, StepKeyVersion, trace.Pass, kd)
+		tr.Add(trace.Shield, CheckKeyVersion, trace.Pass, kd)
 	}
 	msg := signing.FromEnvelope(&env, busSource)
 	msg.PayloadCanonical = true // envelope.Parser returns the canonical form
 	if err := match.Key.Verify(&msg, env.Metadata.HMAC); err != nil {
-		return s.reject(now, busSource, seen, err, tr, StepHMAC)
+		return s.reject(now, busSource, seen, err, tr, CheckHMAC)
 	}
-	tr.Add(trace.Shield, StepHMAC, trace.Pass, "signature matches "+signing.Scheme)
+	tr.Add(trace.Shield, CheckHMAC, trace.Pass, "signature matches "+signing.Scheme)
 	ban := NotBanned
 	if s.bans != nil {
 		ban = s.bans.Ban(busSource, env.Command.Target, env.Command.Name, now)
@@ -328,11 +328,11 @@ func (s *Shield) CheckTrace(busSource string, detail []byte, tr *trace.Trace) (A
 	switch ban {
 	case Blocked:
 		return s.reject(now, busSource, seen, reason.New(reason.SourceBanned, "bus source",
-			busSource+" is banned from sending "+env.Command.Name+" to "+env.Command.Target+"; see your fairness telemetry and wait for the ban to end"), tr, StepBan)
+			busSource+" is banned from sending "+env.Command.Name+" to "+env.Command.Target+"; see your fairness telemetry and wait for the ban to end"), tr, CheckBan)
 	case ColdOnly:
-		tr.Add(trace.Shield, StepBan, trace.Pass, "cold-only: the source may not use the warm path")
+		tr.Add(trace.Shield, CheckBan, trace.Pass, "cold-only: the source may not use the warm path")
 	default:
-		tr.Add(trace.Shield, StepBan, trace.Pass, "not banned")
+		tr.Add(trace.Shield, CheckBan, trace.Pass, "not banned")
 	}
 	env.Command.Source = busSource
 	if tr != nil {
@@ -350,7 +350,7 @@ func skipAfter(tr *trace.Trace, check string) {
 		return
 	}
 	after := false
-	for _, c := range [...]string{StepBusSource, StepEnvelope, StepReplayWindow, StepKeyVersion, StepHMAC, StepBan} {
+	for _, c := range [...]string{CheckBusSource, CheckEnvelope, CheckReplayWindow, CheckKeyVersion, CheckHMAC, CheckBan} {
 		if after {
 			tr.Add(trace.Shield, c, trace.Skip, "")
 		}

@@ -19,8 +19,8 @@ func TestDryRunRecordsAndSpendsNothing(t *testing.T) {
 		if _, err := f.sh.CheckTrace(src, bad, tr); reason.Of(err) != reason.BadSignature || Throttled(err) {
 			t.Fatalf("dry run: %v, want bad_signature, not throttled", err)
 		}
-		want := []struct{ check, result string }{{StepBusSource, trace.Pass}, {StepEnvelope, trace.Pass}, {StepReplayWindow, trace.Pass},
-			{StepKeyVersion, trace.Pass}, {StepHMAC, trace.Fail}, {StepBan, trace.Skip}}
+		want := []struct{ check, result string }{{CheckBusSource, trace.Pass}, {CheckEnvelope, trace.Pass}, {CheckReplayWindow, trace.Pass},
+			{CheckKeyVersion, trace.Pass}, {CheckHMAC, trace.Fail}, {CheckBan, trace.Skip}}
 		if len(tr.Steps) != len(want) {
 			t.Fatalf("steps %+v", tr.Steps)
 		}
