@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/store/awsstore"
+	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -28,21 +26,18 @@ import (
 // claimed by a copy still in progress (node.Options.RaceRetry).
 const raceRetry = time.Second
 
-// escalationAPI is what the host calls on the escalation queue.
-type escalationAPI interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
-}
-
 // Host is the state that lives across invocations of one execution
 // environment: the dispatcher with its caches, the clients. Build it once
 // at init with New; Lambda runs one invocation at a time per environment.
 type Host struct {
 	cfg Config
 	d   *dispatch.Dispatcher
-	esc escalationAPI
-	out *outbox
-	log *slog.Logger
+	// intake holds the durability contract (archive, hand-off, telemetry
+	// stored before the answer); esc is the escalation queue.
+	intake *dispatch.Intake
+	esc    *awsstore.SQSHandoff
+	out    *outbox
+	log    *slog.Logger
 }
 
 // New assembles the dispatcher on the AWS store (as internal/serve does
@@ -91,45 +86,55 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := out.flush(ctx); err != nil {
 		return nil, fmt.Errorf("storing the cold load's telemetry in the outbox: %w", err)
 	}
-	esc := sqs.NewFromConfig(cfg.Store.AWSConfig, cfg.EscalationOptions...)
-	return &Host{cfg: cfg, d: d, esc: esc, out: out, log: log}, nil
+	archive, err := awsstore.NewArchiveStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	escCfg := cfg.Store
+	escCfg.SQSOptions = cfg.EscalationOptions
+	esc, err := awsstore.NewSQSHandoff(escCfg, cfg.EscalationQueueURL)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, d: d, esc: esc, out: out, log: log}
+	// Lambda runs one invocation at a time per environment, so the
+	// invocation's telemetry is the outbox's whole buffer.
+	h.intake, err = dispatch.NewIntake(dispatch.IntakeConfig{Dispatcher: d, Archive: archive, Handoff: esc,
+		Defer: func(ctx context.Context) (context.Context, func() error) {
+			return ctx, func() error { return h.out.flush(ctx) }
+		},
+		NewID: func() string { return uuidv7.String(clk.Now()) }, Clock: clk, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
-// Ingest is the EventBridge rule's target: the shield and the fast stage
-// on one event, then delivery (done by the fast stage) or the durable
-// hand-off to the escalation queue. It returns nil only once the command
-// is delivered, refused with its telemetry in the outbox, or handed off;
-// an error makes Lambda retry the event (then its on-failure
-// destination). A command that can never succeed (invalid) is not an
-// error: its snavio.command.invalid is its answer.
+// Ingest is the EventBridge rule's target: dispatch.Intake on one event
+// (the shield and the fast stage, then delivery or the durable hand-off
+// to the escalation queue, the event archived with the shield's verdict
+// and the invocation's telemetry stored). It returns nil only once the
+// command is delivered, refused with its telemetry in the outbox, or
+// handed off, and archived; an error makes Lambda retry the event (then
+// its on-failure destination). A command that can never succeed (invalid)
+// is not an error: its snavio.command.invalid is its answer.
 func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 	if ev.DetailType != envelope.EventType {
 		// The rule matches commands only; anything else is not ours.
 		h.log.Warn("ignoring an event that is not a command; check the rule's pattern", "detail_type", ev.DetailType, "source", ev.Source)
 		return nil
 	}
-	r, esc := h.d.Fast(ctx, ev.Source, ev.Detail)
-	var handErr error
-	if r.Outcome == dispatch.Escalated {
-		handErr = h.handOff(ctx, esc)
+	acks, err := h.intake.Run(ctx, []dispatch.Entry{{EventID: ev.ID, Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail}})
+	a := &acks[0]
+	switch {
+	case err != nil:
+		return fmt.Errorf("command %s: its archive or its telemetry is not stored; retrying the event: %w", a.Result.CommandID, err)
+	case a.Acknowledged(), a.Refused == dispatch.RefusedTooLarge:
+		return nil
+	case a.Result.Outcome == dispatch.Escalated:
+		return fmt.Errorf("command %s: handing it to the slow stage failed; retrying the event: %w", a.Result.CommandID, a.Err)
 	}
-	if err := h.out.flush(ctx); err != nil {
-		return fmt.Errorf("command %s: its telemetry is not stored; retrying the event: %w", r.CommandID, err)
-	}
-	if handErr != nil {
-		return fmt.Errorf("command %s: handing it to the slow stage failed; retrying the event: %w", r.CommandID, handErr)
-	}
-	return nil
-}
-
-// handOff puts esc on the escalation queue.
-func (h *Host) handOff(ctx context.Context, esc *dispatch.Escalation) error {
-	wire, err := esc.Marshal()
-	if err != nil {
-		return err
-	}
-	_, err = h.esc.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.EscalationQueueURL), MessageBody: aws.String(string(wire))})
-	return err
+	return fmt.Errorf("command %s: %s; retrying the event: %w", a.Result.CommandID, a.Message, a.Err)
 }
 
 // Slow consumes the escalation queue with partial batch responses: a
@@ -165,10 +170,7 @@ func (h *Host) slowOne(ctx context.Context, rec *events.SQSMessage) bool {
 		h.log.Error("corrupt escalation; it goes to the DLQ after its receives", "message_id", rec.MessageId, "err", err)
 		return false
 	}
-	receives, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"])
-	if err != nil || receives < 1 {
-		receives = 1
-	}
+	receives := awsstore.ReceiveCount(rec.Attributes)
 	_, err = h.d.Slow(ctx, esc)
 	switch {
 	case err == nil:
@@ -185,9 +187,7 @@ func (h *Host) slowOne(ctx context.Context, rec *events.SQSMessage) bool {
 		// A copy is in progress and usually done within milliseconds:
 		// come back soon to report the duplicate, not after the visibility
 		// timeout.
-		_, verr := h.esc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: aws.String(h.cfg.EscalationQueueURL), ReceiptHandle: aws.String(rec.ReceiptHandle), VisibilityTimeout: int32(raceRetry / time.Second)})
-		if verr != nil {
+		if verr := h.esc.Retry(ctx, dispatch.HandoffItem{Handle: rec.ReceiptHandle}, raceRetry); verr != nil {
 			h.log.Warn("bringing a raced escalation back early failed; it returns after its visibility timeout", "message_id", rec.MessageId, "err", verr)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
+	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -95,6 +96,7 @@ type fixture struct {
 	c         *calls
 	raw       *sqs.Client
 	outbox    *awsstore.OutboxStore
+	archive   *awsstore.ArchiveStore
 	escURL    string
 	plainARN  string
 	strictARN string
@@ -125,7 +127,10 @@ func newFixture(t *testing.T) *fixture {
 	if f.outbox, err = awsstore.NewOutboxStore(store); err != nil {
 		t.Fatal(err)
 	}
-	for _, create := range []func(context.Context) error{reg.CreateTables, fs.CreateTables, f.outbox.CreateTables} {
+	if f.archive, err = awsstore.NewArchiveStore(store); err != nil {
+		t.Fatal(err)
+	}
+	for _, create := range []func(context.Context) error{reg.CreateTables, fs.CreateTables, f.outbox.CreateTables, f.archive.CreateTables} {
 		if err := create(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -280,13 +285,27 @@ func (f *fixture) outboxNames(t *testing.T, tenant string) []string {
 	return names
 }
 
+// warmCalls are the AWS calls of a command the warm fast path delivers.
+const warmCalls = "DynamoDB.PutItem=1 DynamoDB.TransactWriteItems=1 SQS.SendMessage=1"
+
+// archived is the archive's record of ev, failing t if there is none.
+func (f *fixture) archived(t *testing.T, ev events.CloudWatchEvent) dispatch.Archived {
+	t.Helper()
+	a, ok, err := f.archive.Get(context.Background(), ev.ID)
+	if err != nil || !ok {
+		t.Fatalf("event %s not archived: %v", ev.ID, err)
+	}
+	return a
+}
+
 func TestIngestDeliversSignedCommandOnce(t *testing.T) {
 	f := newFixture(t)
 	f.ingest(t, "first plain command (cold: resolves the queue URL)", f.event(t, "0f8fad5b-d9cb-469f-a165-000000000001", "mailer", "send"))
 	desc, _ := f.ingest(t, "second plain command (warm fast path)", f.event(t, "0f8fad5b-d9cb-469f-a165-000000000002", "mailer", "send"))
-	// The budget: the delivery's SendMessage; the delivered event's outbox
-	// append is the one other call (docs/lambda.md, "Calls per command").
-	if want := "DynamoDB.TransactWriteItems=1 SQS.SendMessage=1"; desc != want {
+	// The budget: the delivery's SendMessage; the event's archive PutItem
+	// and the delivered event's outbox append are the other calls
+	// (docs/lambda.md, "Calls per command").
+	if want := warmCalls; desc != want {
 		t.Errorf("warm fast path calls: %s, want %s", desc, want)
 	}
 	msgs := f.receive(t, f.queueURL(t, f.plainARN))
@@ -317,8 +336,11 @@ func TestIngestInvalidCommandYieldsTelemetry(t *testing.T) {
 	ev := f.event(t, "0f8fad5b-d9cb-469f-a165-000000000003", "mailer", "send")
 	ev.Detail = bytes.Replace(ev.Detail, []byte(`"n":1`), []byte(`"n":2`), 1) // the signature no longer matches
 	desc, _ := f.ingest(t, "invalid command", ev)
-	if desc != "DynamoDB.TransactWriteItems=1" {
-		t.Errorf("invalid command calls: %s, want the outbox append alone; outbox: acme %v, platform %v", desc, f.outboxNames(t, "acme"), f.outboxNames(t, "_platform"))
+	if a := f.archived(t, ev); a.Verdict != dispatch.VerdictRejected || a.Reason != "bad_signature" {
+		t.Errorf("archived as %s %q, want rejected bad_signature", a.Verdict, a.Reason)
+	}
+	if desc != "DynamoDB.PutItem=1 DynamoDB.TransactWriteItems=1" {
+		t.Errorf("invalid command calls: %s, want the archive's put and the outbox append; outbox: acme %v, platform %v", desc, f.outboxNames(t, "acme"), f.outboxNames(t, "_platform"))
 	}
 	if got := f.outboxNames(t, "acme"); !slices.Equal(got, []string{telemetry.NameInvalid}) {
 		t.Errorf("acme's outbox: %v, want [%s]", got, telemetry.NameInvalid)
@@ -478,7 +500,7 @@ func TestWarmFigures(t *testing.T) {
 			t.Fatal(err)
 		}
 		took = append(took, time.Since(began))
-		if desc, _, _ := f.c.take(); desc != "DynamoDB.TransactWriteItems=1 SQS.SendMessage=1" {
+		if desc, _, _ := f.c.take(); desc != warmCalls {
 			t.Errorf("command %d: calls %s", i, desc)
 		}
 		began = time.Now()
@@ -511,6 +533,9 @@ func TestIngestRetriesWhatItCouldNotHandOff(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "handing it to the slow stage failed") {
 		t.Fatalf("hand-off to a missing queue: %v, want a retryable error", err)
 	}
+	if _, ok, err := f.archive.Get(ctx, ev.ID); ok || err != nil {
+		t.Fatalf("an event not handed off was archived (%v, %v): only what is acknowledged is", ok, err)
+	}
 	name := f.escURL[strings.LastIndexByte(f.escURL, '/')+1:]
 	if _, err := f.raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)}); err != nil {
 		t.Fatal(err)
@@ -520,6 +545,9 @@ func TestIngestRetriesWhatItCouldNotHandOff(t *testing.T) {
 	}
 	if n := len(f.receive(t, f.escURL)); n != 1 {
 		t.Fatalf("escalation queue holds %d after the retry, want 1", n)
+	}
+	if a := f.archived(t, ev); a.Verdict != dispatch.VerdictAccepted || a.KeyVersion != "hmac-v1" {
+		t.Fatalf("archived as %s %q, want accepted with hmac-v1", a.Verdict, a.KeyVersion)
 	}
 }
 

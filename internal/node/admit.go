@@ -82,6 +82,20 @@ func (n *Node) admit(esc *dispatch.Escalation, queueARN string) (refusal string,
 	return refusal, false
 }
 
+// admission is the node's dispatch.Admission: admit, onto the light
+// tenants' hand-off or the shared one.
+type admission struct{ n *Node }
+
+func (a admission) Admit(esc *dispatch.Escalation, queueARN string) (dispatch.Handoff, string) {
+	why, light := a.n.admit(esc, queueARN)
+	if why != "" {
+		return nil, why
+	}
+	return a.n.lane(light), ""
+}
+
+func (a admission) Release(esc *dispatch.Escalation) { a.n.release(esc) }
+
 // release gives back esc's place in the hand-off: its hand-off was not
 // put, or the slow stage is done with it.
 func (n *Node) release(esc *dispatch.Escalation) {

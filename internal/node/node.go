@@ -1,15 +1,16 @@
 // Package node is the dispatcher of `snavio dispatch serve` on one
-// machine: it takes PutEvents entries from the ingress (server.Pipeline),
-// runs the shield and fast stages inline, archives the entries with the
-// shield's verdicts, hands escalations
-// to the slow stage through a durable queue, and runs a bounded pool of
-// slow workers. Storage is behind small ports (Handoff, Archive) that the
-// embedded store implements.
+// machine: it takes PutEvents entries from the ingress (server.Pipeline)
+// and runs them through dispatch.Intake (the shield and fast stages
+// inline, the entries archived with the shield's verdicts, escalations
+// handed to the slow stage through a durable queue), admits escalations
+// to that queue per tenant and route, and runs a bounded pool of slow
+// workers. Storage is behind the dispatch ports (dispatch.Archive,
+// dispatch.HandoffQueue) that the embedded store implements.
 //
-// Durability: an entry is acknowledged (gets an event id) only once it is
-// archived with the shield's verdict and delivered, refused with
-// telemetry, or durably handed to the slow stage. So
-// every acknowledged command ends in its queue, its DLQ, or a
+// Durability is Intake's contract: an entry is acknowledged (gets an
+// event id) only once it is archived with the shield's verdict and
+// delivered, refused with telemetry, or durably handed to the slow stage.
+// So every acknowledged command ends in its queue, its DLQ, or a
 // failed/invalid event, whatever crashes after the acknowledgement.
 package node
 
@@ -18,121 +19,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
-	"runtime/debug"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
-	"github.com/snavio/snavio/pkg/dispatch/reason"
 )
-
-// Item is one hand-off taken from the queue.
-type Item struct {
-	// Handle identifies this receipt for Done.
-	Handle string
-	// Payload is the escalation's wire form.
-	Payload []byte
-	// Receives counts deliveries of the item, this one included.
-	Receives int
-	// light: taken from Options.Light.
-	light bool
-}
-
-// Handoff is the durable queue between the fast and slow stages, with SQS
-// semantics: Take hides items for the visibility timeout; an item not
-// Done by then is taken again.
-type Handoff interface {
-	// Put stores payload durably and returns once it is durable.
-	Put(ctx context.Context, payload []byte) error
-	// Take returns up to n items, hidden for visibility.
-	Take(ctx context.Context, n int, visibility time.Duration) ([]Item, error)
-	// Done deletes a handled item.
-	Done(ctx context.Context, it Item) error
-	// Retry makes a taken item visible again after d instead of after its
-	// visibility timeout (SQS ChangeMessageVisibility).
-	Retry(ctx context.Context, it Item, d time.Duration) error
-}
-
-// Archived is one event of the archive (like the EventBridge archive):
-// an event put on the bus, with what the dispatcher made of it, for
-// replay.
-type Archived struct {
-	EventID    string
-	Source     string
-	DetailType string
-	Detail     []byte
-	ReceivedAt time.Time
-	// Verdict is the shield's verdict on a command, or VerdictNotCommand.
-	Verdict Verdict
-	// Reason is the shield's reason code for a rejected command.
-	Reason string
-	// KeyVersion is the key version the shield verified an accepted
-	// command with.
-	KeyVersion string
-}
-
-// Verdict is what the dispatcher made of an archived event. Only an
-// accepted command may ever be replayed (docs/replay.md).
-type Verdict string
-
-// Verdicts.
-const (
-	VerdictAccepted   Verdict = "accepted"
-	VerdictRejected   Verdict = "rejected"
-	VerdictNotCommand Verdict = "not_command"
-)
-
-// archived is how the archive records entry e, which the node answered
-// with res (and, for a command, the dispatcher with r), and whether it is
-// archived at all: an entry refused (no event id) was not put on the bus,
-// and its producer retries it.
-func archived(e *server.Entry, res server.EntryResult, r *dispatch.Result, now time.Time) (Archived, bool) {
-	if res.EventID == "" || r.Throttled {
-		// Refused (the producer retries, or must not), or invalid beyond
-		// its source's budget: nothing to archive.
-		return Archived{}, false
-	}
-	a := Archived{EventID: res.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: now}
-	switch {
-	case e.DetailType != envelope.EventType:
-		a.Verdict = VerdictNotCommand
-	case r.Outcome == dispatch.Invalid:
-		a.Verdict, a.Reason = VerdictRejected, r.Reason
-		if a.Reason == "" {
-			a.Reason = "not_judged" // the shield failed on it (a bug)
-		}
-	default:
-		a.Verdict, a.KeyVersion = VerdictAccepted, r.KeyVersion
-	}
-	return a, true
-}
-
-// Archive stores accepted events durably.
-type Archive interface {
-	// Append stores events (one PutEvents request's, 1 to 10) durably, all
-	// of them or none, and returns once they are durable.
-	Append(ctx context.Context, events []Archived) error
-}
 
 // Options configure a Node.
 type Options struct {
 	Dispatcher *dispatch.Dispatcher
-	Handoff    Handoff
+	Handoff    dispatch.HandoffQueue
 	// Light, when set, is a second hand-off for the commands of tenants
 	// with fewer than LightWaiting (default 16) waiting: slow workers take
 	// from it first, so a quiet tenant's command does not wait behind
 	// another tenant's backlog in Handoff.
-	Light        Handoff
+	Light        dispatch.HandoffQueue
 	LightWaiting int
-	Archive      Archive
+	Archive      dispatch.Archive
 	Clock        clock.Clock
 	Logger       *slog.Logger
 	// SlowWorkers bounds concurrent slow-stage work (default 4).
@@ -188,9 +95,10 @@ type Options struct {
 
 // Node is the local dispatcher. Safe for concurrent use.
 type Node struct {
-	o     Options
-	stats Stats
-	mu    sync.Mutex
+	o      Options
+	intake *dispatch.Intake
+	stats  Stats
+	mu     sync.Mutex
 	// handedOff wakes an idle slow worker when a hand-off was put, so an
 	// escalated command waits for a worker, not for the Idle poll.
 	handedOff chan struct{}
@@ -266,7 +174,14 @@ func New(o Options) (*Node, error) {
 		clk := o.Clock
 		o.NewID = func() string { return uuidv7.String(clk.Now()) }
 	}
-	return &Node{o: o, handedOff: make(chan struct{}, 1), afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}, nil
+	n := &Node{o: o, handedOff: make(chan struct{}, 1), afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+	var err error
+	n.intake, err = dispatch.NewIntake(dispatch.IntakeConfig{Dispatcher: o.Dispatcher, Archive: o.Archive, Handoff: o.Handoff,
+		Admission: admission{n}, Defer: o.Defer, NewID: o.NewID, Clock: o.Clock, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 var _ server.Pipeline = (*Node)(nil)
@@ -284,150 +199,58 @@ func (n *Node) count(f func(*Stats)) {
 	n.mu.Unlock()
 }
 
-// Ingest implements server.Pipeline. The request's commands run through
-// the shield and the fast stage, on as many goroutines as there are
-// processors; then its events are archived, each with the shield's
-// verdict, in one durable write (but for invalid entries of a source over
-// its invalid budget, dispatch.Result.Throttled, which are not archived). Under a deferred context (Defer) none of
-// these writes waits for its commit: the request's durable writes
-// (deliveries, telemetry, hand-offs, archive) meet in the store's group
-// commits and the request waits for them once, together.
-//
-// An entry is acknowledged only once it is archived and delivered,
-// refused with telemetry, or durably handed off. If the archive write
-// fails, every entry of the request is refused so the producer retries,
-// even one the fast stage delivered: at least once, like a crash between
-// a delivery and its acknowledgement (a strict route drops the retry as a
-// duplicate).
+// Ingest implements server.Pipeline with dispatch.Intake: the request's
+// commands run through the shield and the fast stage, its events are
+// archived with the shield's verdicts in one durable write, and an entry
+// is acknowledged only once it is archived and delivered, refused with
+// telemetry, or durably handed off. Under a deferred context (Defer) the
+// request's durable writes (deliveries, telemetry, hand-offs, archive)
+// meet in the store's group commits and the request waits for them once,
+// together.
 func (n *Node) Ingest(ctx context.Context, entries []server.Entry) []server.EntryResult {
 	out := make([]server.EntryResult, len(entries))
 	if len(entries) == 0 {
 		return out
 	}
-	now := n.o.Clock.Now()
-	wait := func() error { return nil }
-	if n.o.Defer != nil {
-		ctx, wait = n.o.Defer(ctx)
+	in := make([]dispatch.Entry, len(entries))
+	for i, e := range entries {
+		in[i] = dispatch.Entry{Source: e.Source, DetailType: e.DetailType, Detail: e.Detail}
 	}
-	// Ids are made here, in entry order, so the archive's id index is
-	// appended to.
-	ids := make([]string, len(entries))
-	results := make([]dispatch.Result, len(entries))
-	escalated := make([]bool, len(entries))
-	commands := make([]int, 0, len(entries))
-	for i := range entries {
-		e := &entries[i]
-		ids[i] = n.o.NewID()
-		if e.DetailType != envelope.EventType {
-			// Like EventBridge: accepted onto the bus, but no rule sends it
-			// to the dispatcher.
-			out[i] = server.Accepted(ids[i])
-			continue
-		}
-		commands = append(commands, i)
-	}
-	// The commands run on as many goroutines as there are processors,
-	// this one included, each taking the next. The fast stage computes
-	// and queues its writes (a deferred context does not wait for them),
-	// so more goroutines buy no more parallelism; a goroutine per command
-	// grew a new stack for each (4% of the CPU in memory). Interleaved
-	// runs of make bench-serve: 0.50-0.54x against 0.42-0.50x in memory.
-	var next atomic.Int32
-	run := func() {
-		for {
-			k := int(next.Add(1)) - 1
-			if k >= len(commands) {
-				return
-			}
-			i := commands[k]
-			out[i], escalated[i], results[i] = n.fast(ctx, &entries[i], ids[i])
+	acks, _ := n.intake.Run(ctx, in) // a failure refuses the entries, logged
+	escalated := false
+	for i := range acks {
+		a := &acks[i]
+		switch a.Refused {
+		case "":
+			out[i] = server.Accepted(a.EventID)
+			escalated = escalated || a.Escalated
+		case dispatch.RefusedTooLarge:
+			out[i] = server.Refused(server.EntryErrInvalidArgument, a.Message)
+		case dispatch.RefusedThrottled:
+			out[i] = server.Refused(server.EntryErrThrottling, a.Message)
+		default:
+			out[i] = server.Refused(server.EntryErrInternal, a.Message)
 		}
 	}
-	var wg sync.WaitGroup
-	for range min(len(commands), runtime.GOMAXPROCS(0)) - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
-	}
-	run()
-	wg.Wait()
-	events := make([]Archived, 0, len(entries))
-	for i := range entries {
-		if a, ok := archived(&entries[i], out[i], &results[i], now); ok {
-			events = append(events, a)
-		}
-	}
-	var archErr error
-	if len(events) > 0 {
-		archErr = n.o.Archive.Append(ctx, events)
-	}
-	if err := wait(); err != nil && archErr == nil {
-		archErr = err
-	}
-	if archErr != nil {
-		n.o.Logger.Error("archiving a request's events failed; refusing them so the producer retries", "entries", len(entries), "err", archErr)
-		for i := range out {
-			out[i] = server.Refused(server.EntryErrInternal, "the dispatcher could not store the event; retry it")
-		}
-	} else if slices.Contains(escalated, true) {
-		// After the wait: woken earlier (when the fast stage queued the
-		// hand-off under a deferred context), a worker found nothing to
-		// take and slept for Idle.
+	if escalated {
+		// After the writes are durable: woken earlier (when the fast stage
+		// queued the hand-off under a deferred context), a worker found
+		// nothing to take and slept for Idle.
 		n.wake()
 	}
 	n.count(func(s *Stats) {
-		for i, r := range out {
-			if r.EventID == "" {
+		for i := range acks {
+			if !acks[i].Acknowledged() {
 				s.Refused++
 				continue
 			}
 			s.Accepted++
-			if escalated[i] {
+			if acks[i].Escalated {
 				s.Escalated++
 			}
 		}
 	})
 	return out
-}
-
-// fast runs the shield and the fast stage on one command entry, and says
-// whether it handed the command to the slow stage, and what the
-// dispatcher made of it (for the archive). A panic (a bug) refuses the
-// entry, as net/http would have refused the request.
-func (n *Node) fast(ctx context.Context, e *server.Entry, id string) (res server.EntryResult, escalated bool, r dispatch.Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			n.o.Logger.Error("the fast stage panicked; refusing the entry so the producer retries", "source", e.Source, "panic", p, "stack", string(debug.Stack()))
-			res, escalated = server.Refused(server.EntryErrInternal, "the dispatcher failed on this event; retry it"), false
-		}
-	}()
-	r, esc := n.o.Dispatcher.Fast(ctx, e.Source, e.Detail)
-	if r.Outcome == dispatch.Invalid && r.Reason == string(reason.TooLarge) {
-		// Never deliverable: a permanent refusal, not a retryable one (the
-		// shield emitted snavio.command.invalid).
-		return server.Refused(server.EntryErrInvalidArgument, "the command is too large to deliver (detail over 256 KiB in canonical form, RFC 8785); do not retry it: make the payload smaller"), false, r
-	}
-	if r.Outcome == dispatch.Escalated {
-		why, light := n.admit(esc, r.QueueARN)
-		if why != "" {
-			return server.Refused(server.EntryErrThrottling, why), false, r
-		}
-		wire, err := esc.Marshal()
-		if err == nil {
-			err = n.lane(light).Put(ctx, wire)
-		}
-		if err != nil {
-			n.release(esc)
-			n.o.Logger.Error("handing a command to the slow stage failed; refusing it so the producer retries", "command_id", r.CommandID, "err", err)
-			return server.Refused(server.EntryErrInternal, "the dispatcher could not queue the command; retry it with the same id"), false, r
-		}
-		// Ingest wakes a slow worker once the request's writes are
-		// durable: a deferred Put is not yet takeable here.
-		return server.Accepted(id), true, r
-	}
-	return server.Accepted(id), false, r
 }
 
 // RunSlow runs the slow workers until ctx is done, then waits for the
@@ -471,8 +294,7 @@ func (n *Node) SlowOnce(ctx context.Context) (int, error) {
 			return taken, fmt.Errorf("node: take hand-offs: %w", err)
 		}
 		for _, it := range items {
-			it.light = light
-			n.handle(ctx, it)
+			n.handle(ctx, n.lane(light), it)
 		}
 		taken += len(items)
 	}
@@ -481,21 +303,21 @@ func (n *Node) SlowOnce(ctx context.Context) (int, error) {
 
 // lane is the hand-off of light tenants' commands (Options.Light), or
 // the shared one.
-func (n *Node) lane(light bool) Handoff {
+func (n *Node) lane(light bool) dispatch.HandoffQueue {
 	if light && n.o.Light != nil {
 		return n.o.Light
 	}
 	return n.o.Handoff
 }
 
-func (n *Node) handle(ctx context.Context, it Item) {
+func (n *Node) handle(ctx context.Context, q dispatch.HandoffQueue, it dispatch.HandoffItem) {
 	esc, err := dispatch.UnmarshalEscalation(it.Payload)
 	if err != nil {
 		// Cannot happen with our own writer: count it loudly and drop it
 		// so it does not block the queue forever.
 		n.o.Logger.Error("corrupt hand-off dropped", "handle", it.Handle, "err", err)
 		n.count(func(s *Stats) { s.Corrupt++ })
-		n.done(ctx, it)
+		n.done(ctx, q, it)
 		return
 	}
 	if _, err := n.o.Dispatcher.Slow(ctx, esc); err != nil {
@@ -505,13 +327,13 @@ func (n *Node) handle(ctx context.Context, it Item) {
 			// queue for minutes.
 			n.o.Dispatcher.GiveUpRetryAfter(esc, n.o.RetryAfter)
 			n.count(func(s *Stats) { s.GaveUp++; s.TargetFull++ })
-			n.finish(ctx, it, esc)
+			n.finish(ctx, q, it, esc)
 			return
 		}
 		if it.Receives >= n.o.MaxReceives {
 			n.o.Dispatcher.GiveUp(esc)
 			n.count(func(s *Stats) { s.GaveUp++ })
-			n.finish(ctx, it, esc)
+			n.finish(ctx, q, it, esc)
 			return
 		}
 		// Left in the queue: taken again after the visibility timeout, or
@@ -519,7 +341,7 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		n.o.Logger.Warn("slow stage failed; will retry", "command_id", esc.Envelope.Metadata.ID, "attempt", it.Receives, "err", err)
 		n.count(func(s *Stats) { s.SlowRetries++ })
 		if errors.Is(err, flow.ErrClaimInProgress) && it.Receives == 1 {
-			if err := n.lane(it.light).Retry(ctx, it, n.o.RaceRetry); err != nil {
+			if err := q.Retry(ctx, it, n.o.RaceRetry); err != nil {
 				n.o.Logger.Warn("bringing a raced hand-off back early failed; it returns after its visibility timeout", "handle", it.Handle, "err", err)
 			} else {
 				// Taken when due, not at the next Idle poll.
@@ -529,17 +351,17 @@ func (n *Node) handle(ctx context.Context, it Item) {
 		return
 	}
 	n.count(func(s *Stats) { s.SlowDone++ })
-	n.finish(ctx, it, esc)
+	n.finish(ctx, q, it, esc)
 }
 
 // finish deletes a handled hand-off and gives back its place.
-func (n *Node) finish(ctx context.Context, it Item, esc *dispatch.Escalation) {
-	n.done(ctx, it)
+func (n *Node) finish(ctx context.Context, q dispatch.HandoffQueue, it dispatch.HandoffItem, esc *dispatch.Escalation) {
+	n.done(ctx, q, it)
 	n.release(esc)
 }
 
-func (n *Node) done(ctx context.Context, it Item) {
-	if err := n.lane(it.light).Done(ctx, it); err != nil {
+func (n *Node) done(ctx context.Context, q dispatch.HandoffQueue, it dispatch.HandoffItem) {
+	if err := q.Done(ctx, it); err != nil {
 		// The item comes back after its visibility timeout; the slow stage
 		// is idempotent for strict routes and at-least-once otherwise.
 		n.o.Logger.Warn("deleting a handled hand-off failed; it will be seen again", "handle", it.Handle, "err", err)

@@ -59,10 +59,10 @@ func (h *handoff) Put(_ context.Context, p []byte) error {
 	return nil
 }
 
-func (h *handoff) Take(_ context.Context, n int, vis time.Duration) ([]Item, error) {
+func (h *handoff) Take(_ context.Context, n int, vis time.Duration) ([]dispatch.HandoffItem, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Item
+	var out []dispatch.HandoffItem
 	for k, it := range h.items {
 		if len(out) == n {
 			break
@@ -72,19 +72,19 @@ func (h *handoff) Take(_ context.Context, n int, vis time.Duration) ([]Item, err
 		}
 		it.receives++
 		it.visible = h.clk.Now().Add(vis)
-		out = append(out, Item{Handle: k, Payload: it.payload, Receives: it.receives})
+		out = append(out, dispatch.HandoffItem{Handle: k, Payload: it.payload, Receives: it.receives})
 	}
 	return out, nil
 }
 
-func (h *handoff) Done(_ context.Context, it Item) error {
+func (h *handoff) Done(_ context.Context, it dispatch.HandoffItem) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.items, it.Handle)
 	return nil
 }
 
-func (h *handoff) Retry(_ context.Context, it Item, d time.Duration) error {
+func (h *handoff) Retry(_ context.Context, it dispatch.HandoffItem, d time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if held, ok := h.items[it.Handle]; ok {
@@ -101,13 +101,13 @@ func (h *handoff) len() int {
 
 type archive struct {
 	mu   sync.Mutex
-	got  []Archived
+	got  []dispatch.Archived
 	fail error
 	// lastCtx is the context of the last Append.
 	lastCtx context.Context
 }
 
-func (a *archive) Append(ctx context.Context, events []Archived) error {
+func (a *archive) Append(ctx context.Context, events []dispatch.Archived) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lastCtx = ctx
@@ -185,6 +185,16 @@ func newEnvSending(t *testing.T, snd dispatch.Sender) *env {
 	}
 	k, _ := signing.NewKey("hmac-v1", secret)
 	return &env{node: n, clk: clk, reg: reg, ho: ho, arch: arch, out: out, tel: tel, key: k}
+}
+
+// rebuild makes e.node anew from its options, after a test changed them.
+func (e *env) rebuild(t *testing.T) {
+	t.Helper()
+	n, err := New(e.node.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.node = n
 }
 
 func (e *env) entry(t *testing.T, n int, target, name string) server.Entry {
@@ -323,7 +333,7 @@ type takes struct {
 	took chan int
 }
 
-func (t takes) Take(ctx context.Context, n int, vis time.Duration) ([]Item, error) {
+func (t takes) Take(ctx context.Context, n int, vis time.Duration) ([]dispatch.HandoffItem, error) {
 	items, err := t.handoff.Take(ctx, n, vis)
 	t.took <- len(items)
 	return items, err
@@ -452,6 +462,7 @@ func TestDeferredWritesAreWaitedForBeforeTheAck(t *testing.T) {
 				return nil
 			}
 		}
+		e.rebuild(t)
 		res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 20, "mailer", "send"), e.entry(t, 21, "mailer", "send")})
 		if waits != 1 || !deferredArchive {
 			t.Fatalf("fail=%v: %d waits, archive under the deferring context %v", fail, waits, deferredArchive)
@@ -487,6 +498,7 @@ func TestAHandOffWakesAWorkerOnceDurable(t *testing.T) {
 				return nil
 			}
 		}
+		e.rebuild(t)
 		res := e.node.Ingest(context.Background(), []server.Entry{e.entry(t, 9, "mailer", "notify")})
 		if woken != 0 {
 			t.Fatalf("fail=%v: %d wake-ups pending at the wait, want none before it", fail, woken)
@@ -557,9 +569,9 @@ func TestArchiveRecordsTheShieldsVerdict(t *testing.T) {
 		t.Fatalf("archived %d events, want 3: %+v", len(e.arch.got), e.arch.got)
 	}
 	want := []struct {
-		v           Verdict
+		v           dispatch.Verdict
 		reason, key string
-	}{{VerdictAccepted, "", "hmac-v1"}, {VerdictRejected, "bad_signature", ""}, {VerdictNotCommand, "", ""}}
+	}{{dispatch.VerdictAccepted, "", "hmac-v1"}, {dispatch.VerdictRejected, "bad_signature", ""}, {dispatch.VerdictNotCommand, "", ""}}
 	for i, w := range want {
 		a := e.arch.got[i]
 		if a.EventID != res[i].EventID || a.Verdict != w.v || a.Reason != w.reason || a.KeyVersion != w.key {

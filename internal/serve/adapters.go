@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -92,52 +90,4 @@ func queueRoom(st *embedded.Store) func(queueARN string) (int, bool) {
 		}
 		return room, true
 	}
-}
-
-// handoff is node.Handoff over an internal embedded queue: durable, with
-// SQS visibility semantics.
-type handoff struct {
-	s     *embedded.Store
-	queue string
-}
-
-var _ node.Handoff = handoff{}
-
-func (h handoff) Put(ctx context.Context, payload []byte) error {
-	_, err := h.s.Send(ctx, h.queue, payload, nil)
-	return err
-}
-
-func (h handoff) Take(ctx context.Context, n int, visibility time.Duration) ([]node.Item, error) {
-	got, err := h.s.Receive(ctx, h.queue, n, visibility)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]node.Item, len(got))
-	for i, m := range got {
-		out[i] = node.Item{Handle: m.ReceiptHandle, Payload: m.Body, Receives: m.ReceiveCount}
-	}
-	return out, nil
-}
-
-func (h handoff) Done(ctx context.Context, it node.Item) error {
-	return h.s.DeleteMessage(ctx, h.queue, it.Handle)
-}
-
-func (h handoff) Retry(ctx context.Context, it node.Item, d time.Duration) error {
-	return h.s.ChangeMessageVisibility(ctx, h.queue, it.Handle, d)
-}
-
-// archive is node.Archive over the embedded store's archive.
-type archive struct{ s *embedded.Store }
-
-var _ node.Archive = archive{}
-
-func (a archive) Append(ctx context.Context, events []node.Archived) error {
-	evs := make([]embedded.ArchivedEvent, len(events))
-	for i, e := range events {
-		evs[i] = embedded.ArchivedEvent{EventID: e.EventID, Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt,
-			Verdict: embedded.Verdict(e.Verdict), Reason: e.Reason, KeyVersion: e.KeyVersion}
-	}
-	return a.s.ArchiveAppendBatch(ctx, evs)
 }

@@ -73,7 +73,7 @@ func TestClaimCrashChild(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
-	if err := (handoff{s.store, HandoffQueue}).Put(ctx, wire); err != nil {
+	if err := (embedded.Handoff{S: s.store, Queue: HandoffQueue}).Put(ctx, wire); err != nil {
 		fail(err)
 	}
 	// A worker takes the hand-off, finds the claim in progress and puts it

@@ -329,7 +329,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	s.caches, s.flow = asm.Caches, asm.Deps.Flow
 	d := asm.Dispatcher
-	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: handoff{st, HandoffQueue}, Light: handoff{st, LightHandoffQueue}, Archive: archive{st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
+	s.node, err = node.New(node.Options{Dispatcher: d, Handoff: embedded.Handoff{S: st, Queue: HandoffQueue}, Light: embedded.Handoff{S: st, Queue: LightHandoffQueue}, Archive: embedded.DispatchArchive{S: st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
 		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)

@@ -41,6 +41,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+	"github.com/snavio/snavio/pkg/dispatch/trace"
 )
 
 // Delivery is one command on its way to a target queue.
@@ -213,29 +214,42 @@ func New(deps Deps) (*Dispatcher, error) {
 // returns the result and, when the outcome is Escalated, the escalation
 // the caller must hand durably to the slow stage.
 func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) (res Result, _ *Escalation) {
-	acc, err := x.d.Shield.Check(busSource, detail)
+	return x.fast(ctx, busSource, detail, nil)
+}
+
+// fast is Fast recording each decision into tr (nil: none); a dry run
+// (tr.DryRun, Explain) decides the same and neither emits nor delivers.
+func (x *Dispatcher) fast(ctx context.Context, busSource string, detail []byte, tr *trace.Trace) (res Result, _ *Escalation) {
+	acc, err := x.d.Shield.CheckTrace(busSource, detail, tr)
 	if err != nil {
+		if tr != nil {
+			tr.Err = err
+		}
 		return Result{Outcome: Invalid, Reason: reasonOf(err), Throttled: shield.Throttled(err)}, nil
 	}
 	kv := acc.Envelope.Metadata.VersionID
 	defer func() { res.KeyVersion = kv }()
 	env := &acc.Envelope
 	if acc.ColdOnly {
-		return x.escalateEmit(acc, flow.EscalateColdOnlySource)
+		tr.Add(trace.Fast, CheckWarmPath, trace.Escalate, "the source is cold-only")
+		return x.escalateEmit(acc, flow.EscalateColdOnlySource, tr)
 	}
 	var route Route
 	var why string
 	var ok bool
-	if x.routerAt != nil {
+	switch {
+	case tr != nil:
+		route, why, ok = x.routeTrace(busSource, env.Command.Target, env.Command.Name, acc.ReceivedAt, tr)
+	case x.routerAt != nil:
 		route, why, ok = x.routerAt.FastAt(busSource, env.Command.Target, env.Command.Name, acc.ReceivedAt)
-	} else {
+	default:
 		route, why, ok = x.d.Router.Fast(busSource, env.Command.Target, env.Command.Name)
 	}
 	if !ok {
-		return x.escalateEmit(acc, flow.Escalation(why))
+		return x.escalateEmit(acc, flow.Escalation(why), tr)
 	}
 	c := flowCommand(env, false)
-	dec := x.d.Flow.FastAt(&c, &route.Flow, acc.ReceivedAt)
+	dec := x.d.Flow.FastTrace(&c, &route.Flow, acc.ReceivedAt, tr)
 	defer func() {
 		if res.Outcome == Escalated {
 			res.QueueARN = route.QueueARN
@@ -249,6 +263,9 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 	case flow.Reject:
 		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(telemetry.FailRateLimitExceeded)}, nil
 	}
+	if tr.Dry() {
+		return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathFast}, nil
+	}
 	ev := x.deliveredEvent(env, acc.ReceivedAt, telemetry.PathFast)
 	_, written, err := x.send(ctx, route.QueueARN, env, nil, &ev)
 	if err != nil {
@@ -260,7 +277,7 @@ func (x *Dispatcher) Fast(ctx context.Context, busSource string, detail []byte) 
 			return x.escalate(acc, EscalateTargetFull)
 		}
 		x.d.Logger.Warn("fast delivery failed; escalating", "command_id", c.ID, "queue", route.QueueARN, "err", err)
-		return x.escalateEmit(acc, EscalateDeliveryRetry)
+		return x.escalateEmit(acc, EscalateDeliveryRetry, nil)
 	}
 	if err := x.d.Flow.Finish(ctx, &c, &route.Flow, dec, true); err != nil {
 		x.d.Logger.Warn("recording fast delivery failed", "command_id", c.ID, "err", err)
@@ -279,9 +296,38 @@ const EscalateDeliveryRetry flow.Escalation = "delivery_retry"
 // delivery found its target queue full (ErrTargetFull).
 const EscalateTargetFull flow.Escalation = "target_full"
 
+// routeTrace is the fast routing decision recorded into tr: with the
+// cache states from the cache-backed router, without them from a router
+// of the host's own.
+func (x *Dispatcher) routeTrace(source, target, command string, now time.Time, tr *trace.Trace) (Route, string, bool) {
+	if rr, ok := x.d.Router.(routingRouter); ok {
+		return rr.fastTrace(source, target, command, now, tr)
+	}
+	var route Route
+	var why string
+	var ok bool
+	if x.routerAt != nil {
+		route, why, ok = x.routerAt.FastAt(source, target, command, now)
+	} else {
+		route, why, ok = x.d.Router.Fast(source, target, command)
+	}
+	if ok {
+		tr.Add(trace.Fast, CheckRoute, trace.Pass, route.QueueARN)
+		tr.Add(trace.Fast, CheckACL, trace.Pass, "granted")
+	} else {
+		tr.Add(trace.Fast, CheckRoute, trace.Escalate, why)
+		tr.Add(trace.Fast, CheckACL, trace.Skip, "")
+	}
+	return route, why, ok
+}
+
 // escalateEmit escalates for a reason decided here or by the router and
-// emits its telemetry (flow control emits the telemetry of its own).
-func (x *Dispatcher) escalateEmit(acc shield.Accepted, why flow.Escalation) (Result, *Escalation) {
+// emits its telemetry (flow control emits the telemetry of its own),
+// unless tr is a dry run.
+func (x *Dispatcher) escalateEmit(acc shield.Accepted, why flow.Escalation, tr *trace.Trace) (Result, *Escalation) {
+	if tr.Dry() {
+		return x.escalate(acc, why)
+	}
 	c := &acc.Envelope.Command
 	x.d.Telemetry.Emit(flow.Escalated{CommandID: acc.Envelope.Metadata.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Reason: why})
 	return x.escalate(acc, why)
@@ -297,22 +343,46 @@ func (x *Dispatcher) escalate(acc shield.Accepted, why flow.Escalation) (Result,
 // the caller keeps the escalation and retries it later, and calls GiveUp
 // when it stops retrying.
 func (x *Dispatcher) Slow(ctx context.Context, e *Escalation) (Result, error) {
+	return x.slow(ctx, e, nil)
+}
+
+// Checks of the dispatcher's own, as a trace names them: the fast stage's
+// refusal of a cold-only source, and the slow stage's routing.
+const (
+	CheckWarmPath = "warm_path"
+	CheckRouteACL = "route_acl"
+)
+
+// slow is Slow recording each decision into tr (nil: none); a dry run
+// routes authoritatively (reading the registry when the caches say so)
+// but claims, takes, emits and delivers nothing.
+func (x *Dispatcher) slow(ctx context.Context, e *Escalation, tr *trace.Trace) (Result, error) {
 	env := &e.Envelope
 	c := flowCommand(env, false)
 	route, fail, err := x.d.Router.Slow(ctx, c.Source, c.Target, c.Name)
 	if err != nil {
+		if tr != nil {
+			tr.Add(trace.Slow, CheckRouteACL, trace.Fail, "no decision now: "+err.Error())
+		}
 		return Result{}, fmt.Errorf("dispatch: route %s/%s: %w", c.Target, c.Name, err)
 	}
 	if fail != "" {
-		x.failed(env, fail)
+		tr.Add(trace.Slow, CheckRouteACL, trace.Fail, string(fail)+" (confirmed against the registry)")
+		if !tr.Dry() {
+			x.failed(env, fail)
+		}
 		return Result{Outcome: Failed, CommandID: c.ID, Reason: string(fail), Path: telemetry.PathSlow}, nil
 	}
+	tr.Add(trace.Slow, CheckRouteACL, trace.Pass, route.QueueARN)
 	if route.Flow.Strict {
 		c = flowCommand(env, true)
 	}
-	dec, err := x.d.Flow.Slow(ctx, &c, &route.Flow)
+	dec, err := x.d.Flow.SlowTrace(ctx, &c, &route.Flow, tr)
 	if err != nil {
 		return Result{}, err
+	}
+	if tr.Dry() {
+		return Result{Outcome: Delivered, CommandID: c.ID, Path: telemetry.PathSlow}, nil
 	}
 	switch dec.Action {
 	case flow.Drop:

@@ -12,10 +12,11 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+	"github.com/snavio/snavio/pkg/dispatch/trace"
 )
 
 // stepOf returns the trace's step stage/check, failing if absent.
-func stepOf(t *testing.T, tr dispatch.Trace, stage, check string) dispatch.Step {
+func stepOf(t *testing.T, tr dispatch.Trace, stage, check string) trace.Step {
 	t.Helper()
 	for _, s := range tr.Steps {
 		if s.Stage == stage && s.Check == check {
@@ -23,7 +24,7 @@ func stepOf(t *testing.T, tr dispatch.Trace, stage, check string) dispatch.Step 
 		}
 	}
 	t.Fatalf("trace has no %s/%s step: %+v", stage, check, tr.Steps)
-	return dispatch.Step{}
+	return trace.Step{}
 }
 
 // actual runs the command for real (fast, then slow if escalated) and
@@ -64,14 +65,14 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(1), "mailer", "send", `{"a":1}`) },
 			outcome: dispatch.Delivered, path: telemetry.PathFast,
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "fast", "route"); s.Result != dispatch.StepPass || s.Cache != "fresh" || s.Detail != queue {
+				if s := stepOf(t, tr, "fast", "route"); s.Result != trace.Pass || s.Cache != "fresh" || s.Detail != queue {
 					t.Errorf("route step = %+v", s)
 				}
-				if s := stepOf(t, tr, "fast", "acl"); s.Result != dispatch.StepPass || s.Cache != "fresh" {
+				if s := stepOf(t, tr, "fast", "acl"); s.Result != trace.Pass || s.Cache != "fresh" {
 					t.Errorf("acl step = %+v", s)
 				}
 				for _, c := range []string{"bus_source", "envelope", "replay_window", "key_version", "hmac", "ban"} {
-					if s := stepOf(t, tr, "shield", c); s.Result != dispatch.StepPass {
+					if s := stepOf(t, tr, "shield", c); s.Result != trace.Pass {
 						t.Errorf("shield %s = %+v", c, s)
 					}
 				}
@@ -87,10 +88,10 @@ func TestExplainEachCheck(t *testing.T) {
 			},
 			outcome: dispatch.Invalid, reason: "bad_signature",
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "shield", "hmac"); s.Result != dispatch.StepFail {
+				if s := stepOf(t, tr, "shield", "hmac"); s.Result != trace.Fail {
 					t.Errorf("hmac step = %+v", s)
 				}
-				if s := stepOf(t, tr, "shield", "ban"); s.Result != dispatch.StepSkip {
+				if s := stepOf(t, tr, "shield", "ban"); s.Result != trace.Skip {
 					t.Errorf("ban step = %+v, want skipped", s)
 				}
 			},
@@ -104,10 +105,10 @@ func TestExplainEachCheck(t *testing.T) {
 			},
 			outcome: dispatch.Invalid, reason: "timestamp_too_old",
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "shield", "replay_window"); s.Result != dispatch.StepFail {
+				if s := stepOf(t, tr, "shield", "replay_window"); s.Result != trace.Fail {
 					t.Errorf("replay_window step = %+v", s)
 				}
-				if s := stepOf(t, tr, "shield", "envelope"); s.Result != dispatch.StepPass {
+				if s := stepOf(t, tr, "shield", "envelope"); s.Result != trace.Pass {
 					t.Errorf("envelope step = %+v", s)
 				}
 			},
@@ -117,7 +118,7 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return forge(t, f.message(t, uuidN(4), "mailer", "send", `{}`)) },
 			outcome: dispatch.Invalid, reason: "command_source_present",
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "shield", "envelope"); s.Result != dispatch.StepFail {
+				if s := stepOf(t, tr, "shield", "envelope"); s.Result != trace.Fail {
 					t.Errorf("envelope step = %+v", s)
 				}
 			},
@@ -134,7 +135,7 @@ func TestExplainEachCheck(t *testing.T) {
 			},
 			outcome: dispatch.Invalid, reason: "unknown_key_version",
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "shield", "key_version"); s.Result != dispatch.StepFail {
+				if s := stepOf(t, tr, "shield", "key_version"); s.Result != trace.Fail {
 					t.Errorf("key_version step = %+v", s)
 				}
 			},
@@ -144,10 +145,10 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(6), "nobody", "send", `{}`) },
 			outcome: dispatch.Failed, reason: string(telemetry.FailRouteMissing),
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "fast", "route"); s.Result != dispatch.StepEscalate || s.Detail != "cache_miss" || s.Cache != "fresh" {
+				if s := stepOf(t, tr, "fast", "route"); s.Result != trace.Escalate || s.Detail != "cache_miss" || s.Cache != "fresh" {
 					t.Errorf("route step = %+v", s)
 				}
-				if s := stepOf(t, tr, "slow", "route_acl"); s.Result != dispatch.StepFail {
+				if s := stepOf(t, tr, "slow", "route_acl"); s.Result != trace.Fail {
 					t.Errorf("slow step = %+v", s)
 				}
 				if tr.Escalation != "cache_miss" {
@@ -172,10 +173,10 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(8), "mailer", "send", `{}`) },
 			outcome: dispatch.Delivered, path: telemetry.PathSlow,
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "fast", "dedupe"); s.Result != dispatch.StepEscalate {
+				if s := stepOf(t, tr, "fast", "dedupe"); s.Result != trace.Escalate {
 					t.Errorf("fast dedupe step = %+v", s)
 				}
-				if s := stepOf(t, tr, "slow", "dedupe"); s.Result != dispatch.StepDeferred {
+				if s := stepOf(t, tr, "slow", "dedupe"); s.Result != trace.Deferred {
 					t.Errorf("slow dedupe step = %+v", s)
 				}
 			},
@@ -191,7 +192,7 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(9), "mailer", "send", `{}`) },
 			outcome: dispatch.Duplicate,
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "fast", "dedupe"); s.Result != dispatch.StepDrop {
+				if s := stepOf(t, tr, "fast", "dedupe"); s.Result != trace.Drop {
 					t.Errorf("dedupe step = %+v", s)
 				}
 			},
@@ -224,7 +225,7 @@ func TestExplainEachCheck(t *testing.T) {
 			message: func(t *testing.T, f *fixture) []byte { return f.message(t, uuidN(11), "mailer", "send", `{}`) },
 			outcome: dispatch.Failed, reason: string(telemetry.FailRateLimitExceeded),
 			check: func(t *testing.T, tr dispatch.Trace) {
-				if s := stepOf(t, tr, "fast", "rate_limit"); s.Result != dispatch.StepReject {
+				if s := stepOf(t, tr, "fast", "rate_limit"); s.Result != trace.Reject {
 					t.Errorf("rate_limit step = %+v", s)
 				}
 				if tr.RetryAfterMS <= 0 || tr.ThrottleUntil.IsZero() {
@@ -308,7 +309,7 @@ func TestExplainColdCache(t *testing.T) {
 	f.key = k
 	tr := f.d.Explain(context.Background(), source, f.message(t, uuidN(20), "mailer", "send", `{}`))
 	s := stepOf(t, tr, "fast", "route")
-	if s.Cache != cache.Expired.String() || s.Result != dispatch.StepEscalate {
+	if s.Cache != cache.Expired.String() || s.Result != trace.Escalate {
 		t.Fatalf("route step on an expired cache = %+v (trace %+v)", s, tr)
 	}
 	if tr.Outcome != dispatch.Delivered || tr.Path != telemetry.PathSlow {

@@ -10,13 +10,14 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
+	"github.com/snavio/snavio/pkg/dispatch/trace"
 )
 
 type fakeExplainer struct{ source, detail string }
 
 func (f *fakeExplainer) Explain(_ context.Context, source string, detail []byte) dispatch.Trace {
 	f.source, f.detail = source, string(detail)
-	return dispatch.Trace{Source: source, Outcome: dispatch.Delivered, Steps: []dispatch.Step{{Stage: "shield", Check: "hmac", Result: dispatch.StepPass}}}
+	return dispatch.Trace{Source: source, Outcome: dispatch.Delivered, Steps: []trace.Step{{Stage: trace.Shield, Check: "hmac", Result: trace.Pass}}}
 }
 
 func serve(t *testing.T, p *server.Principal, body string) (*httptest.ResponseRecorder, *fakeExplainer) {

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,11 @@ type fairCheck struct {
 	until    time.Time
 	newBan   bool // this check created the ban
 	dominace Dominance
+	// What the check saw, for a trace: the source's and all warm
+	// dispatches of the window, whether it was empty, and a dominant
+	// source left alone for want of competition.
+	mine, total  int64
+	empty, alone bool
 }
 
 const eps = 1e-9
@@ -41,42 +47,74 @@ const eps = 1e-9
 // check decides whether source may use the warm path now. A source is
 // banned when it holds more than DominantShare of the window's warm
 // dispatches while the others hold at least CompetingShare or number at
-// least CompetingSources, once the window has MinVolume dispatches.
-func (u *usage) check(source string, p FairnessParams, now time.Time) fairCheck {
+// least CompetingSources, once the window has MinVolume dispatches. A dry
+// check decides the same and changes nothing: it neither rolls the window
+// nor makes or clears a ban (newBan then says it would make one).
+func (u *usage) check(source string, p FairnessParams, now time.Time, dry bool) fairCheck {
 	ns := now.UnixNano()
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.roll(ns, p)
+	ended := ns-u.windowStart >= int64(p.Window) || u.bySource == nil
+	if !dry {
+		u.roll(ns, p)
+	}
 	if until, ok := u.banned[source]; ok {
 		if ns < until {
 			return fairCheck{banned: true, until: time.Unix(0, until).UTC()}
 		}
-		delete(u.banned, source)
+		if !dry {
+			delete(u.banned, source)
+		}
 	}
+	if ended && dry {
+		return fairCheck{empty: true} // the window a real check would roll to
+	}
+	fc := fairCheck{mine: u.bySource[source], total: u.total}
 	if u.total < p.MinVolume {
-		return fairCheck{}
+		return fc
 	}
-	mine := u.bySource[source]
-	share := float64(mine) / float64(u.total)
+	share := float64(fc.mine) / float64(u.total)
 	if share <= p.DominantShare+eps {
-		return fairCheck{}
+		return fc
 	}
-	others := u.total - mine
+	others := u.total - fc.mine
 	othersShare := float64(others) / float64(u.total)
 	competitors := len(u.bySource)
-	if mine > 0 {
+	if fc.mine > 0 {
 		competitors--
 	}
 	if othersShare+eps < p.CompetingShare && competitors < p.CompetingSources {
-		return fairCheck{}
+		fc.alone = true
+		return fc
 	}
 	until := ns + int64(p.BanDuration)
-	if u.banned == nil {
-		u.banned = map[string]int64{}
+	if !dry {
+		if u.banned == nil {
+			u.banned = map[string]int64{}
+		}
+		u.banned[source] = until
 	}
-	u.banned[source] = until
-	return fairCheck{banned: true, newBan: true, until: time.Unix(0, until).UTC(),
-		dominace: Dominance{SourceShare: share, CompetingShare: othersShare, Volume: u.total}}
+	fc.banned, fc.newBan, fc.until = true, true, time.Unix(0, until).UTC()
+	fc.dominace = Dominance{SourceShare: share, CompetingShare: othersShare, Volume: u.total}
+	return fc
+}
+
+// describe says what a check saw, for a trace.
+func (fc fairCheck) describe(source string, p FairnessParams) string {
+	switch {
+	case fc.banned && !fc.newBan:
+		return "warm-path ban of " + source + " until " + fc.until.Format(time.RFC3339Nano)
+	case fc.empty:
+		return "the fairness window is empty"
+	}
+	d := fmt.Sprintf("%d of %d warm dispatches in the window (dominant share %.2f, min volume %d)", fc.mine, fc.total, p.DominantShare, p.MinVolume)
+	switch {
+	case fc.newBan:
+		d += "; a warm dispatch now bans it from the warm path"
+	case fc.alone:
+		d += "; dominant, but without competition"
+	}
+	return d
 }
 
 // dominance reports source's current share, for hard-rejection
@@ -146,6 +184,14 @@ func (u *usage) drainRollup() map[string]int64 {
 type usages struct {
 	m  atomic.Pointer[map[RouteKey]*usage]
 	mu sync.Mutex
+}
+
+// peek returns the route's usage without creating it.
+func (us *usages) peek(k RouteKey) *usage {
+	if m := us.m.Load(); m != nil {
+		return (*m)[k]
+	}
+	return nil
 }
 
 func (us *usages) get(k RouteKey) *usage {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+	"github.com/snavio/snavio/pkg/dispatch/trace"
 )
 
 // Escalation is the reason code with which the fast stage forwards a
@@ -192,9 +193,11 @@ func New(cfg Config, store Store, sink telemetry.Sink, quotas Quotas) (*Flow, er
 	return f, nil
 }
 
-func (f *Flow) escalate(c *Command, why Escalation) Decision {
-	f.cfg.Metrics.Count(MetricEscalations, 1)
-	f.sink.Emit(Escalated{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Reason: why})
+func (f *Flow) escalate(c *Command, why Escalation, tr *trace.Trace) Decision {
+	if !tr.Dry() {
+		f.cfg.Metrics.Count(MetricEscalations, 1)
+		f.sink.Emit(Escalated{CommandID: c.ID, Source: c.Source, Target: c.Target, CommandName: c.Name, Reason: why})
+	}
 	return Decision{Action: Escalate, Escalation: why}
 }
 
@@ -208,64 +211,139 @@ func (f *Flow) Fast(c *Command, r *Route) Decision {
 // FastAt is Fast at a given time: the dispatcher passes the time the
 // shield received the command, so the fast path reads the clock once.
 func (f *Flow) FastAt(c *Command, r *Route, now time.Time) Decision {
+	return f.FastTrace(c, r, now, nil)
+}
+
+// FastTrace is FastAt recording each check into tr (nil: none). A dry run
+// (tr.DryRun) decides the same from the same memory and changes nothing:
+// no token taken, no prefetch started, no usage counted, no ban made, no
+// telemetry and no metric.
+func (f *Flow) FastTrace(c *Command, r *Route, now time.Time, tr *trace.Trace) Decision {
+	dry := tr.Dry()
 	if f.cfg.Mode == ModeColdOnly {
-		return f.escalate(c, EscalateColdOnlyMode)
+		tr.Add(trace.Fast, CheckDispatchMode, trace.Escalate, "dispatch mode is cold-only: every command takes the slow stage")
+		return f.escalate(c, EscalateColdOnlyMode, tr)
 	}
+	tr.Add(trace.Fast, CheckDispatchMode, trace.Pass, string(ModeAdaptive))
 	f.maybeRefreshBans(now)
 	if b, ok := f.bans.lookup(c.Source, now); ok {
+		why := EscalateGlobalBan
 		if b.Reason == BanReasonColdOnly {
-			return f.escalate(c, EscalateColdOnlySource)
+			why = EscalateColdOnlySource
 		}
-		return f.escalate(c, EscalateGlobalBan)
+		if tr != nil {
+			tr.Add(trace.Fast, CheckGlobalBan, trace.Escalate, fmt.Sprintf("%s until %s (%s)", c.Source, b.Until.UTC().Format(time.RFC3339), b.Reason))
+		}
+		return f.escalate(c, why, tr)
 	}
+	tr.Add(trace.Fast, CheckGlobalBan, trace.Pass, "not banned (ban list as cached)")
 	if r.Strict {
-		f.cfg.Metrics.Count(telemetry.MetricDedupStrictModeUsage, 1)
+		if !dry {
+			f.cfg.Metrics.Count(telemetry.MetricDedupStrictModeUsage, 1)
+		}
 		if c.ID != "" && !f.cfg.DisableSeenSet {
 			// A reused id with another payload is not a duplicate: the
 			// slow stage refuses it as a conflict.
 			if h, ok := f.seen.delivered(c.tenant(), c.ID, now); ok && h != "" && h == c.hash() {
-				f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
-				f.emitDuplicate(c)
+				if tr != nil {
+					tr.Add(trace.Fast, CheckDedupe, trace.Drop, "strict: id "+c.ID+" is known delivered for tenant "+c.tenant()+" with this payload on this instance")
+				}
+				if !dry {
+					f.cfg.Metrics.Count(telemetry.MetricDedupDuplicatesPrevented, 1)
+					f.emitDuplicate(c)
+				}
 				return Decision{Action: Drop}
 			}
 		}
-		f.cfg.Metrics.Count(telemetry.MetricDedupEscalations, 1)
-		return f.escalate(c, EscalateDedupeRequired)
+		tr.Add(trace.Fast, CheckDedupe, trace.Escalate, "strict: the slow stage claims the id (a live claim makes it a duplicate)")
+		if !dry {
+			f.cfg.Metrics.Count(telemetry.MetricDedupEscalations, 1)
+		}
+		return f.escalate(c, EscalateDedupeRequired, tr)
 	}
+	tr.Add(trace.Fast, CheckDedupe, trace.Pass, "dedupe none")
 	k := c.key()
 	if !r.RateLimit.Limited() {
-		f.usage.get(k).record(c.Source, true, f.fairness(r), now)
+		tr.Add(trace.Fast, CheckRateLimit, trace.Pass, "the route has no rate limit")
+		if !dry {
+			f.usage.get(k).record(c.Source, true, f.fairness(r), now)
+		}
 		return Decision{Action: Proceed, warm: true}
 	}
-	u := f.usage.get(k)
+	var u *usage
+	if dry {
+		u = f.usage.peek(k)
+	} else {
+		u = f.usage.get(k)
+	}
 	p := f.fairness(r)
-	if !p.Disabled {
-		fc := u.check(c.Source, p, now)
-		if fc.newBan {
+	switch {
+	case p.Disabled:
+		tr.Add(trace.Fast, CheckFairness, trace.Pass, "fairness disabled for the route")
+	case u == nil:
+		tr.Add(trace.Fast, CheckFairness, trace.Pass, "no warm dispatches on this route yet")
+	default:
+		fc := u.check(c.Source, p, now, dry)
+		if fc.newBan && !dry {
 			f.cfg.Metrics.Count(MetricWarmPathBans, 1)
 			f.sink.Emit(warmPathBanEvent(c.Source, k, fc, now))
 			f.escalateBan(BanKey{Source: c.Source, Target: k.Target, Command: k.Command}, now)
 		}
+		if tr != nil {
+			result := trace.Pass
+			if fc.banned {
+				result = trace.Escalate
+			}
+			tr.Add(trace.Fast, CheckFairness, result, fc.describe(c.Source, p))
+		}
 		if fc.banned {
-			return f.escalate(c, EscalateWarmPathBanned)
+			return f.escalate(c, EscalateWarmPathBanned, tr)
 		}
 	}
-	ok, throttled := f.limiter.fastTake(k, r.RateLimit, now)
+	ok, throttled, tokens := f.limiter.fastTake(k, r.RateLimit, now, dry)
 	if ok {
-		u.record(c.Source, true, p, now)
+		if tr != nil {
+			tr.Add(trace.Fast, CheckRateLimit, trace.Pass, fmt.Sprintf("%d prefetched tokens in hand (%d per %s)", tokens, r.RateLimit.Max, r.RateLimit.Interval))
+		}
+		if !dry {
+			u.record(c.Source, true, p, now)
+		}
 		return Decision{Action: Proceed, warm: true}
 	}
 	if throttled != nil {
 		if f.cfg.Shadow {
-			f.shadow(c, "rate-limit-exceeded")
-			return f.escalate(c, EscalateTokenRequired)
+			if tr != nil {
+				tr.Add(trace.Fast, CheckRateLimit, trace.Escalate, fmt.Sprintf("window exhausted (%d per %s); shadow mode would refuse and escalates instead", r.RateLimit.Max, r.RateLimit.Interval))
+			}
+			if !dry {
+				f.shadow(c, "rate-limit-exceeded")
+			}
+			return f.escalate(c, EscalateTokenRequired, tr)
 		}
-		f.cfg.Metrics.Count(MetricRateLimited, 1)
-		f.emitFailed(c, telemetry.FailRateLimitExceeded, "", *throttled, Dominance{})
+		if tr != nil {
+			tr.Add(trace.Fast, CheckRateLimit, trace.Reject, fmt.Sprintf("the window's budget is exhausted (%d per %s) until %s", r.RateLimit.Max, r.RateLimit.Interval, throttled.Until.Format(time.RFC3339Nano)))
+			tr.RetryAfter, tr.Until = throttled.RetryAfter, throttled.Until
+		}
+		if !dry {
+			f.cfg.Metrics.Count(MetricRateLimited, 1)
+			f.emitFailed(c, telemetry.FailRateLimitExceeded, "", *throttled, Dominance{})
+		}
 		return Decision{Action: Reject, Throttle: *throttled}
 	}
-	return f.escalate(c, EscalateTokenRequired)
+	if tr != nil {
+		tr.Add(trace.Fast, CheckRateLimit, trace.Escalate, fmt.Sprintf("no prefetched token in hand (%d per %s): the slow stage takes one unit of the window's budget", r.RateLimit.Max, r.RateLimit.Interval))
+	}
+	return f.escalate(c, EscalateTokenRequired, tr)
 }
+
+// The checks of the fast stage's flow control, as a trace names them.
+const (
+	CheckDispatchMode = "dispatch_mode"
+	CheckGlobalBan    = "global_ban"
+	CheckDedupe       = "dedupe"
+	CheckFairness     = "fairness"
+	CheckRateLimit    = "rate_limit"
+)
 
 func (f *Flow) fairness(r *Route) FairnessParams {
 	return r.Fairness.withDefaults(f.cfg.Fairness)
@@ -278,6 +356,22 @@ func (f *Flow) fairness(r *Route) FairnessParams {
 // takes one unit of the route's window budget. Every Proceed must be
 // followed by Finish with the delivery's outcome.
 func (f *Flow) Slow(ctx context.Context, c *Command, r *Route) (Decision, error) {
+	return f.SlowTrace(ctx, c, r, nil)
+}
+
+// SlowTrace is Slow recording into tr (nil: none). A dry run (tr.DryRun)
+// touches no store: it records the strict claim and the window's budget as
+// deferred (decided only at delivery) and proceeds.
+func (f *Flow) SlowTrace(ctx context.Context, c *Command, r *Route, tr *trace.Trace) (Decision, error) {
+	if tr.Dry() {
+		if r.Strict {
+			tr.Add(trace.Slow, CheckDedupe, trace.Deferred, "strict: the id is claimed at delivery; a live claim or delivered record makes it a duplicate")
+		}
+		if r.RateLimit.Limited() {
+			tr.Add(trace.Slow, CheckRateLimit, trace.Deferred, "one unit of the window's budget is taken at delivery")
+		}
+		return Decision{Action: Proceed}, nil
+	}
 	now := f.cfg.Clock.Now()
 	d := Decision{start: now, strict: r.Strict}
 	if r.Strict {

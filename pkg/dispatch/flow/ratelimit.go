@@ -131,6 +131,14 @@ type buckets struct {
 	mu sync.Mutex
 }
 
+// peek returns the route's bucket without creating it.
+func (bs *buckets) peek(k RouteKey) *bucket {
+	if m := bs.m.Load(); m != nil {
+		return (*m)[k]
+	}
+	return nil
+}
+
 func (bs *buckets) get(k RouteKey) *bucket {
 	if m := bs.m.Load(); m != nil {
 		if b, ok := (*m)[k]; ok {
@@ -173,22 +181,34 @@ type limiter struct {
 
 // fastTake is the fast path's rate check. It dispatches only with a token
 // in hand; with none it starts a prefetch and escalates. ok is true when a
-// token was taken; throttled is set when the route's window is known
-// exhausted (the local denylist).
-func (l *limiter) fastTake(k RouteKey, rl RateLimit, now time.Time) (ok bool, throttled *Throttle) {
-	b := l.buckets.get(k)
+// token was taken (dry: would be), with tokens in hand before it;
+// throttled is set when the route's window is known exhausted (the local
+// denylist). A dry take takes no token and starts no prefetch.
+func (l *limiter) fastTake(k RouteKey, rl RateLimit, now time.Time, dry bool) (ok bool, throttled *Throttle, tokens int64) {
+	var b *bucket
+	if dry {
+		if b = l.buckets.peek(k); b == nil {
+			return false, nil, 0
+		}
+	} else {
+		b = l.buckets.get(k)
+	}
 	ns := now.UnixNano()
 	if until := b.denyUntil.Load(); ns < until {
-		return false, &Throttle{RetryAfter: time.Duration(until - ns), Until: time.Unix(0, until).UTC()}
+		return false, &Throttle{RetryAfter: time.Duration(until - ns), Until: time.Unix(0, until).UTC()}, 0
+	}
+	tokens = b.tokens.Load()
+	if dry {
+		return ns < b.expiry.Load() && tokens > 0, nil, tokens
 	}
 	if b.take(ns) {
 		if b.tokens.Load() <= rl.burst()/4 {
 			l.prefetch(k, rl, b) // top up before running dry
 		}
-		return true, nil
+		return true, nil, tokens
 	}
 	l.prefetch(k, rl, b)
-	return false, nil
+	return false, nil, tokens
 }
 
 // prefetch takes a batch of units for the instance in the background,

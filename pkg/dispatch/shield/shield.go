@@ -32,6 +32,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
+	"github.com/snavio/snavio/pkg/dispatch/trace"
 )
 
 // Defaults for Config.
@@ -251,42 +252,110 @@ func (s *Shield) Config() Config { return s.cfg }
 // than a *reason.Error); the message was not judged, no telemetry was
 // emitted, and the caller should retry or dead-letter it.
 func (s *Shield) Check(busSource string, detail []byte) (Accepted, error) {
+	return s.CheckTrace(busSource, detail, nil)
+}
+
+// The checks of the shield, in the order Check runs them, as a trace
+// names them.
+const (
+	CheckBusSource    = "bus_source"
+	CheckEnvelope     = "envelope"
+	CheckReplayWindow = "replay_window"
+	CheckKeyVersion   = "key_version"
+	CheckHMAC         = "hmac"
+	CheckBan          = "ban"
+)
+
+// CheckTrace is Check recording each check into tr (nil: none). A dry run
+// (tr.DryRun) decides the same and emits nothing: no invalid event, no
+// skew or key notice, nothing counted into the invalid budget.
+func (s *Shield) CheckTrace(busSource string, detail []byte, tr *trace.Trace) (Accepted, error) {
 	now := s.clock.Now()
-	if s.invalid != nil {
+	dry := tr.Dry()
+	if s.invalid != nil && !dry {
 		s.invalid.sweep(now)
 	}
 	if !envelope.ValidSource(busSource) {
 		return s.reject(now, busSource, envelope.Seen{}, reason.New(reason.InvalidBusSource, "bus source",
-			"the event source must be <tenant-id>/<service> as registered; check the source your producer sends with"))
+			"the event source must be <tenant-id>/<service> as registered; check the source your producer sends with"), tr, CheckBusSource)
 	}
+	tr.Add(trace.Shield, CheckBusSource, trace.Pass, busSource)
 	env, seen, err := s.parser.Parse(detail, func(sentAt time.Time) error { return s.window(sentAt, now) })
 	if err != nil {
-		return s.reject(now, busSource, seen, err)
+		check := CheckEnvelope
+		if tr != nil {
+			if c := reason.Of(err); c == reason.TimestampTooOld || c == reason.TimestampTooNew {
+				tr.Add(trace.Shield, CheckEnvelope, trace.Pass, "schema and size checked up to metadata.timestamp")
+				check = CheckReplayWindow
+			}
+		}
+		return s.reject(now, busSource, seen, err, tr, check)
+	}
+	if tr != nil {
+		tr.Add(trace.Shield, CheckEnvelope, trace.Pass, "schema, size and payload depth within limits")
+		tr.Add(trace.Shield, CheckReplayWindow, trace.Pass, "skew "+now.Sub(env.SentAt).Round(time.Millisecond).String()+" within ±"+s.cfg.Window.String())
 	}
 	seen = envelope.Seen{ID: env.Metadata.ID, Timestamp: env.Metadata.Timestamp, Target: env.Command.Target, Name: env.Command.Name}
 	match, err := s.keys.Resolve(busSource, env.Metadata.VersionID, now)
 	if err != nil {
-		return s.reject(now, busSource, seen, err)
+		return s.reject(now, busSource, seen, err, tr, CheckKeyVersion)
 	}
 	if match.Key == nil {
+		tr.Add(trace.Shield, CheckKeyVersion, trace.Skip, "")
+		skipAfter(tr, CheckKeyVersion)
 		return Accepted{}, errors.New("shield: key resolver returned no key and no error for " + busSource + " " + env.Metadata.VersionID)
+	}
+	if tr != nil {
+		kd := env.Metadata.VersionID + " accepted"
+		switch {
+		case match.Legacy:
+			kd += " (previous version, inside the overlap: rotate to the current one)"
+		case match.ExpiringSoon:
+			kd += " (expiring soon: poll the tenant config)"
+		}
+		tr.Add(trace.Shield, CheckKeyVersion, trace.Pass, kd)
 	}
 	msg := signing.FromEnvelope(&env, busSource)
 	msg.PayloadCanonical = true // envelope.Parser returns the canonical form
 	if err := match.Key.Verify(&msg, env.Metadata.HMAC); err != nil {
-		return s.reject(now, busSource, seen, err)
+		return s.reject(now, busSource, seen, err, tr, CheckHMAC)
 	}
+	tr.Add(trace.Shield, CheckHMAC, trace.Pass, "signature matches "+signing.Scheme)
 	ban := NotBanned
 	if s.bans != nil {
 		ban = s.bans.Ban(busSource, env.Command.Target, env.Command.Name, now)
 	}
-	if ban == Blocked {
+	switch ban {
+	case Blocked:
 		return s.reject(now, busSource, seen, reason.New(reason.SourceBanned, "bus source",
-			busSource+" is banned from sending "+env.Command.Name+" to "+env.Command.Target+"; see your fairness telemetry and wait for the ban to end"))
+			busSource+" is banned from sending "+env.Command.Name+" to "+env.Command.Target+"; see your fairness telemetry and wait for the ban to end"), tr, CheckBan)
+	case ColdOnly:
+		tr.Add(trace.Shield, CheckBan, trace.Pass, "cold-only: the source may not use the warm path")
+	default:
+		tr.Add(trace.Shield, CheckBan, trace.Pass, "not banned")
 	}
 	env.Command.Source = busSource
-	s.afterAccept(&env, &match, now)
+	if tr != nil {
+		tr.CommandID, tr.Target, tr.Command = env.Metadata.ID, env.Command.Target, env.Command.Name
+	}
+	if !dry {
+		s.afterAccept(&env, &match, now)
+	}
 	return Accepted{Envelope: env, ReceivedAt: now, ColdOnly: ban == ColdOnly}, nil
+}
+
+// skipAfter records the checks after check as not reached.
+func skipAfter(tr *trace.Trace, check string) {
+	if tr == nil {
+		return
+	}
+	after := false
+	for _, c := range [...]string{CheckBusSource, CheckEnvelope, CheckReplayWindow, CheckKeyVersion, CheckHMAC, CheckBan} {
+		if after {
+			tr.Add(trace.Shield, c, trace.Skip, "")
+		}
+		after = after || c == check
+	}
 }
 
 // window applies the replay window to a parsed timestamp.
@@ -310,10 +379,20 @@ func (s *Shield) window(sentAt, now time.Time) error {
 // error then satisfies Throttled). An error that is not a *reason.Error is
 // a collaborator's failure, not the producer's: it is returned wrapped,
 // without telemetry.
-func (s *Shield) reject(now time.Time, busSource string, seen envelope.Seen, err error) (Accepted, error) {
+//
+// It records check as failed in tr, and the checks after it as skipped; a
+// dry run emits and counts nothing.
+func (s *Shield) reject(now time.Time, busSource string, seen envelope.Seen, err error, tr *trace.Trace, check string) (Accepted, error) {
+	if tr != nil {
+		tr.Add(trace.Shield, check, trace.Fail, err.Error())
+		skipAfter(tr, check)
+	}
 	var re *reason.Error
 	if !errors.As(err, &re) {
 		return Accepted{}, fmt.Errorf("shield: internal failure, message not judged: %w", err)
+	}
+	if tr.Dry() {
+		return Accepted{}, err
 	}
 	ev := telemetry.Invalid{
 		CommandID: seen.ID, Target: seen.Target, CommandName: seen.Name, Timestamp: seen.Timestamp,
