@@ -35,11 +35,14 @@ type Deps struct {
 	ErrOut    io.Writer
 	In        io.Reader
 	CanPrompt func() bool
+	// IsTTY reports whether stdout is a terminal (the receive table wraps
+	// long bodies there).
+	IsTTY func() bool
 }
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt}
+	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt, IsTTY: f.IOStreams.IsStdoutTTY}
 }
 
 // NewCmd builds `snavio queue`.
@@ -308,34 +311,77 @@ type ReceiveOptions struct {
 }
 
 // Messages are received messages, printed with their attributes and
-// receipt handles.
+// receipt handles (a list in JSON; messageTable in a table).
 type Messages []queueapi.Message
 
-// TableHeader implements output.Tabular.
-func (Messages) TableHeader() []string {
-	return []string{"id", "receives", "sent at", "attributes", "body", "receipt handle"}
+// TableWrap is the width a terminal's receive table fits in: long bodies
+// are wrapped under their label to stay inside it.
+const TableWrap = 160
+
+// messageTable lays messages out as one block of FIELD VALUE lines per
+// message, a blank line between blocks: a message's body and attributes
+// are too long for columns side by side. Wrap > 0 (a terminal) wraps the
+// body to fit that many columns; 0 (piped) keeps it on one line to copy.
+type messageTable struct {
+	ms   Messages
+	wrap int
 }
 
+// TableHeader implements output.Tabular: the labels are in the rows.
+func (messageTable) TableHeader() []string { return nil }
+
+// labelWidth is the widest label plus the table's gap.
+const labelWidth = len("RECEIPT HANDLE") + 3
+
 // TableRows implements output.Tabular.
-func (ms Messages) TableRows() [][]string {
-	rows := make([][]string, len(ms))
-	for i, m := range ms {
+func (t messageTable) TableRows() [][]string {
+	var rows [][]string
+	for i, m := range t.ms {
+		if i > 0 {
+			rows = append(rows, []string{"", ""})
+		}
+		rows = append(rows, []string{"ID", m.ID}, []string{"RECEIVES", strconv.Itoa(m.ReceiveCount)},
+			[]string{"SENT AT", m.SentAt.UTC().Format(time.RFC3339)}, []string{"RECEIPT HANDLE", m.ReceiptHandle})
 		keys := make([]string, 0, len(m.Attributes))
 		for k := range m.Attributes {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		attrs := make([]string, len(keys))
 		for j, k := range keys {
-			attrs[j] = k + "=" + m.Attributes[k]
+			label := ""
+			if j == 0 {
+				label = "ATTRIBUTES"
+			}
+			rows = append(rows, []string{label, k + "=" + m.Attributes[k]})
 		}
 		body := m.Body
 		if m.BodyEncoding == "base64" {
 			body = "base64:" + body
 		}
-		rows[i] = []string{m.ID, strconv.Itoa(m.ReceiveCount), m.SentAt.UTC().Format(time.RFC3339), strings.Join(attrs, ", "), body, m.ReceiptHandle}
+		for j, line := range wrapRunes(body, t.wrap-labelWidth) {
+			label := ""
+			if j == 0 {
+				label = "BODY"
+			}
+			rows = append(rows, []string{label, line})
+		}
 	}
 	return rows
+}
+
+// wrapRunes cuts s into lines of at most width runes (s whole when width
+// is not positive).
+func wrapRunes(s string, width int) []string {
+	r := []rune(s)
+	if width <= 0 || len(r) <= width {
+		return []string{s}
+	}
+	var out []string
+	for len(r) > width {
+		out = append(out, string(r[:width]))
+		r = r[width:]
+	}
+	return append(out, string(r))
 }
 
 // NewCmdReceive builds `snavio queue receive`.
@@ -352,8 +398,9 @@ unless deleted: delete them with "snavio queue delete QUEUE HANDLE", or
 pass --delete to delete them once they are printed.
 
 --wait long-polls like SQS: when no message is visible, wait up to that long
-(at most 20s) for one. An empty result prints only the table header ([] in
-JSON, nothing in NDJSON) and exits 0.`,
+(at most 20s) for one. An empty result prints nothing (a note on stderr in
+a table, [] in JSON) and exits 0. The table shows one block per message;
+on a terminal, long bodies are wrapped to fit 160 columns.`,
 		Example: `  snavio queue receive mailer
   snavio queue receive mailer --max 10 --wait 20s -o json
   snavio queue receive mailer-dlq --delete -o ndjson`,
@@ -414,7 +461,19 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 		return err
 	}
 	// Print first, delete after: a message is never deleted unseen.
-	if err := p.Print(Messages(got.Messages)); err != nil {
+	var v any = Messages(got.Messages)
+	if p.Format() == output.Table {
+		if len(got.Messages) == 0 {
+			_, err := fmt.Fprintf(o.ErrOut, "No message in %s is visible now.\n", o.Queue)
+			return err
+		}
+		wrap := 0
+		if o.IsTTY != nil && o.IsTTY() {
+			wrap = TableWrap
+		}
+		v = messageTable{ms: got.Messages, wrap: wrap}
+	}
+	if err := p.Print(v); err != nil {
 		return err
 	}
 	if !o.Delete || len(got.Messages) == 0 {
