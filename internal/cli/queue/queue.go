@@ -20,6 +20,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -73,10 +74,6 @@ create, receive, delete and purge need the operator token.`,
 
 func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
 
-// completionTimeout bounds the request a shell completion makes: a slow or
-// absent server completes nothing rather than hang the shell.
-const completionTimeout = time.Second
-
 // completeQueue completes a first argument with the names of the profile's
 // queues, and nothing on any failure.
 func completeQueue(d Deps) cobra.CompletionFunc {
@@ -93,7 +90,7 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, completion.Timeout)
 	defer cancel()
 	api, err := d.API()
 	if err != nil {
