@@ -168,3 +168,35 @@ func TestAPanelThatCannotBeReadSaysSo(t *testing.T) {
 		t.Fatalf("%d; want the page, with the failed panel saying why", w.Code)
 	}
 }
+
+// FuzzHourAdd: any telemetry record is counted or ignored, never a panic,
+// and the hour's totals stay the sums of its minutes.
+func FuzzHourAdd(f *testing.F) {
+	for _, s := range []string{
+		`{"event":"snavio.command.delivered","target":"orders","command_name":"create"}`,
+		`{"event":"snavio.command.failed","reason":"rate-limit-exceeded","retry_after_ms":-5,"throttle_until":"x"}`,
+		`{"event":"snavio.telemetry.skew_sample","source":"a/b","skew_seconds":1e308}`,
+		`{"event":"snavio.fairness.abuse_detected","affected_targets":null}`,
+		`[]`, `null`, `{"event":1}`, ``,
+	} {
+		f.Add([]byte(s), int64(5))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, minute int64) {
+		h := newHour(t0)
+		h.add(t0.Add(time.Duration(minute)*time.Minute), json.RawMessage(raw))
+		h.add(t0.Add(time.Duration(minute)*time.Minute), json.RawMessage(raw))
+		for o := range Outcomes {
+			sum := 0
+			for _, n := range h.all.Counts[o] {
+				sum += n
+			}
+			if sum != h.all.Totals[o] {
+				t.Fatalf("outcome %d: minutes sum to %d, total %d", o, sum, h.all.Totals[o])
+			}
+		}
+		_ = h.failureRows()
+		_ = h.skewRows()
+		_ = h.routeRows()
+		_ = h.fairnessRows()
+	})
+}

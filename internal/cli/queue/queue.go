@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -367,18 +368,22 @@ func (t messageTable) TableRows() [][]string {
 }
 
 // wrapRunes cuts s into lines of at most width runes (s whole when width
-// is not positive).
+// is not positive), at rune boundaries, keeping s's bytes as they are.
 func wrapRunes(s string, width int) []string {
-	r := []rune(s)
-	if width <= 0 || len(r) <= width {
+	if width <= 0 {
 		return []string{s}
 	}
 	var out []string
-	for len(r) > width {
-		out = append(out, string(r[:width]))
-		r = r[width:]
+	for utf8.RuneCountInString(s) > width {
+		cut := 0
+		for range width {
+			_, n := utf8.DecodeRuneInString(s[cut:])
+			cut += n
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
 	}
-	return append(out, string(r))
+	return append(out, s)
 }
 
 // NewCmdReceive builds `snavio queue receive`.

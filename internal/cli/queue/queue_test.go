@@ -343,3 +343,22 @@ func regexpMatch(t *testing.T, pattern, s string) bool {
 	t.Helper()
 	return regexp.MustCompile(pattern).MatchString(s)
 }
+
+// FuzzWrapRunes: the lines read back as the input, and none is wider
+// than asked.
+func FuzzWrapRunes(f *testing.F) {
+	for _, s := range []string{"", "abc", `{"k":"é\u00e9"}`, strings.Repeat("x", 300)} {
+		f.Add(s, 7)
+	}
+	f.Fuzz(func(t *testing.T, s string, width int) {
+		lines := wrapRunes(s, width)
+		if strings.Join(lines, "") != s {
+			t.Fatalf("lines %q do not read back as %q", lines, s)
+		}
+		for _, l := range lines {
+			if width > 0 && len(lines) > 1 && utf8.RuneCountInString(l) > width {
+				t.Fatalf("line %q is over %d runes", l, width)
+			}
+		}
+	})
+}
