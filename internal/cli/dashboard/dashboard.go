@@ -39,7 +39,8 @@ type Options struct {
 	OpenBrowser bool
 }
 
-// Info is what the command prints.
+// Info is what the command prints in JSON, YAML or NDJSON; a table is two
+// lines for a person.
 type Info struct {
 	Profile string `json:"profile"`
 	URL     string `json:"url"`
@@ -47,14 +48,6 @@ type Info struct {
 	// sign-in token.
 	OperatorTokenFile string `json:"operator_token_file"`
 	Opened            bool   `json:"opened"`
-}
-
-// TableHeader implements output.Tabular.
-func (Info) TableHeader() []string { return []string{"PROFILE", "URL", "OPERATOR TOKEN FILE"} }
-
-// TableRows implements output.Tabular.
-func (i Info) TableRows() [][]string {
-	return [][]string{{i.Profile, i.URL, i.OperatorTokenFile}}
 }
 
 // NewCmd builds `snavio dashboard`. runF replaces the run function in
