@@ -89,7 +89,7 @@ func TestReadmeSteps(t *testing.T) {
 //     on a shared machine), and points the other commands and the README's
 //     literal 127.0.0.1:8787 at that port.
 //   - `snavio tail --tenant demo` follows until Ctrl-C: the test sends it
-//     SIGINT after 3 s, and it must exit 0.
+//     SIGINT after 5 s, and it must exit 0.
 //   - the `aws` commands need the AWS CLI, which a stock Debian lacks; they
 //     are skipped without it (the [awscli] scripts run them in CI).
 //   - the set-up section's `make build` is not run: snavio here is this
@@ -151,7 +151,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 			t.Logf("skipped (no AWS CLI on PATH): %s", step)
 			continue
 		case strings.HasPrefix(step, "snavio tail ") && !strings.Contains(step, "--follow=false"):
-			step = "timeout -s INT --preserve-status 3 " + step
+			step = "timeout -s INT --preserve-status 5 " + step
 		}
 		step = strings.ReplaceAll(step, "127.0.0.1:8787", addr)
 		fmt.Fprintf(&script, "echo '=== step %d'\n%s\necho \"=== status $?\"\n", len(ran), step)
