@@ -1,8 +1,10 @@
 package dashboard_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +24,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/app"
 	"github.com/snavio/snavio/internal/dashboard"
+	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
-	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
 // ScreenshotsEnv, set to 1, makes TestBrowser write the screenshots of
@@ -48,26 +52,53 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// demoKey reads the demo's key file (the format `snavio key create -o
-// json` prints).
-func demoKey(t *testing.T, path string) *signing.Key {
+// snavio runs the real command line in-process (the entry point the
+// binary's main calls) and fails the test unless it exits want.
+func snavio(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	if code := app.Run(context.Background(), args, ios, iostreams.OSEnv{}); code != want {
+		t.Fatalf("snavio %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out.String()
+}
+
+// cliEnv points the command line at serve s, with a fresh HOME, as a
+// newcomer's machine would be after `dispatch serve --demo`.
+func cliEnv(t *testing.T, base, dataDir string) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, ".local", "share"))
+	for _, k := range []string{"NO_COLOR", "SNAVIO_CONFIG", "SNAVIO_PROFILE", "SNAVIO_OUTPUT", "SNAVIO_REGION", "SNAVIO_FORCE_TTY",
+		"SNAVIO_TOKEN", "SNAVIO_SECRET", "SNAVIO_KEY_VERSION"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("SNAVIO_ENDPOINT_URL", base)
+	t.Setenv("SNAVIO_DATA_DIR", dataDir)
+}
+
+// wrongKey writes a copy of the key file at path with another secret: a
+// command signed with it is refused bad_signature.
+func wrongKey(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var k struct {
-		VersionID string `json:"version_id"`
-		Secret    []byte `json:"secret"`
-	}
+	var k map[string]any
 	if err := json.Unmarshal(b, &k); err != nil {
 		t.Fatal(err)
 	}
-	key, err := signing.NewKey(k.VersionID, k.Secret)
-	if err != nil {
+	k["secret"] = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	if b, err = json.Marshal(k); err != nil {
 		t.Fatal(err)
 	}
-	return key
+	out := filepath.Join(t.TempDir(), "wrong.key")
+	if err := os.WriteFile(out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // ingest gives one command entry to the dispatcher, as the PutEvents
@@ -78,19 +109,6 @@ func ingest(t *testing.T, s *serve.Serve, source string, detail []byte) {
 	if len(res) != 1 || res[0].ErrorCode != "" {
 		t.Fatalf("ingest: %+v", res)
 	}
-}
-
-func signed(t *testing.T, k *signing.Key, id, payload string) []byte {
-	t.Helper()
-	e := envelope.New(id, time.Now(), serve.DemoTarget, serve.DemoCommand, []byte(payload))
-	if err := k.SignEnvelope(&e, serve.DemoSource); err != nil {
-		t.Fatal(err)
-	}
-	b, err := e.AppendJSON(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // issue creates a tenant token through the token API.
@@ -143,8 +161,17 @@ func TestBrowser(t *testing.T) {
 	demoToken := issue(t, base, operator, "demo")
 	issue(t, base, operator, "other")
 
-	key := demoKey(t, filepath.Join(dir, serve.DemoKeyFile))
-	ingest(t, s, serve.DemoSource, signed(t, key, "0f8fad5b-d9cb-469f-a165-000000000001", `{"sku":"A-1"}`))
+	// The demo tenant's commands go through the real `snavio send`: signed
+	// with the demo key, put on the bus with the demo's ingress
+	// credentials, and waited for.
+	cliEnv(t, base, dir)
+	keyFile := filepath.Join(dir, serve.DemoKeyFile)
+	send := func(want int, key, payload string) {
+		t.Helper()
+		snavio(t, want, "send", "--source", serve.DemoSource, "--target", serve.DemoTarget, "--command", serve.DemoCommand,
+			"--payload", payload, "--secret-file", key, "--wait=20s")
+	}
+	send(0, keyFile, `{"sku":"A-1"}`)
 	// The other tenant's invalid command: it must never show for demo.
 	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other"}}`))
 
@@ -214,19 +241,25 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("session cookie = %+v; want HttpOnly, SameSite=Strict, not Secure on plain HTTP", session)
 	}
 
-	// First paint of the tenant page, from a local serve.
-	do("load the page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("throughput")))
-	fcp, err := chromedp.Run(ctx, chromedp.Poll[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime`, chromedp.WithPollingTimeout(5*time.Second)))
-	if err != nil {
-		t.Fatalf("first paint: %v", err)
+	// First paint of the tenant page, from a local serve: the median of
+	// three loads, as the browser's Performance API measures it.
+	var paints []float64
+	for range 3 {
+		do("load the page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("throughput")))
+		fcp, err := chromedp.Run(ctx, chromedp.Poll[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime`, chromedp.WithPollingTimeout(5*time.Second)))
+		if err != nil {
+			t.Fatalf("first paint: %v", err)
+		}
+		ttfb, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(n => n.responseStart - n.requestStart)(performance.getEntriesByType("navigation")[0])`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("dashboard first contentful paint: %.0f ms (server answered in %.0f ms)\n", fcp, ttfb)
+		paints = append(paints, fcp)
 	}
-	ttfb, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(n => n.responseStart - n.requestStart)(performance.getEntriesByType("navigation")[0])`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("dashboard first contentful paint: %.0f ms (server answered in %.0f ms)\n", fcp, ttfb)
-	if fcp <= 0 || fcp > 1000 {
-		t.Errorf("first contentful paint = %.0f ms; the goal is under 200 ms from a local serve, and over 1 s is a regression", fcp)
+	slices.Sort(paints)
+	if fcp := paints[1]; fcp <= 0 || fcp > paintBound {
+		t.Errorf("first contentful paint (median of 3) = %.0f ms; the goal is under 200 ms from a local serve (bound here %.0f ms)", fcp, paintBound)
 	}
 
 	// The chart shows the delivered command.
@@ -251,8 +284,7 @@ func TestBrowser(t *testing.T) {
 	// An invalid command arrives without a reload: its critical alert and
 	// its telemetry.
 	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other-2"}}`))
-	bad := signed(t, key, "0f8fad5b-d9cb-469f-a165-000000000002", `{"a":1}`)
-	ingest(t, s, serve.DemoSource, bytes.Replace(bad, []byte(`"a":1`), []byte(`"a":2`), 1))
+	send(4, wrongKey(t, keyFile), `{"a":1}`) // exit 4: invalid (bad_signature)
 	do("critical alert arrives live",
 		chromedp.WaitVisible(chromedp.CSS(`#alert-list li.alert.critical.fresh`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live-list li[data-name="snavio.command.invalid"]`)))
@@ -285,6 +317,15 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("the demo tenant's page shows %q of the other tenant", leak)
 		}
 	}
+	// Nor on the dashboard's own live stream: read with the page's
+	// session cookie while both tenants send, it carries demo's command
+	// and nothing of the other tenant.
+	live := liveStream(t, base, session.Value)
+	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other-live"}}`))
+	send(0, keyFile, `{"sku":"C-3"}`)
+	if got := live.until(t, `"snavio.command.delivered"`); strings.Contains(got, "other") {
+		t.Fatalf("the demo tenant's live stream carried the other tenant's data:\n%s", got)
+	}
 	// Nor through the control API with the same token.
 	for _, path := range []string{"/v1/alerts?tenant=other", "/v1/telemetry?tenant=other"} {
 		if status, body := call(t, base, demoToken, "GET", path, ""); status != http.StatusForbidden {
@@ -307,6 +348,18 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("principal")))
 
+	// The reloaded page groups the refusal by reason, with what to do,
+	// and shows the tenant's grants and keys.
+	if row := text(`#failures tr[data-reason="bad_signature"]`); !strings.Contains(row, "snavio.command.invalid") || !strings.Contains(row, "with the right secret and source") {
+		t.Fatalf("failures row %q; want bad_signature with its hint", row)
+	}
+	if grants, keys := text("#grants tbody"), text("#keys tbody"); !strings.Contains(grants, "demo/app") || !strings.Contains(grants, "orders") || !strings.Contains(keys, "demo/app") || !strings.Contains(keys, "hmac-v1") {
+		t.Fatalf("grants %q, keys %q; want demo/app's grant on orders and its key", grants, keys)
+	}
+	if os.Getenv(ScreenshotsEnv) == "1" {
+		screenshot(t, ctx, "dashboard-tenant-panels.png")
+	}
+
 	// Sign out ends the session on the server: the old cookie is refused.
 	do("sign out",
 		chromedp.Click(chromedp.ID("signout")),
@@ -327,18 +380,69 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("token"), operator),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("routes")))
-	if delivered, routes := text("#total-delivered"), count(`document.querySelectorAll("#routes tbody tr").length`); delivered != "1" || routes != 2 {
-		t.Fatalf("operator page: delivered %q, %d routes; want 1 and 2", delivered, routes)
+	if delivered, routes := text("#total-delivered"), count(`document.querySelectorAll("#routes tbody tr").length`); delivered != "2" || routes != 2 {
+		t.Fatalf("operator page: delivered %q, %d routes; want 2 and 2", delivered, routes)
+	}
+	// Throughput per route, snapshots and replay audits.
+	if orders := text(`#route-throughput figure[data-route="orders create"] .n-delivered`); orders != "2" {
+		t.Fatalf("orders create's chart counts %q delivered, want 2", orders)
+	}
+	if docs, replays := count(`document.querySelectorAll("#snapshots tbody tr").length`), text("#replays tbody"); docs != 3 || !strings.Contains(replays, "No replay has run") {
+		t.Fatalf("snapshots %d rows (want 3), replays %q", docs, replays)
 	}
 	// The operator's live stream carries every tenant's telemetry.
 	do("operator stream open", chromedp.WaitVisible(chromedp.Search(`//span[@id="live-status" and text()="live"]`)))
-	ingest(t, s, serve.DemoSource, signed(t, key, "0f8fad5b-d9cb-469f-a165-000000000003", `{"sku":"B-2"}`))
+	send(0, keyFile, `{"sku":"B-2"}`)
 	ingest(t, s, "other/app", []byte(`{"command":{"id":"from-other-3"}}`))
 	do("operator sees both tenants live",
 		chromedp.WaitVisible(chromedp.CSS(`#live-list li[data-name="snavio.command.delivered"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//li[@data-name="snavio.command.invalid"]/span[@class="tenant" and text()="other"]`)))
 	if os.Getenv(ScreenshotsEnv) == "1" {
 		screenshot(t, ctx, "dashboard-operator.png")
+	}
+}
+
+// sse is an open dashboard live stream.
+type sse struct {
+	r    *bufio.Reader
+	stop context.CancelFunc
+}
+
+// liveStream opens GET /ui/events with a session cookie, and waits for the
+// stream to start.
+func liveStream(t *testing.T, base, cookie string) *sse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/ui/events", nil)
+	req.AddCookie(&http.Cookie{Name: dashboard.CookieName, Value: cookie})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/events: %d", resp.StatusCode)
+	}
+	s := &sse{r: bufio.NewReader(resp.Body), stop: cancel}
+	s.until(t, ": live")
+	return s
+}
+
+// until reads the stream up to a line containing want and returns what
+// it read.
+func (s *sse) until(t *testing.T, want string) string {
+	t.Helper()
+	var b strings.Builder
+	for {
+		line, err := s.r.ReadString('\n')
+		b.WriteString(line)
+		if strings.Contains(line, want) {
+			return b.String()
+		}
+		if err != nil {
+			t.Fatalf("the live stream ended before %q: %v\n%s", want, err, b.String())
+		}
 	}
 }
 

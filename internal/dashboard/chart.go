@@ -9,15 +9,21 @@ import (
 
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH = 720, 200
-	padL, padB     = 44, 22
-	padT, padR     = 8, 8
+	padL, padB = 44, 22
+	padT, padR = 8, 8
+)
+
+// Chart sizes: the page's main chart and a route's small one.
+const (
+	bigW, bigH     = 720, 200
+	smallW, smallH = 360, 110
 )
 
 // chartSVG draws t as stacked bars, one per minute, rendered on the
-// server (docs/dashboard.md says why). Every text in it is a number or a
-// fixed label, so the markup needs no escaping.
-func chartSVG(t Throughput) template.HTML {
+// server (docs/dashboard.md says why), with the element id given. Every
+// text in it is a number, a fixed label or the id (a constant or
+// routeChartID's), so the markup needs no escaping.
+func chartSVG(t Throughput, id string, chartW, chartH int) template.HTML {
 	maxY := 0
 	for i := range 60 {
 		sum := 0
@@ -30,7 +36,7 @@ func chartSVG(t Throughput) template.HTML {
 	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
 	barW := plotW / 60
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg id="throughput" class="chart" viewBox="0 0 %d %d" role="img" aria-label="commands per minute by outcome, last hour, peak %d">`, chartW, chartH, maxY)
+	fmt.Fprintf(&b, `<svg id="%s" class="chart" viewBox="0 0 %d %d" role="img" aria-label="commands per minute by outcome, last hour, peak %d">`, id, chartW, chartH, maxY)
 	// Grid and y labels: 0, half, top.
 	for _, v := range []int{0, top / 2, top} {
 		y := float64(padT) + plotH - plotH*float64(v)/float64(top)

@@ -16,6 +16,7 @@ import (
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // fakeAPI stands in for the control API's alert and telemetry reads: it
@@ -27,6 +28,11 @@ type fakeAPI struct {
 	alerts map[string][]alerts.Alert
 	telem  map[string][]telemetryapi.Record
 	asked  []server.Principal
+	// registry, keys (demo's tenant config) and ops (the operator's
+	// snapshot and replay lists, by path) answer the panels' reads.
+	registry []registry.Item
+	keys     string
+	ops      map[string]string
 	// entered and release, when set, hold each /v1/alerts call until
 	// release is closed, after saying so on entered.
 	entered chan struct{}
@@ -66,6 +72,32 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v = page
+	case "/v1/registry":
+		items := []registry.Item{}
+		for _, it := range f.registry {
+			if it.Kind() == registry.Kind(r.URL.Query().Get("kind")) && (p.Operator || it.Route != nil || it.ACL != nil && strings.HasPrefix(it.ACL.Source, p.Tenant+"/")) {
+				items = append(items, it)
+			}
+		}
+		v = map[string]any{"items": items}
+	case "/v1/tenants/demo/config":
+		if !p.CanAccessTenant("demo") || f.keys == "" {
+			http.Error(w, `{"error":"no keys"}`, http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write([]byte(f.keys))
+		return
+	case "/v1/snapshots", "/v1/replays":
+		if !p.Operator {
+			http.Error(w, `{"error":"operator only"}`, http.StatusForbidden)
+			return
+		}
+		if f.ops[r.URL.Path] == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(f.ops[r.URL.Path]))
+		return
 	default:
 		http.NotFound(w, r)
 		return
@@ -399,7 +431,7 @@ func TestChartDrawsOneRectPerNonZeroCount(t *testing.T) {
 		tp.Counts[i] = make([]int, 60)
 	}
 	tp.Counts[0][0], tp.Counts[0][59], tp.Counts[3][59] = 3, 1, 2
-	svg := string(chartSVG(tp))
+	svg := string(chartSVG(tp, "throughput", bigW, bigH))
 	if n := strings.Count(svg, "<rect "); n != 3 {
 		t.Fatalf("%d bars, want 3", n)
 	}

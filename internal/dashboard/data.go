@@ -17,6 +17,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -184,46 +185,27 @@ type Throughput struct {
 	Partial bool
 }
 
-// throughput counts p's command outcomes over the hour before now,
-// reading its telemetry through GET /v1/telemetry (every tenant's for the
-// operator).
-func (d *Dashboard) throughput(ctx context.Context, p server.Principal, now time.Time) (Throughput, error) {
-	start := now.Truncate(time.Minute).Add(-59 * time.Minute)
-	t := Throughput{Start: start, Counts: make([][]int, len(Outcomes)), Totals: make([]int, len(Outcomes))}
-	for i := range t.Counts {
-		t.Counts[i] = make([]int, 60)
-	}
-	q := url.Values{"since": {start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
+// readHour reads p's telemetry of the hour before now through GET
+// /v1/telemetry (every tenant's for the operator) in one pass: the
+// outcomes per minute, per route, the failures, skews and fairness events.
+func (d *Dashboard) readHour(ctx context.Context, p server.Principal, now time.Time) (*hour, error) {
+	h := newHour(now.Truncate(time.Minute).Add(-59 * time.Minute))
+	q := url.Values{"since": {h.all.Start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
 	for range maxChartPages {
 		var page telemetryapi.Page
 		if err := d.call(ctx, p, "/v1/telemetry?"+q.Encode(), &page); err != nil {
-			return t, err
+			return h, err
 		}
 		for _, r := range page.Records {
-			var ev struct {
-				Event string `json:"event"`
-			}
-			if json.Unmarshal(r.Event, &ev) != nil {
-				continue
-			}
-			minute := int(r.At.Sub(start) / time.Minute)
-			if minute < 0 || minute >= 60 {
-				continue
-			}
-			for o, out := range Outcomes {
-				if ev.Event == out.Event {
-					t.Counts[o][minute]++
-					t.Totals[o]++
-				}
-			}
+			h.add(r.At, r.Event)
 		}
 		if len(page.Records) < telemetryapi.MaxLimit {
-			return t, nil
+			return h, nil
 		}
 		q = url.Values{"after": {strconv.FormatUint(page.NextAfter, 10)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
 	}
-	t.Partial = true
-	return t, nil
+	h.all.Partial = true
+	return h, nil
 }
 
 // Page is what page.html renders.
@@ -237,10 +219,22 @@ type Page struct {
 	// alerts after it.
 	AlertsSince string
 	Chart       template.HTML
-	Routes      []RouteHealth
-	RoutesError string
 	Outcomes    []OutcomeTotal
 	Partial     bool
+	Failures    []Failure
+	// Tenant panels.
+	Grants []Grant
+	Keys   []ServiceKey
+	Skews  []Skew
+	// Operator panels.
+	Routes          []RouteHealth
+	RouteThroughput []RouteThroughput
+	Bans            []Ban
+	Fairness        []FairnessEvent
+	Snapshots       []Snapshot
+	Replays         []replay.Audit
+	// Errors names the panels that could not be read, and why.
+	Errors map[string]string
 }
 
 // OutcomeTotal is a chart legend entry.
@@ -250,7 +244,7 @@ type OutcomeTotal struct {
 }
 
 func (d *Dashboard) page(ctx context.Context, si signedIn) (Page, error) {
-	p := Page{Principal: si.p.String(), Operator: si.p.Operator, CSRF: si.sess.CSRF}
+	p := Page{Principal: si.p.String(), Operator: si.p.Operator, CSRF: si.sess.CSRF, Errors: map[string]string{}}
 	var err error
 	if p.Alerts, p.Unread, err = d.inbox(ctx, si.p); err != nil {
 		return p, err
@@ -262,18 +256,39 @@ func (d *Dashboard) page(ctx context.Context, si signedIn) (Page, error) {
 		}
 	}
 	p.AlertsSince = newest.UTC().Format(time.RFC3339Nano)
-	tp, err := d.throughput(ctx, si.p, d.o.Clock.Now())
+	now := d.o.Clock.Now()
+	h, err := d.readHour(ctx, si.p, now)
 	if err != nil {
 		return p, err
 	}
-	p.Chart, p.Partial = chartSVG(tp), tp.Partial
+	p.Chart, p.Partial = chartSVG(h.all, "throughput", bigW, bigH), h.all.Partial
 	for i, o := range Outcomes {
-		p.Outcomes = append(p.Outcomes, OutcomeTotal{Label: o.Label, Color: o.Color, Total: tp.Totals[i]})
+		p.Outcomes = append(p.Outcomes, OutcomeTotal{Label: o.Label, Color: o.Color, Total: h.all.Totals[i]})
 	}
-	if si.p.Operator && d.o.Routes != nil {
-		if p.Routes, err = d.o.Routes(ctx); err != nil {
-			p.RoutesError = "reading route health failed: " + err.Error()
+	p.Failures, p.Skews = h.failureRows(), h.skewRows()
+	// A panel that cannot be read says so on the page; the rest shows.
+	note := func(panel string, err error) {
+		if err != nil {
+			p.Errors[panel] = "reading it failed: " + err.Error()
 		}
 	}
+	if !si.p.Operator {
+		p.Grants, err = d.grants(ctx, si.p)
+		note("grants", err)
+		p.Keys, err = d.serviceKeys(ctx, si.p, now)
+		note("keys", err)
+		return p, nil
+	}
+	p.RouteThroughput, p.Fairness = h.routeRows(), h.fairnessRows()
+	if d.o.Routes != nil {
+		p.Routes, err = d.o.Routes(ctx)
+		note("routes", err)
+	}
+	p.Bans, err = d.bans(ctx, si.p)
+	note("bans", err)
+	p.Snapshots, err = d.snapshots(ctx, si.p, now)
+	note("snapshots", err)
+	p.Replays, err = d.replays(ctx, si.p)
+	note("replays", err)
 	return p, nil
 }

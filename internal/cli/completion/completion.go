@@ -25,8 +25,9 @@ Release archives and packages also ship these scripts in completions/.
 The bash script needs the bash-completion package (Debian and Ubuntu:
 apt-get install bash-completion; macOS: brew install bash-completion@2);
 without it bash prints "_get_comp_words_by_ref: command not found".
-Queue names complete from the profile's dispatcher (within a second, and
-nothing when it cannot be reached), profile names from the config file.`,
+Queue, target, tenant and source names complete from the profile's
+dispatcher, as the profile's token may see them (within a second, and
+nothing when it cannot be reached); profile names from the config file.`,
 		Example: `  # bash, for the current shell
   source <(snavio completion bash)
 

@@ -15,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -35,11 +37,14 @@ type Deps struct {
 	ErrOut    io.Writer
 	In        io.Reader
 	CanPrompt func() bool
+	// IsTTY reports whether stdout is a terminal (the receive table wraps
+	// long bodies there).
+	IsTTY func() bool
 }
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt}
+	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt, IsTTY: f.IOStreams.IsStdoutTTY}
 }
 
 // NewCmd builds `snavio queue`.
@@ -70,10 +75,6 @@ create, receive, delete and purge need the operator token.`,
 
 func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
 
-// completionTimeout bounds the request a shell completion makes: a slow or
-// absent server completes nothing rather than hang the shell.
-const completionTimeout = time.Second
-
 // completeQueue completes a first argument with the names of the profile's
 // queues, and nothing on any failure.
 func completeQueue(d Deps) cobra.CompletionFunc {
@@ -90,7 +91,7 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, completion.Timeout)
 	defer cancel()
 	api, err := d.API()
 	if err != nil {
@@ -308,34 +309,81 @@ type ReceiveOptions struct {
 }
 
 // Messages are received messages, printed with their attributes and
-// receipt handles.
+// receipt handles (a list in JSON; messageTable in a table).
 type Messages []queueapi.Message
 
-// TableHeader implements output.Tabular.
-func (Messages) TableHeader() []string {
-	return []string{"id", "receives", "sent at", "attributes", "body", "receipt handle"}
+// TableWrap is the width a terminal's receive table fits in: long bodies
+// are wrapped under their label to stay inside it.
+const TableWrap = 160
+
+// messageTable lays messages out as one block of FIELD VALUE lines per
+// message, a blank line between blocks: a message's body and attributes
+// are too long for columns side by side. Wrap > 0 (a terminal) wraps the
+// body to fit that many columns; 0 (piped) keeps it on one line to copy.
+type messageTable struct {
+	ms   Messages
+	wrap int
 }
 
+// TableHeader implements output.Tabular: the labels are in the rows.
+func (messageTable) TableHeader() []string { return nil }
+
+// labelWidth is the widest label plus the table's gap.
+const labelWidth = len("RECEIPT HANDLE") + 3
+
 // TableRows implements output.Tabular.
-func (ms Messages) TableRows() [][]string {
-	rows := make([][]string, len(ms))
-	for i, m := range ms {
+func (t messageTable) TableRows() [][]string {
+	var rows [][]string
+	for i, m := range t.ms {
+		if i > 0 {
+			rows = append(rows, []string{"", ""})
+		}
+		rows = append(rows, []string{"ID", m.ID}, []string{"RECEIVES", strconv.Itoa(m.ReceiveCount)},
+			[]string{"SENT AT", m.SentAt.UTC().Format(time.RFC3339)}, []string{"RECEIPT HANDLE", m.ReceiptHandle})
 		keys := make([]string, 0, len(m.Attributes))
 		for k := range m.Attributes {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		attrs := make([]string, len(keys))
 		for j, k := range keys {
-			attrs[j] = k + "=" + m.Attributes[k]
+			label := ""
+			if j == 0 {
+				label = "ATTRIBUTES"
+			}
+			rows = append(rows, []string{label, k + "=" + m.Attributes[k]})
 		}
 		body := m.Body
 		if m.BodyEncoding == "base64" {
 			body = "base64:" + body
 		}
-		rows[i] = []string{m.ID, strconv.Itoa(m.ReceiveCount), m.SentAt.UTC().Format(time.RFC3339), strings.Join(attrs, ", "), body, m.ReceiptHandle}
+		for j, line := range wrapRunes(body, t.wrap-labelWidth) {
+			label := ""
+			if j == 0 {
+				label = "BODY"
+			}
+			rows = append(rows, []string{label, line})
+		}
 	}
 	return rows
+}
+
+// wrapRunes cuts s into lines of at most width runes (s whole when width
+// is not positive), at rune boundaries, keeping s's bytes as they are.
+func wrapRunes(s string, width int) []string {
+	if width <= 0 {
+		return []string{s}
+	}
+	var out []string
+	for utf8.RuneCountInString(s) > width {
+		cut := 0
+		for range width {
+			_, n := utf8.DecodeRuneInString(s[cut:])
+			cut += n
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
 }
 
 // NewCmdReceive builds `snavio queue receive`.
@@ -352,8 +400,9 @@ unless deleted: delete them with "snavio queue delete QUEUE HANDLE", or
 pass --delete to delete them once they are printed.
 
 --wait long-polls like SQS: when no message is visible, wait up to that long
-(at most 20s) for one. An empty result prints only the table header ([] in
-JSON, nothing in NDJSON) and exits 0.`,
+(at most 20s) for one. An empty result prints nothing (a note on stderr in
+a table, [] in JSON) and exits 0. The table shows one block per message;
+on a terminal, long bodies are wrapped to fit 160 columns.`,
 		Example: `  snavio queue receive mailer
   snavio queue receive mailer --max 10 --wait 20s -o json
   snavio queue receive mailer-dlq --delete -o ndjson`,
@@ -414,7 +463,19 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 		return err
 	}
 	// Print first, delete after: a message is never deleted unseen.
-	if err := p.Print(Messages(got.Messages)); err != nil {
+	var v any = Messages(got.Messages)
+	if p.Format() == output.Table {
+		if len(got.Messages) == 0 {
+			_, err := fmt.Fprintf(o.ErrOut, "No message in %s is visible now.\n", o.Queue)
+			return err
+		}
+		wrap := 0
+		if o.IsTTY != nil && o.IsTTY() {
+			wrap = TableWrap
+		}
+		v = messageTable{ms: got.Messages, wrap: wrap}
+	}
+	if err := p.Print(v); err != nil {
 		return err
 	}
 	if !o.Delete || len(got.Messages) == 0 {

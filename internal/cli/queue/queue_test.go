@@ -7,8 +7,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -126,19 +129,75 @@ func TestReceiveTablePrintsAttributesAndHandles(t *testing.T) {
 	if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: "mailer"}); err != nil {
 		t.Fatal(err)
 	}
+	recv := func() {
+		t.Helper()
+		fx.out.Reset()
+		fx.errOut.Reset()
+		c := NewCmdReceive(fx.deps, nil)
+		c.SetArgs([]string{"mailer"})
+		if err := c.ExecuteContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv()
+	if fx.out.Len() != 0 || fx.errOut.String() != "No message in mailer is visible now.\n" {
+		t.Fatalf("empty receive: stdout %q, stderr %q", fx.out, fx.errOut)
+	}
 	if _, err := fx.store.Send(ctx, "mailer", []byte(`{"hello":"world"}`), map[string]string{"command.source": "acme/billing", "command.name": "send"}); err != nil {
 		t.Fatal(err)
 	}
-	recv := NewCmdReceive(fx.deps, nil)
-	recv.SetArgs([]string{"mailer"})
-	if err := recv.ExecuteContext(ctx); err != nil {
-		t.Fatal(err)
-	}
+	recv()
 	out := fx.out.String()
-	for _, want := range []string{"RECEIPT HANDLE", "command.name=send, command.source=acme/billing", `{"hello":"world"}`, "r1."} {
-		if !strings.Contains(out, want) {
+	for _, want := range []string{"(?m)^ID +[0-9a-f-]{36}$", "(?m)^RECEIPT HANDLE +r1\\.", "(?m)^ATTRIBUTES +command.name=send\n +command.source=acme/billing$", `(?m)^BODY +\{"hello":"world"\}$`} {
+		if !regexpMatch(t, want, out) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestReceiveTableFitsATerminalOf160Columns: a delivered command as the
+// dispatcher sends it (its envelope, the six provenance attributes), two of
+// them, on a terminal: every line fits in 160 columns, the labels line up,
+// and the wrapped body reads back whole. Piped, the body stays one line.
+func TestReceiveTableFitsATerminalOf160Columns(t *testing.T) {
+	body := `{"metadata":{"id":"0f8fad5b-d9cb-469f-a165-70867728950e","timestamp":"2026-11-21T12:00:00.000Z","type":"snavio.command-sent","version_id":"hmac-v1",` +
+		`"hmac":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},"command":{"target":"orders","name":"create","source":"demo/app",` +
+		`"payload":{"sku":"A-1","qty":2,"note":"gift wrap, leave at the door"}}}`
+	attrs := map[string]string{"snavio.command_id": "0f8fad5b-d9cb-469f-a165-70867728950e", "snavio.source": "demo/app", "snavio.target": "orders",
+		"snavio.command_name": "create", "snavio.signature": "v1=" + strings.Repeat("Ab3_", 11), "snavio.signature_key": "delivery-v1"}
+	m := queueapi.Message{ID: "0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", ReceiveCount: 3, SentAt: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
+		Attributes: attrs, Body: body, ReceiptHandle: "r1.0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b.8c2f6a1e9d3b7c4f"}
+	render := func(wrap int) string {
+		var b bytes.Buffer
+		if err := output.NewPrinter(&b, output.Table, output.NewStyles(&b, false)).Print(messageTable{ms: Messages{m, m}, wrap: wrap}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	tty := render(TableWrap)
+	lines := strings.Split(strings.TrimSuffix(tty, "\n"), "\n")
+	var got strings.Builder
+	bodies := 0
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > TableWrap {
+			t.Errorf("a line of %d columns, over %d:\n%s", n, TableWrap, l)
+		}
+		if l != "" && len(l) > labelWidth && l[labelWidth-1] != ' ' {
+			t.Errorf("a value does not start at column %d: %q", labelWidth, l)
+		}
+		if strings.HasPrefix(l, "BODY ") {
+			bodies++
+			got.Reset()
+		}
+		if strings.HasPrefix(l, "BODY ") || (got.Len() > 0 && strings.HasPrefix(l, strings.Repeat(" ", labelWidth))) {
+			got.WriteString(l[labelWidth:])
+		}
+	}
+	if bodies != 2 || got.String() != body || strings.Count(tty, "\n\n") != 1 {
+		t.Fatalf("%d bodies, the last reads back %q; want 2 blocks, one blank line between, whole bodies:\n%s", bodies, got.String(), tty)
+	}
+	if !strings.Contains(render(0), "BODY             "+body+"\n") {
+		t.Fatalf("piped, the body is not one line:\n%s", render(0))
 	}
 }
 
@@ -278,4 +337,28 @@ func TestQueueNamesComplete(t *testing.T) {
 	if got := queueNames(ctx, down, ""); got != nil {
 		t.Errorf("no server: %q", got)
 	}
+}
+
+func regexpMatch(t *testing.T, pattern, s string) bool {
+	t.Helper()
+	return regexp.MustCompile(pattern).MatchString(s)
+}
+
+// FuzzWrapRunes: the lines read back as the input, and none is wider
+// than asked.
+func FuzzWrapRunes(f *testing.F) {
+	for _, s := range []string{"", "abc", `{"k":"é\u00e9"}`, strings.Repeat("x", 300)} {
+		f.Add(s, 7)
+	}
+	f.Fuzz(func(t *testing.T, s string, width int) {
+		lines := wrapRunes(s, width)
+		if strings.Join(lines, "") != s {
+			t.Fatalf("lines %q do not read back as %q", lines, s)
+		}
+		for _, l := range lines {
+			if width > 0 && len(lines) > 1 && utf8.RuneCountInString(l) > width {
+				t.Fatalf("line %q is over %d runes", l, width)
+			}
+		}
+	})
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/snavio/snavio/internal/cli/bench"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
+	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/credentials"
+	"github.com/snavio/snavio/internal/cli/dashboard"
 	"github.com/snavio/snavio/internal/cli/dispatch"
 	"github.com/snavio/snavio/internal/cli/doctor"
 	"github.com/snavio/snavio/internal/cli/key"
@@ -59,6 +61,7 @@ func commands() []command {
 		{names: []string{"doctor"}, build: func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmd(f, nil) }},
 		{names: []string{"tail"}, build: func(f *cmdutil.Factory) *cobra.Command { return tail.NewCmd(f, nil) }},
 		{names: []string{"replay"}, build: func(f *cmdutil.Factory) *cobra.Command { return replay.NewCmd(f, nil) }},
+		{names: []string{"dashboard"}, build: func(f *cmdutil.Factory) *cobra.Command { return dashboard.NewCmd(f, nil) }},
 	}
 }
 
@@ -103,6 +106,7 @@ func addAll(cmd *cobra.Command, f *cmdutil.Factory) {
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)
 	}
+	completion.NewNames(controlapi.Client(f)).Register(cmd)
 }
 
 // commandName returns the first argument that is not a global flag or a

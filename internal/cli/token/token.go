@@ -86,16 +86,22 @@ type Created struct {
 	Notice    string `json:"notice"`
 }
 
-// TableHeader implements output.Tabular.
-func (Created) TableHeader() []string { return []string{"field", "value"} }
+// TableHeader implements output.Tabular: one row, with columns like
+// `token list`'s (the printer upper-cases them).
+func (c Created) TableHeader() []string {
+	if c.TokenFile != "" {
+		return []string{"id", "tenant", "created", "token written to"}
+	}
+	return []string{"id", "tenant", "created", "token (shown once)"}
+}
 
 // TableRows implements output.Tabular.
 func (c Created) TableRows() [][]string {
-	rows := [][]string{{"id", c.ID}, {"tenant", c.Tenant}, {"created", c.Created.UTC().Format(time.RFC3339)}}
+	last := c.Token
 	if c.TokenFile != "" {
-		return append(rows, []string{"token written to", c.TokenFile})
+		last = c.TokenFile
 	}
-	return append(rows, []string{"TOKEN (shown once)", c.Token})
+	return [][]string{{c.ID, c.Tenant, c.Created.UTC().Format(time.RFC3339), last}}
 }
 
 // CreateOptions are the inputs of `snavio token create`.

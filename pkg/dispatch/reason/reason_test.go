@@ -64,3 +64,25 @@ func TestError(t *testing.T) {
 		t.Fatal("Of of a non-rejection")
 	}
 }
+
+// TestHints: every code has a hint, and it is the reason-codes table's
+// last column (without its backticks).
+func TestHints(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/security/reason-codes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `([a-z0-9_]+)` \\|.* \\| ([^|]+) \\|$").FindAllStringSubmatch(string(b), -1)
+	documented := map[Code]string{}
+	for _, m := range rows {
+		documented[Code(m[1])] = strings.ReplaceAll(m[2], "`", "")
+	}
+	for _, c := range All() {
+		if Hint(c) == "" || Hint(c) != documented[c] {
+			t.Errorf("Hint(%s) = %q; reason-codes.md says %q", c, Hint(c), documented[c])
+		}
+	}
+	if Hint("nope") != "" {
+		t.Error("Hint of an unknown code is not empty")
+	}
+}

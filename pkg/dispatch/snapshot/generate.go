@@ -123,7 +123,16 @@ type Published struct {
 
 // VersionIDAt returns the version id of a snapshot generated at t:
 // its UTC time to the millisecond, e.g. 20261121T120000.000Z.
-func VersionIDAt(t time.Time) string { return t.UTC().Format("20060102T150405.000Z") }
+func VersionIDAt(t time.Time) string { return t.UTC().Format(versionLayout) }
+
+const versionLayout = "20060102T150405.000Z"
+
+// VersionTime returns the generation time a version id names, and false
+// for an id VersionIDAt did not make.
+func VersionTime(id string) (time.Time, bool) {
+	t, err := time.Parse(versionLayout, id)
+	return t, err == nil
+}
 
 // Generate reads the whole registry, validates it, builds the acl, hmac
 // and full documents, refuses (TooLarge event, ErrTooLargeToPublish) if

@@ -409,4 +409,10 @@ func TestSignerAndPaths(t *testing.T) {
 	if !strings.HasPrefix(snapshot.VersionIDAt(t0.Add(1500*time.Millisecond)), "20261121T120001.500Z") {
 		t.Error(snapshot.VersionIDAt(t0))
 	}
+	if at, ok := snapshot.VersionTime(snapshot.VersionIDAt(t0.Add(1500 * time.Millisecond))); !ok || !at.Equal(t0.Add(1500*time.Millisecond).Truncate(time.Millisecond)) {
+		t.Errorf("VersionTime of VersionIDAt = %v, %v", at, ok)
+	}
+	if _, ok := snapshot.VersionTime("v1"); ok {
+		t.Error("VersionTime accepts v1")
+	}
 }
