@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/snavio/snavio/internal/config"
 )
 
 // OperatorTokenFile is the operator token's file name in a local data
@@ -91,7 +93,7 @@ func NewLocal(endpoint string, token func() (string, error), hc *http.Client) *L
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
 	endpoint = strings.TrimRight(endpoint, "/")
-	return &Local{target: Target{Kind: "local", Endpoint: endpoint}, endpoint: endpoint, token: token, http: hc}
+	return &Local{target: Target{Kind: config.KindLocal, Endpoint: endpoint}, endpoint: endpoint, token: token, http: hc}
 }
 
 // Target implements Platform.
