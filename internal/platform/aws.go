@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -204,8 +205,8 @@ func (c *AWS) GetReplay(context.Context, string) (wire.ReplayAudit, error) {
 }
 
 // Explain implements Platform.
-func (c *AWS) Explain(context.Context, wire.ExplainRequest) (wire.ExplainTrace, error) {
-	return wire.ExplainTrace{}, notAvailable("send --explain")
+func (c *AWS) Explain(context.Context, wire.ExplainRequest) (dispatch.Trace, error) {
+	return dispatch.Trace{}, notAvailable("send --explain")
 }
 
 // idKind is the kind of record id names ("route", "acl", ...), as the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -311,8 +312,8 @@ func (a *Local) GetReplay(ctx context.Context, id string) (wire.ReplayAudit, err
 }
 
 // Explain implements Platform.
-func (a *Local) Explain(ctx context.Context, req wire.ExplainRequest) (wire.ExplainTrace, error) {
-	var tr wire.ExplainTrace
+func (a *Local) Explain(ctx context.Context, req wire.ExplainRequest) (dispatch.Trace, error) {
+	var tr dispatch.Trace
 	err := a.do(ctx, http.MethodPost, pathExplain, nil, req, &tr)
 	return tr, err
 }

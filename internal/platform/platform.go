@@ -13,6 +13,7 @@ import (
 
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -130,7 +131,7 @@ type Platform interface {
 	GetReplay(ctx context.Context, id string) (wire.ReplayAudit, error)
 
 	// Explain is the dispatcher's decision trace for a signed command.
-	Explain(ctx context.Context, req wire.ExplainRequest) (wire.ExplainTrace, error)
+	Explain(ctx context.Context, req wire.ExplainRequest) (dispatch.Trace, error)
 }
 
 // New returns the platform of s's profile kind. lookupEnv reads the

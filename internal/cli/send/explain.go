@@ -9,11 +9,12 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch"
 )
 
 // Trace is the dispatcher's decision trace as the platform returns it,
 // printed one row per check.
-type Trace wire.ExplainTrace
+type Trace dispatch.Trace
 
 // TableHeader implements output.Tabular.
 func (Trace) TableHeader() []string {
@@ -33,7 +34,7 @@ func (t Trace) TableRows() [][]string {
 	}
 	detail := t.Reason
 	if t.Path != "" {
-		detail = t.Path + " path"
+		detail = string(t.Path) + " path"
 	}
 	if t.Escalation != "" {
 		detail += " (escalated: " + t.Escalation + ")"
@@ -44,7 +45,7 @@ func (t Trace) TableRows() [][]string {
 	if !t.ThrottleUntil.IsZero() {
 		detail += "; throttle_until " + t.ThrottleUntil.UTC().Format(time.RFC3339Nano)
 	}
-	return append(rows, []string{"outcome", "", t.Outcome, detail, "-"})
+	return append(rows, []string{"outcome", "", string(t.Outcome), detail, "-"})
 }
 
 // explain prints the dispatcher's trace for the signed command detail.
