@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -218,11 +219,6 @@ func (a *API) actor(p Principal) registry.Actor {
 	return registry.Actor{Who: p.Name, At: a.o.Clock.Now()}
 }
 
-// Items is a list of registry records.
-type Items struct {
-	Items []registry.Item `json:"items"`
-}
-
 func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var kinds []registry.Kind
 	if k := r.URL.Query().Get("kind"); k != "" {
@@ -248,7 +244,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err != nil {
 		return err
 	}
-	out := Items{Items: []registry.Item{}}
+	out := wire.RegistryItems{Items: []registry.Item{}}
 	for _, it := range items(&d) {
 		if f.match(it) && canRead(p, itemTenant(it)) {
 			out.Items = append(out.Items, it)
@@ -374,14 +370,8 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
 	return nil
 }
 
-// PutRequest is the body of PUT /v1/registry/item: the record, with the
-// stored version it replaces (0 to create).
-type PutRequest struct {
-	Item registry.Item `json:"item"`
-}
-
 func (a *API) put(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req PutRequest
+	var req wire.RegistryPutRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -433,11 +423,6 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, p Principal) error 
 	return nil
 }
 
-// History is a record's changelog, newest first.
-type History struct {
-	Changes []registry.Change `json:"changes"`
-}
-
 func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error {
 	id, err := idParam(r)
 	if err != nil {
@@ -464,26 +449,12 @@ func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error
 		}
 		cs[i] = redactChange(cs[i])
 	}
-	writeJSON(w, http.StatusOK, History{Changes: cs})
+	writeJSON(w, http.StatusOK, wire.RegistryHistory{Changes: cs})
 	return nil
 }
 
-// ApplyRequest is the body of POST /v1/registry/apply: the routes and ACLs
-// a spec file declares.
-type ApplyRequest struct {
-	Items  []registry.Item `json:"items"`
-	Prune  bool            `json:"prune"`
-	DryRun bool            `json:"dry_run"`
-}
-
-// ApplyResult is the plan and, unless a dry run, the changes made.
-type ApplyResult struct {
-	Plan    spec.Plan         `json:"plan"`
-	Applied []registry.Change `json:"applied"`
-}
-
 func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req ApplyRequest
+	var req wire.ApplyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -513,7 +484,7 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err := a.testRouting(r.Context(), touched); err != nil {
 		return err
 	}
-	res := ApplyResult{Plan: plan, Applied: []registry.Change{}}
+	res := wire.ApplyResult{Plan: plan, Applied: []registry.Change{}}
 	if req.DryRun {
 		writeJSON(w, http.StatusOK, res)
 		return nil
@@ -556,15 +527,8 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// RevokeRequest names the ACL grant to revoke.
-type RevokeRequest struct {
-	Source  string `json:"source"`
-	Target  string `json:"target"`
-	Command string `json:"command"`
-}
-
 func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req RevokeRequest
+	var req wire.ACLRevokeRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -588,22 +552,6 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error 
 	return nil
 }
 
-// KeyRequest names a producing service.
-type KeyRequest struct {
-	Source string `json:"source"`
-	// ActivateAt, for rotate, is when the new version becomes current
-	// (default now).
-	ActivateAt time.Time `json:"activate_at,omitzero"`
-}
-
-// KeyResult is a new key version; the secret is shown this once.
-type KeyResult struct {
-	Source    string    `json:"source"`
-	VersionID string    `json:"version_id"`
-	Secret    []byte    `json:"secret"`
-	Activated time.Time `json:"activated_at"`
-}
-
 func newSecret() ([]byte, error) {
 	b := make([]byte, signing.MinSecretLen)
 	if _, err := rand.Read(b); err != nil {
@@ -613,7 +561,7 @@ func newSecret() ([]byte, error) {
 }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req KeyRequest
+	var req wire.KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -631,12 +579,12 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) err
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &registry.ServiceKey{Source: req.Source, Versions: []registry.KeyVersion{v}}}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	writeJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 
 func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) error {
-	var req KeyRequest
+	var req wire.KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -672,7 +620,7 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	writeJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 

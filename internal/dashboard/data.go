@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/telemetryapi"
-	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -172,7 +171,7 @@ var Outcomes = []struct{ Event, Label, Color string }{
 }
 
 // maxChartPages bounds the telemetry the chart reads (pages of
-// telemetryapi.MaxLimit records); past it the chart says it is partial.
+// wire.TelemetryMaxLimit records); past it the chart says it is partial.
 const maxChartPages = 100
 
 // Throughput is commands per minute by outcome over the last hour.
@@ -190,19 +189,19 @@ type Throughput struct {
 // outcomes per minute, per route, the failures, skews and fairness events.
 func (d *Dashboard) readHour(ctx context.Context, p server.Principal, now time.Time) (*hour, error) {
 	h := newHour(now.Truncate(time.Minute).Add(-59 * time.Minute))
-	q := url.Values{"since": {h.all.Start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
+	q := url.Values{"since": {h.all.Start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(wire.TelemetryMaxLimit)}}
 	for range maxChartPages {
-		var page telemetryapi.Page
+		var page wire.TelemetryPage
 		if err := d.call(ctx, p, "/v1/telemetry?"+q.Encode(), &page); err != nil {
 			return h, err
 		}
 		for _, r := range page.Records {
 			h.add(r.At, r.Event)
 		}
-		if len(page.Records) < telemetryapi.MaxLimit {
+		if len(page.Records) < wire.TelemetryMaxLimit {
 			return h, nil
 		}
-		q = url.Values{"after": {strconv.FormatUint(page.NextAfter, 10)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
+		q = url.Values{"after": {strconv.FormatUint(page.NextAfter, 10)}, "limit": {strconv.Itoa(wire.TelemetryMaxLimit)}}
 	}
 	h.all.Partial = true
 	return h, nil
@@ -232,7 +231,7 @@ type Page struct {
 	Bans            []Ban
 	Fairness        []FairnessEvent
 	Snapshots       []Snapshot
-	Replays         []replay.Audit
+	Replays         []wire.ReplayAudit
 	// Errors names the panels that could not be read, and why.
 	Errors map[string]string
 }

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -214,18 +214,18 @@ func (d *Dashboard) snapshots(ctx context.Context, p server.Principal, now time.
 
 // replayList is GET /v1/replays's answer.
 type replayList struct {
-	Replays []replay.Audit `json:"replays"`
+	Replays []wire.ReplayAudit `json:"replays"`
 }
 
 // maxReplays bounds the replay audits the page lists, newest first.
 const maxReplays = 20
 
-func (d *Dashboard) replays(ctx context.Context, p server.Principal) ([]replay.Audit, error) {
+func (d *Dashboard) replays(ctx context.Context, p server.Principal) ([]wire.ReplayAudit, error) {
 	var l replayList
 	if err := d.call(ctx, p, "/v1/replays", &l); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(l.Replays, func(a, b replay.Audit) int { return b.StartedAt.Compare(a.StartedAt) })
+	slices.SortFunc(l.Replays, func(a, b wire.ReplayAudit) int { return b.StartedAt.Compare(a.StartedAt) })
 	if len(l.Replays) > maxReplays {
 		l.Replays = l.Replays[:maxReplays]
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -105,7 +105,7 @@ func panelFixture(t *testing.T) *fixture {
 		"/v1/snapshots": `{"key_id":"k","documents":[{"kind":"full","latest":"` + snapshot.VersionIDAt(now.Add(-10*time.Minute)) + `","bytes":2048,"versions":3},{"kind":"acl","versions":0}]}`,
 		"/v1/replays":   `{"replays":[{"id":"r-1","origin":"dlq:demo-orders-dlq","reason":"INC-7","operator":"operator","status":"completed","planned":4,"sent":4,"started_at":"2026-11-21T12:00:00Z"}]}`,
 	}
-	f.api.telem["demo"] = append(f.api.telem["demo"], telemetryapi.Record{Seq: 3, Tenant: "demo", At: now.Add(-time.Minute),
+	f.api.telem["demo"] = append(f.api.telem["demo"], wire.TelemetryRecord{Seq: 3, Tenant: "demo", At: now.Add(-time.Minute),
 		Event: json.RawMessage(`{"event":"snavio.command.invalid","source":"demo/app","reason":"bad_signature"}`)})
 	return f
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/sqsapi"
@@ -150,18 +151,9 @@ func (t *tenantPolls) LastPoll(source string) (time.Time, bool) {
 	return t.p.LastPoll(tenant)
 }
 
-// Whoami is the answer of GET /v1/whoami: who the token is, and the
-// server's clock (for `snavio doctor`'s skew check).
-type Whoami struct {
-	Principal  string    `json:"principal"`
-	Operator   bool      `json:"operator"`
-	Tenant     string    `json:"tenant,omitempty"`
-	ServerTime time.Time `json:"server_time"`
-}
-
 func (s *Serve) whoami(w http.ResponseWriter, r *http.Request) {
 	p, _ := server.PrincipalFrom(r.Context())
-	b, _ := json.Marshal(Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
+	b, _ := json.Marshal(wire.Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)

@@ -38,9 +38,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -61,9 +60,6 @@ const (
 	DefaultMaxCredentials = 10000
 	DefaultMaxBody        = 4 << 10
 )
-
-// Notice is said with every new credential.
-const Notice = "the secret access key is shown once and never again: give it to the tenant's producers now (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); revoke it with `snavio tenant credentials revoke ACCESS_KEY_ID`"
 
 // Options configure New.
 type Options struct {
@@ -109,69 +105,29 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/credentials/{id}", a.revoke)
 }
 
-// CreateRequest is the body of POST /v1/credentials.
-type CreateRequest struct {
-	// Tenant is the tenant whose sources the credential may put.
-	Tenant string `json:"tenant"`
-}
-
-// CheckAccessKeyID validates an access key id given as input (named by what).
-func CheckAccessKeyID(what, id string) error {
-	if !server.ValidAccessKeyID(id) {
-		return fmt.Errorf("%s %q is not an ingress access key id: ids are %s followed by 16 characters of A-Z and 2-7; list them with `snavio tenant credentials list`", what, id, server.AccessKeyIDPrefix)
-	}
-	return nil
-}
-
 // DecodeCreateRequest parses and validates the body of POST
 // /v1/credentials: one JSON object, no unknown fields, a valid tenant id.
-func DecodeCreateRequest(b []byte) (CreateRequest, error) {
+func DecodeCreateRequest(b []byte) (wire.CredentialCreateRequest, error) {
 	if strings.TrimSpace(string(b)) == "" {
-		return CreateRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
+		return wire.CredentialCreateRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
 	}
-	var req CreateRequest
+	var req wire.CredentialCreateRequest
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return CreateRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
+		return wire.CredentialCreateRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
 	}
 	if dec.More() {
-		return CreateRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
+		return wire.CredentialCreateRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
 	}
-	if err := tokenapi.CheckTenant("tenant", req.Tenant); err != nil {
-		return CreateRequest{}, err
+	if err := wire.CheckTenant("tenant", req.Tenant); err != nil {
+		return wire.CredentialCreateRequest{}, err
 	}
 	return req, nil
 }
 
-// Credential is a credential as listed: never the secret.
-type Credential struct {
-	AccessKeyID string    `json:"access_key_id"`
-	Tenant      string    `json:"tenant"`
-	Created     time.Time `json:"created"`
-}
-
-func credentialOf(i server.CredentialInfo) Credential {
-	return Credential{AccessKeyID: i.AccessKeyID, Tenant: i.Tenant, Created: i.Created}
-}
-
-// Created is the answer of POST /v1/credentials: the only answer that
-// carries a secret.
-type Created struct {
-	Credential
-	SecretAccessKey string `json:"secret_access_key"`
-	Notice          string `json:"notice"`
-}
-
-// List is the answer of GET /v1/credentials.
-type List struct {
-	Credentials []Credential `json:"credentials"`
-}
-
-// Revoked is the answer of DELETE /v1/credentials/{id}.
-type Revoked struct {
-	Credential
-	Revoked bool `json:"revoked"`
+func credentialOf(i server.CredentialInfo) wire.Credential {
+	return wire.Credential{AccessKeyID: i.AccessKeyID, Tenant: i.Tenant, Created: i.Created}
 }
 
 // allowed checks that the caller may act for tenant; it answers and
@@ -226,7 +182,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("ingress credential created", "by", p.String(), "tenant", c.Tenant, "access_key_id", c.AccessKeyID)
-	server.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: Notice})
+	server.WriteJSON(w, http.StatusCreated, wire.CredentialCreated{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: wire.CredentialNotice})
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -237,7 +193,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
-		if err := tokenapi.CheckTenant("tenant", tenant); err != nil {
+		if err := wire.CheckTenant("tenant", tenant); err != nil {
 			server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass ?tenant=<tenant> or omit it")
 			return
 		}
@@ -250,7 +206,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := List{Credentials: []Credential{}}
+	out := wire.CredentialList{Credentials: []wire.Credential{}}
 	for _, c := range a.o.Credentials.List() {
 		if tenant == "" || c.Tenant == tenant {
 			out.Credentials = append(out.Credentials, credentialOf(c))
@@ -261,7 +217,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := CheckAccessKeyID("access key id", id); err != nil {
+	if err := wire.CheckAccessKeyID("access key id", id); err != nil {
 		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass an access key id from GET /v1/credentials")
 		return
 	}
@@ -288,5 +244,5 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("ingress credential revoked", "by", p.String(), "tenant", info.Tenant, "access_key_id", id)
-	server.WriteJSON(w, http.StatusOK, Revoked{Credential: credentialOf(info), Revoked: true})
+	server.WriteJSON(w, http.StatusOK, wire.CredentialRevoked{Credential: credentialOf(info), Revoked: true})
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -66,19 +67,6 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/delivery-keys/{target}", server.RequireOperator(http.HandlerFunc(a.get)))
 }
 
-// Key is the answer: what a target's consumer needs to verify its messages.
-type Key struct {
-	Target string `json:"target"`
-	// KeyID is the value of the snavio.signature_key attribute the
-	// target's messages carry.
-	KeyID string `json:"key_id"`
-	// Key is the HMAC-SHA256 key, base64url without padding.
-	Key    string `json:"key"`
-	Scheme string `json:"scheme"`
-	// Routes counts the routes delivering to the target.
-	Routes int `json:"routes"`
-}
-
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	target := r.PathValue("target")
 	if !envelope.ValidTarget(target) {
@@ -108,7 +96,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "name a valid target")
 		return
 	}
-	b, _ := json.Marshal(Key{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
+	b, _ := json.Marshal(wire.DeliveryKey{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

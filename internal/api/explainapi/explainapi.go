@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -51,20 +52,13 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/explain", a.explain)
 }
 
-// Request is the body of POST /v1/explain: the bus source and the event
-// detail (the signed envelope) exactly as they would be put on the bus.
-type Request struct {
-	Source string `json:"source"`
-	Detail string `json:"detail"`
-}
-
 func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 	p, ok := server.PrincipalFrom(r.Context())
 	if !ok {
 		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
 		return
 	}
-	var req Request
+	var req wire.ExplainRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {

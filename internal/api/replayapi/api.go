@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -172,63 +173,6 @@ func (a *API) Close() {
 	}
 }
 
-// Request starts a replay (and plans one).
-type Request struct {
-	// From is "archive" or "dlq:<queue>".
-	From string `json:"from"`
-	// Start and End bound when commands were received (archive) or first
-	// queued (DLQ). The archive needs Start; its End defaults to now.
-	Start time.Time `json:"start,omitzero"`
-	End   time.Time `json:"end,omitzero"`
-	// Source, Target and Command filter; FailureReason filters a DLQ by
-	// the reason its messages carry.
-	Source        string `json:"source,omitempty"`
-	Target        string `json:"target,omitempty"`
-	Command       string `json:"command,omitempty"`
-	FailureReason string `json:"failure_reason,omitempty"`
-	// Reason is why: audited, and carried as replay_reason.
-	Reason string `json:"reason"`
-	// Dedupe is keep-id (default) or new-id.
-	Dedupe string `json:"dedupe,omitempty"`
-	// Rate is commands per second (0: no limit).
-	Rate float64 `json:"rate,omitzero"`
-	// Limit stops the run after that many commands (paused, resumable).
-	Limit int `json:"limit,omitzero"`
-}
-
-// ResumeRequest resumes a replay.
-type ResumeRequest struct {
-	Limit int `json:"limit,omitzero"`
-}
-
-// Update is one line of a run's NDJSON answer: "started" once the audit is
-// recorded, "progress" after each batch, "finished" last (with the error
-// that ended the run, if any).
-type Update struct {
-	Event  string       `json:"event"`
-	Replay replay.Audit `json:"replay"`
-	Error  string       `json:"error,omitempty"`
-}
-
-// Update events.
-const (
-	EventStarted  = "started"
-	EventProgress = "progress"
-	EventFinished = "finished"
-)
-
-// PlanResponse is the answer of POST /v1/replays/plan.
-type PlanResponse struct {
-	Plan replay.Plan `json:"plan"`
-	// End is the end of the archive range the run would use.
-	End time.Time `json:"end,omitzero"`
-}
-
-// List is the answer of GET /v1/replays.
-type List struct {
-	Replays []replay.Audit `json:"replays"`
-}
-
 type apiErr struct {
 	status   int
 	msg, fix string
@@ -273,22 +217,22 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // prepared is a validated request.
 type prepared struct {
-	origin replay.Origin
+	origin wire.ReplayOrigin
 	opts   replay.Options
 }
 
-func (a *API) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
-	origin, err := replay.ParseOrigin(req.From)
+func (a *API) prepare(ctx context.Context, req wire.ReplayRequest, operator string) (prepared, error) {
+	origin, err := wire.ParseReplayOrigin(req.From)
 	if err != nil {
 		return prepared{}, bad(err.Error(), "pass --from archive or --from dlq:QUEUE")
 	}
 	now := a.o.Clock.Now()
-	mode, err := replay.ParseDedupeMode(req.Dedupe)
+	mode, err := wire.ParseReplayDedupeMode(req.Dedupe)
 	if err != nil {
 		return prepared{}, bad(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
 	}
 	opts := replay.Options{
-		Filter: replay.Filter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
+		Filter: wire.ReplayFilter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
 			Start: req.Start.UTC(), End: req.End.UTC()},
 		Reason: req.Reason, Operator: operator, Dedupe: mode, DedupeTTL: a.o.DedupeTTL, Rate: req.Rate, Limit: req.Limit,
 	}
@@ -345,7 +289,7 @@ func operatorName(r *http.Request) string {
 }
 
 func (a *API) plan(w http.ResponseWriter, r *http.Request) {
-	var req Request
+	var req wire.ReplayRequest
 	if err := decode(r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -370,7 +314,7 @@ func (a *API) plan(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, PlanResponse{Plan: plan, End: p.opts.Filter.End})
+	writeJSON(w, wire.ReplayPlanResponse{Plan: plan, End: p.opts.Filter.End})
 }
 
 // claim registers a run of id; false if it runs already or the API is
@@ -411,14 +355,14 @@ func (a *API) runContext(r *http.Request) (context.Context, context.CancelFunc) 
 }
 
 // stream answers 200 with NDJSON updates and returns the writer.
-func stream(w http.ResponseWriter) func(Update) {
+func stream(w http.ResponseWriter) func(wire.ReplayUpdate) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	return func(u Update) {
+	return func(u wire.ReplayUpdate) {
 		u.Replay = strip(u.Replay)
 		_ = enc.Encode(u)
 		_ = rc.Flush()
@@ -426,7 +370,7 @@ func stream(w http.ResponseWriter) func(Update) {
 }
 
 func (a *API) start(w http.ResponseWriter, r *http.Request) {
-	var req Request
+	var req wire.ReplayRequest
 	if err := decode(r, &req); err != nil {
 		a.fail(w, err)
 		return
@@ -478,13 +422,13 @@ func (a *API) start(w http.ResponseWriter, r *http.Request) {
 	a.run(ctx, w, e, src, audit, p.opts.Limit)
 }
 
-func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
+func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit wire.ReplayAudit, limit int) {
 	send := stream(w)
-	send(Update{Event: EventStarted, Replay: audit})
-	final, err := e.Run(ctx, src, audit, limit, func(p replay.Audit) {
-		send(Update{Event: EventProgress, Replay: p})
+	send(wire.ReplayUpdate{Event: wire.ReplayEventStarted, Replay: audit})
+	final, err := e.Run(ctx, src, audit, limit, func(p wire.ReplayAudit) {
+		send(wire.ReplayUpdate{Event: wire.ReplayEventProgress, Replay: p})
 	})
-	u := Update{Event: EventFinished, Replay: final}
+	u := wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: final}
 	if err != nil {
 		u.Error = err.Error()
 	}
@@ -507,7 +451,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, ae)
 		return
 	}
-	var req ResumeRequest
+	var req wire.ReplayResumeRequest
 	if r.ContentLength != 0 {
 		if err := decode(r, &req); err != nil {
 			a.fail(w, err)
@@ -527,7 +471,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, &apiErr{http.StatusConflict, err.Error(), "see `snavio replay show " + id + "`"})
 		return
 	}
-	origin, err := replay.ParseOrigin(audit.Origin)
+	origin, err := wire.ParseReplayOrigin(audit.Origin)
 	if err != nil {
 		a.fail(w, fmt.Errorf("replay %s has a corrupt origin: %w", id, err))
 		return
@@ -543,7 +487,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	src, err := a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease, view)
+	src, err := a.source(prepared{origin: origin, opts: replay.AuditOptions(&audit)}, a.o.Lease, view)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -555,7 +499,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.release(id)
-	audit.Status, audit.Resumes, audit.Error = replay.StatusRunning, audit.Resumes+1, ""
+	audit.Status, audit.Resumes, audit.Error = wire.ReplayRunning, audit.Resumes+1, ""
 	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", operatorName(r))
 	a.run(ctx, w, e, src, audit, req.Limit)
 }
@@ -563,9 +507,9 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 // view is an audit as the API shows it: without the sent ids (a resume
 // reads them from the store), and a run that is recorded as running but
 // runs nowhere (the server stopped under it) as interrupted.
-func (a *API) view(au replay.Audit) replay.Audit {
-	if au.Status == replay.StatusRunning && !a.running(au.ID) {
-		au.Status = replay.StatusInterrupted
+func (a *API) view(au wire.ReplayAudit) wire.ReplayAudit {
+	if au.Status == wire.ReplayRunning && !a.running(au.ID) {
+		au.Status = wire.ReplayInterrupted
 		if au.Error == "" {
 			au.Error = "the server stopped during the replay: resume it with --resume " + au.ID
 		}
@@ -573,7 +517,7 @@ func (a *API) view(au replay.Audit) replay.Audit {
 	return strip(au)
 }
 
-func strip(au replay.Audit) replay.Audit {
+func strip(au wire.ReplayAudit) wire.ReplayAudit {
 	au.Sent = nil
 	au.Cursor = ""
 	return au
@@ -585,7 +529,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	out := List{Replays: make([]replay.Audit, 0, len(all))}
+	out := wire.ReplayList{Replays: make([]wire.ReplayAudit, 0, len(all))}
 	for _, au := range all {
 		out.Replays = append(out.Replays, a.view(au))
 	}

@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -128,14 +129,6 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/telemetry/ack", a.ack)
 }
 
-// Ack is the body of POST /v1/telemetry/ack: the tenant's consumer has
-// everything up to Seq. Acknowledged records count as consumed: when they
-// age out of retention no snavio.telemetry.dropped is raised for them.
-type Ack struct {
-	Tenant string `json:"tenant"`
-	Seq    uint64 `json:"seq"`
-}
-
 // ack moves a tenant's consumer cursor (never backwards). A tenant acks
 // its own stream; the operator any.
 func (a *API) ack(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +136,7 @@ func (a *API) ack(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in Ack
+	var in wire.TelemetryAck
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
@@ -371,9 +364,9 @@ func (a *API) seek(ctx context.Context, tenant string, since time.Time) (uint64,
 }
 
 func (a *API) answer(w http.ResponseWriter, tenant string, after uint64, recs []embedded.TelemetryRecord) {
-	page := Page{Records: make([]Record, len(recs)), NextAfter: after, ServerTime: a.o.Clock.Now().UTC()}
+	page := wire.TelemetryPage{Records: make([]wire.TelemetryRecord, len(recs)), NextAfter: after, ServerTime: a.o.Clock.Now().UTC()}
 	for i, r := range recs {
-		page.Records[i] = Record{Seq: r.Seq, Tenant: r.Tenant, At: r.AppendedAt.UTC(), Event: r.Event}
+		page.Records[i] = wire.TelemetryRecord{Seq: r.Seq, Tenant: r.Tenant, At: r.AppendedAt.UTC(), Event: r.Event}
 		if tenant == "" {
 			page.Records[i].Global = r.Global
 			page.NextAfter = r.Global
@@ -418,12 +411,12 @@ func (a *API) streams(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, r, err)
 		return
 	}
-	out := Streams{Streams: []Stream{}, ServerTime: a.o.Clock.Now().UTC()}
+	out := wire.TelemetryStreams{Streams: []wire.TelemetryStream{}, ServerTime: a.o.Clock.Now().UTC()}
 	for _, s := range all {
 		if tenant != "" && s.Tenant != tenant {
 			continue
 		}
-		out.Streams = append(out.Streams, Stream{
+		out.Streams = append(out.Streams, wire.TelemetryStream{
 			Tenant: s.Tenant, LastSeq: s.LastSeq, Cursor: s.Cursor, Stored: s.Stored, Unconsumed: s.Unconsumed,
 			Oldest: timePtr(s.Oldest), OldestUnconsumed: timePtr(s.OldestUnconsumed), LastAckAt: timePtr(s.LastAckAt),
 		})

@@ -38,10 +38,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Tokens is the port the API serves: *server.FileTokenStore implements it,
@@ -62,13 +61,7 @@ const (
 	DefaultMaxTokens = 10000
 	// DefaultMaxBody bounds a request body.
 	DefaultMaxBody = 4 << 10
-	// IDPrefix starts every token id; 12 lowercase hex digits follow.
-	IDPrefix = "tok_"
-	idHexLen = 12
 )
-
-// Notice is said with every new token.
-const Notice = "this token is shown once and never again: hand it to the tenant now (it goes in SNAVIO_TOKEN); revoke it with `snavio token revoke ID`"
 
 // Options configure New.
 type Options struct {
@@ -115,84 +108,29 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/tokens/{id}", a.revoke)
 }
 
-// IssueRequest is the body of POST /v1/tokens.
-type IssueRequest struct {
-	// Tenant is the one tenant the token acts as: the part of a bus
-	// source before '/'.
-	Tenant string `json:"tenant"`
-}
-
-// CheckTenant validates a tenant id given as input (named by what, such as
-// "--tenant"), with the fix in the error.
-func CheckTenant(what, tenant string) error {
-	if tenant == "" {
-		return fmt.Errorf("%s is empty: name the tenant, the part of its sources before '/' (demo for demo/app)", what)
-	}
-	if !envelope.ValidTenant(tenant) {
-		return fmt.Errorf("%s %q is not a tenant id: use "+envelope.TenantRule+" (the part of a source before '/')", what, tenant)
-	}
-	return nil
-}
-
-// CheckID validates a token id given as input (named by what).
-func CheckID(what, id string) error {
-	hexPart, ok := strings.CutPrefix(id, IDPrefix)
-	if !ok || len(hexPart) != idHexLen || strings.Trim(hexPart, "0123456789abcdef") != "" {
-		return fmt.Errorf("%s %q is not a token id: ids are %s followed by %d lowercase hex digits; list them with `snavio token list`", what, id, IDPrefix, idHexLen)
-	}
-	return nil
-}
-
 // DecodeIssueRequest parses and validates the body of POST /v1/tokens: one
 // JSON object, no unknown fields, a valid tenant id.
-func DecodeIssueRequest(b []byte) (IssueRequest, error) {
+func DecodeIssueRequest(b []byte) (wire.TokenIssueRequest, error) {
 	if strings.TrimSpace(string(b)) == "" {
-		return IssueRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
+		return wire.TokenIssueRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
 	}
-	var req IssueRequest
+	var req wire.TokenIssueRequest
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return IssueRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
+		return wire.TokenIssueRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
 	}
 	if dec.More() {
-		return IssueRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
+		return wire.TokenIssueRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
 	}
-	if err := CheckTenant("tenant", req.Tenant); err != nil {
-		return IssueRequest{}, err
+	if err := wire.CheckTenant("tenant", req.Tenant); err != nil {
+		return wire.TokenIssueRequest{}, err
 	}
 	return req, nil
 }
 
-// Token is an issued token as listed: never the secret, nor its digest.
-type Token struct {
-	ID      string    `json:"id"`
-	Tenant  string    `json:"tenant"`
-	Created time.Time `json:"created"`
-}
-
-func tokenOf(i server.TokenInfo) Token {
-	return Token{ID: i.ID, Tenant: i.Tenant, Created: i.Created}
-}
-
-// Issued is the answer of POST /v1/tokens: the only answer that carries a
-// token.
-type Issued struct {
-	Token
-	// Secret is the bearer token itself.
-	Secret string `json:"token"`
-	Notice string `json:"notice"`
-}
-
-// List is the answer of GET /v1/tokens.
-type List struct {
-	Tokens []Token `json:"tokens"`
-}
-
-// Revoked is the answer of DELETE /v1/tokens/{id}.
-type Revoked struct {
-	Token
-	Revoked bool `json:"revoked"`
+func tokenOf(i server.TokenInfo) wire.Token {
+	return wire.Token{ID: i.ID, Tenant: i.Tenant, Created: i.Created}
 }
 
 func principal(w http.ResponseWriter, r *http.Request) (server.Principal, bool) {
@@ -249,7 +187,7 @@ func (a *API) issue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("tenant token issued", "by", p.String(), "tenant", info.Tenant, "id", info.ID)
-	writeJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: Notice})
+	writeJSON(w, http.StatusCreated, wire.TokenIssued{Token: tokenOf(info), Secret: secret, Notice: wire.TokenNotice})
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +197,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
-		if err := CheckTenant("tenant", tenant); err != nil {
+		if err := wire.CheckTenant("tenant", tenant); err != nil {
 			server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass ?tenant=<tenant> or omit it")
 			return
 		}
@@ -272,7 +210,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		}
 		tenant = p.Tenant
 	}
-	out := List{Tokens: []Token{}}
+	out := wire.TokenList{Tokens: []wire.Token{}}
 	for _, t := range a.o.Tokens.List() {
 		if tenant == "" || t.Tenant == tenant {
 			out.Tokens = append(out.Tokens, tokenOf(t))
@@ -287,7 +225,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := CheckID("token id", id); err != nil {
+	if err := wire.CheckTokenID("token id", id); err != nil {
 		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass an id from GET /v1/tokens")
 		return
 	}
@@ -307,7 +245,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Logger.Info("tenant token revoked", "by", p.String(), "tenant", found.Tenant, "id", id)
-	writeJSON(w, http.StatusOK, Revoked{Token: tokenOf(found), Revoked: true})
+	writeJSON(w, http.StatusOK, wire.TokenRevoked{Token: tokenOf(found), Revoked: true})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -2,7 +2,6 @@ package completion
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -10,15 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // Timeout bounds the request a shell completion makes: a slow or
 // unreachable endpoint must not hang the shell.
 const Timeout = time.Second
 
-// API returns the control API client of the profile.
-type API func() (*platform.API, error)
+// API returns the platform of the profile.
+type API func() (platform.Platform, error)
 
 // Names completes the names the registry knows, read from the profile's
 // endpoint as the profile's principal, within Timeout; nothing when the
@@ -40,13 +38,11 @@ func (n Names) known(ctx context.Context) (targets, tenants, sources []string) {
 	if err != nil {
 		return nil, nil, nil
 	}
-	var l struct {
-		Items []registry.Item `json:"items"`
-	}
-	if err := api.Do(ctx, http.MethodGet, "/v1/registry", nil, nil, &l); err != nil {
+	items, err := api.ListRegistry(ctx, "", platform.RegistryFilter{})
+	if err != nil {
 		return nil, nil, nil
 	}
-	for _, it := range l.Items {
+	for _, it := range items {
 		var source string
 		switch {
 		case it.Route != nil:

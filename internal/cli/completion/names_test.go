@@ -20,8 +20,8 @@ func registryServer(t *testing.T, h http.HandlerFunc) API {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	api := platform.NewAPI(srv.URL, func() (string, error) { return "tok", nil }, nil)
-	return func() (*platform.API, error) { return api, nil }
+	api := platform.NewLocal(srv.URL, func() (string, error) { return "tok", nil }, nil)
+	return func() (platform.Platform, error) { return api, nil }
 }
 
 func items(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +70,7 @@ func TestNamesCompleteNothingOnFailure(t *testing.T) {
 	hung := make(chan struct{})
 	t.Cleanup(func() { close(hung) })
 	for name, api := range map[string]API{
-		"refused":     func() (*platform.API, error) { return platform.NewAPI(closed, nil, nil), nil },
+		"refused":     func() (platform.Platform, error) { return platform.NewLocal(closed, nil, nil), nil },
 		"answers 500": registryServer(t, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }),
 		"not JSON":    registryServer(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>")) }),
 		// Never answers: the completion gives up after Timeout.

@@ -12,19 +12,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/credentialapi"
-	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -32,15 +28,15 @@ import (
 
 // Deps are what every credentials command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes (never results).
 	ErrOut io.Writer
 }
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
 }
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
@@ -92,10 +88,10 @@ its own tenant's.`,
 	return cmd
 }
 
-func mapErr(err error) error { return controlapi.MapError(err, "snavio tenant credentials list") }
+func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio tenant credentials list") }
 
 func checkTenant(tenant string) error {
-	if err := tokenapi.CheckTenant("--tenant", tenant); err != nil {
+	if err := wire.CheckTenant("--tenant", tenant); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	return nil
@@ -185,7 +181,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return cmdutil.Usagef("--credentials-file: %v; pass a path in a writable directory", err)
 		}
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -193,11 +189,11 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	var c credentialapi.Created
-	if err := api.Do(ctx, http.MethodPost, "/v1/credentials", nil, credentialapi.CreateRequest{Tenant: o.Tenant}, &c); err != nil {
+	c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
+	if err != nil {
 		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 	}
-	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: credentialapi.Notice}
+	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
 	if o.CredentialsFile != "" {
 		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
 		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {
@@ -224,7 +220,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 }
 
 // Credentials is a list of credentials without secrets.
-type Credentials []credentialapi.Credential
+type Credentials []wire.Credential
 
 // TableHeader implements output.Tabular.
 func (Credentials) TableHeader() []string { return []string{"access key id", "tenant", "created"} }
@@ -275,16 +271,12 @@ tenant's; a tenant token its own tenant's.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var q url.Values
-	if o.Tenant != "" {
-		q = url.Values{"tenant": {o.Tenant}}
-	}
-	var l credentialapi.List
-	if err := api.Do(ctx, http.MethodGet, "/v1/credentials", q, nil, &l); err != nil {
+	l, err := api.ListCredentials(ctx, o.Tenant)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -305,7 +297,7 @@ type RevokeOptions struct {
 }
 
 // Revoked is a revoked credential as printed.
-type Revoked credentialapi.Revoked
+type Revoked wire.CredentialRevoked
 
 // TableHeader implements output.Tabular.
 func (Revoked) TableHeader() []string { return []string{"access key id", "tenant", "revoked"} }
@@ -332,7 +324,7 @@ operator token, or the credential's tenant's token.`,
 		Args: cmdutil.ExactArgs(1, "the ACCESS_KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.AccessKeyID = args[0]
-			if err := credentialapi.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
+			if err := wire.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
 				return &cmdutil.UsageError{Err: err}
 			}
 			if runF != nil {
@@ -344,12 +336,12 @@ operator token, or the credential's tenant's token.`,
 }
 
 func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var r credentialapi.Revoked
-	if err := api.Do(ctx, http.MethodDelete, "/v1/credentials/"+url.PathEscape(o.AccessKeyID), nil, nil, &r); err != nil {
+	r, err := api.RevokeCredential(ctx, o.AccessKeyID)
+	if err != nil {
 		return fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
 	}
 	p, err := o.Printer()

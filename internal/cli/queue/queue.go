@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,19 +17,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
-	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/internal/store/embedded"
 )
 
 // Deps are what every queue command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes (never results); In and CanPrompt serve
 	// purge's confirmation.
 	ErrOut    io.Writer
@@ -44,7 +40,7 @@ type Deps struct {
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt, IsTTY: f.IOStreams.IsStdoutTTY}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt, IsTTY: f.IOStreams.IsStdoutTTY}
 }
 
 // NewCmd builds `snavio queue`.
@@ -73,7 +69,7 @@ create, receive, delete and purge need the operator token.`,
 	return cmd
 }
 
-func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
+func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio queue list") }
 
 // completeQueue completes a first argument with the names of the profile's
 // queues, and nothing on any failure.
@@ -93,12 +89,12 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, completion.Timeout)
 	defer cancel()
-	api, err := d.API()
+	api, err := d.Platform()
 	if err != nil {
 		return nil
 	}
-	var l queueapi.List
-	if err := api.Do(ctx, http.MethodGet, "/v1/queues", url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}, nil, &l); err != nil {
+	l, err := api.ListQueues(ctx, "", wire.QueueMaxPage)
+	if err != nil {
 		return nil
 	}
 	var out []string
@@ -110,13 +106,9 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	return out
 }
 
-func queuePath(name string, rest ...string) string {
-	return "/v1/queues/" + url.PathEscape(name) + strings.Join(rest, "")
-}
-
 // checkQueueArg validates a QUEUE argument before any request.
 func checkQueueArg(name string) error {
-	if err := queueapi.CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	return nil
@@ -134,7 +126,7 @@ func seconds(flag string, d, max time.Duration) (int, error) {
 }
 
 // Queues is a list of queues with their counts.
-type Queues []queueapi.Info
+type Queues []wire.QueueInfo
 
 // TableHeader implements output.Tabular.
 func (Queues) TableHeader() []string {
@@ -188,23 +180,19 @@ oldest ApproximateAgeOfOldestMessage) and settings.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
 	out := Queues{}
 	after := ""
 	for {
-		q := url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page queueapi.List
-		if err := api.Do(ctx, http.MethodGet, "/v1/queues", q, nil, &page); err != nil {
+		page, err := api.ListQueues(ctx, after, wire.QueueMaxPage)
+		if err != nil {
 			return mapErr(err)
 		}
 		out = append(out, page.Queues...)
-		if page.Next == nil || *page.Next <= after || len(out) > embedded.MaxQueues {
+		if page.Next == nil || *page.Next <= after || len(out) > wire.QueueMaxCount {
 			break
 		}
 		after = *page.Next
@@ -260,20 +248,20 @@ receive.`,
 	_ = cmd.RegisterFlagCompletionFunc("dlq", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return queueNames(c.Context(), d, toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
-	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", queueapi.DefaultMaxReceives))
+	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", wire.QueueDefaultMaxReceives))
 	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
-	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
+	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", wire.QueueDefaultMaxDepth))
 	return cmd
 }
 
-func (o *CreateOptions) request() (queueapi.CreateRequest, error) {
-	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+func (o *CreateOptions) request() (wire.QueueCreateRequest, error) {
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, wire.QueueMaxVisibilityTimeout)
 	if err != nil {
-		return queueapi.CreateRequest{}, err
+		return wire.QueueCreateRequest{}, err
 	}
-	req := queueapi.CreateRequest{Name: o.Name, DeadLetterQueue: o.DLQ, MaxReceives: o.MaxReceives, VisibilityTimeoutSeconds: vt, MaxDepth: o.MaxDepth}
-	if _, err := req.Validate(); err != nil {
-		return queueapi.CreateRequest{}, err
+	req := wire.QueueCreateRequest{Name: o.Name, DeadLetterQueue: o.DLQ, MaxReceives: o.MaxReceives, VisibilityTimeoutSeconds: vt, MaxDepth: o.MaxDepth}
+	if _, err := req.Normalize(); err != nil {
+		return wire.QueueCreateRequest{}, err
 	}
 	return req, nil
 }
@@ -283,12 +271,12 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var res queueapi.CreateResult
-	if err := api.Do(ctx, http.MethodPost, "/v1/queues", nil, req, &res); err != nil {
+	res, err := api.CreateQueue(ctx, req)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -310,7 +298,7 @@ type ReceiveOptions struct {
 
 // Messages are received messages, printed with their attributes and
 // receipt handles (a list in JSON; messageTable in a table).
-type Messages []queueapi.Message
+type Messages []wire.QueueMessage
 
 // TableWrap is the width a terminal's receive table fits in: long bodies
 // are wrapped under their label to stay inside it.
@@ -427,22 +415,22 @@ on a terminal, long bodies are wrapped to fit 160 columns.`,
 	return cmd
 }
 
-func (o *ReceiveOptions) request() (queueapi.ReceiveRequest, error) {
+func (o *ReceiveOptions) request() (wire.QueueReceiveRequest, error) {
 	if err := checkQueueArg(o.Queue); err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
-	if o.Max < 1 || o.Max > embedded.MaxReceiveBatch {
-		return queueapi.ReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, embedded.MaxReceiveBatch)
+	if o.Max < 1 || o.Max > wire.QueueMaxReceiveBatch {
+		return wire.QueueReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, wire.QueueMaxReceiveBatch)
 	}
-	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, wire.QueueMaxVisibilityTimeout)
 	if err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
-	wait, err := seconds("wait", o.Wait, queueapi.MaxWait)
+	wait, err := seconds("wait", o.Wait, wire.QueueMaxWait)
 	if err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
-	return queueapi.ReceiveRequest{Max: o.Max, VisibilityTimeoutSeconds: vt, WaitSeconds: wait}, nil
+	return wire.QueueReceiveRequest{Max: o.Max, VisibilityTimeoutSeconds: vt, WaitSeconds: wait}, nil
 }
 
 func runReceive(ctx context.Context, o *ReceiveOptions) error {
@@ -450,12 +438,12 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var got queueapi.Received
-	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/receive"), nil, req, &got); err != nil {
+	got, err := api.ReceiveMessages(ctx, o.Queue, req)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -498,12 +486,12 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 }
 
 // deleteHandles deletes handles in batches of queueapi.MaxDeleteBatch.
-func deleteHandles(ctx context.Context, api *platform.API, queue string, handles []string) ([]queueapi.DeleteOutcome, error) {
-	var out []queueapi.DeleteOutcome
+func deleteHandles(ctx context.Context, api platform.Platform, queue string, handles []string) ([]wire.QueueDeleteOutcome, error) {
+	var out []wire.QueueDeleteOutcome
 	for len(handles) > 0 {
-		n := min(len(handles), queueapi.MaxDeleteBatch)
-		var res queueapi.DeleteResult
-		if err := api.Do(ctx, http.MethodPost, queuePath(queue, "/messages/delete"), nil, queueapi.DeleteRequest{ReceiptHandles: handles[:n]}, &res); err != nil {
+		n := min(len(handles), wire.QueueMaxDeleteBatch)
+		res, err := api.DeleteMessages(ctx, queue, wire.QueueDeleteRequest{ReceiptHandles: handles[:n]})
+		if err != nil {
 			return out, mapErr(err)
 		}
 		out = append(out, res.Results...)
@@ -512,7 +500,7 @@ func deleteHandles(ctx context.Context, api *platform.API, queue string, handles
 	return out, nil
 }
 
-func failures(res []queueapi.DeleteOutcome) []string {
+func failures(res []wire.QueueDeleteOutcome) []string {
 	var out []string
 	for _, r := range res {
 		if !r.Deleted {
@@ -530,7 +518,7 @@ type DeleteOptions struct {
 }
 
 // Outcomes are the results of a delete.
-type Outcomes []queueapi.DeleteOutcome
+type Outcomes []wire.QueueDeleteOutcome
 
 // TableHeader implements output.Tabular.
 func (Outcomes) TableHeader() []string { return []string{"receipt handle", "deleted", "error"} }
@@ -577,8 +565,8 @@ table says which) or the request failed; 2 bad arguments.`,
 				return err
 			}
 			for i, h := range opts.Receipts {
-				if h == "" || len(h) > queueapi.MaxReceiptLen {
-					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, queueapi.MaxReceiptLen)
+				if h == "" || len(h) > wire.QueueMaxReceiptLen {
+					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, wire.QueueMaxReceiptLen)
 				}
 			}
 			if runF != nil {
@@ -590,7 +578,7 @@ table says which) or the request failed; 2 bad arguments.`,
 }
 
 func runDelete(ctx context.Context, o *DeleteOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -653,13 +641,13 @@ and never prompts.`,
 var errNotConfirmed = errors.New("not confirmed")
 
 func runPurge(ctx context.Context, o *PurgeOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
 	if !o.Yes {
-		var in queueapi.Info
-		if err := api.Do(ctx, http.MethodGet, queuePath(o.Queue), nil, nil, &in); err != nil {
+		in, err := api.GetQueue(ctx, o.Queue)
+		if err != nil {
 			return mapErr(err)
 		}
 		fmt.Fprintf(o.ErrOut, "Purge %d visible and %d in-flight messages of %s? This cannot be undone.\nType the queue name to confirm: ", in.Visible, in.InFlight, o.Queue)
@@ -671,8 +659,8 @@ func runPurge(ctx context.Context, o *PurgeOptions) error {
 			return fmt.Errorf("purge of %s %w (the typed name did not match): nothing was deleted", o.Queue, errNotConfirmed)
 		}
 	}
-	var res queueapi.PurgeResult
-	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/purge"), nil, nil, &res); err != nil {
+	res, err := api.PurgeQueue(ctx, o.Queue)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()

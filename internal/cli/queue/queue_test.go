@@ -17,6 +17,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server/servertest"
@@ -48,9 +49,9 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 	fx := &fixture{store: st, out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
 	srv := httptest.NewServer(servertest.Authenticated(mux, servertest.Tenant(&fx.tenant)))
 	t.Cleanup(srv.Close)
-	client := platform.NewAPI(srv.URL, nil, nil)
+	client := platform.NewLocal(srv.URL, nil, nil)
 	fx.deps = Deps{
-		API: func() (*platform.API, error) { return client, nil },
+		Platform: func() (platform.Platform, error) { return client, nil },
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(fx.out, format, output.NewStyles(fx.out, false)), nil
 		},
@@ -75,7 +76,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := create.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var cr queueapi.CreateResult
+	var cr wire.QueueCreateResult
 	if err := json.Unmarshal(fx.out.Bytes(), &cr); err != nil || !cr.Created || cr.VisibilityTimeoutSeconds != 45 || cr.DeadLetterQueue != "mailer-dlq" {
 		t.Fatalf("create = %s (%v)", fx.out, err)
 	}
@@ -90,7 +91,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := list.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var qs []queueapi.Info
+	var qs []wire.QueueInfo
 	if err := json.Unmarshal(fx.out.Bytes(), &qs); err != nil || len(qs) != 2 || qs[0].Name != "mailer" || qs[0].Visible != 2 {
 		t.Fatalf("list = %s (%v)", fx.out, err)
 	}
@@ -101,7 +102,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := recv.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var msgs []queueapi.Message
+	var msgs []wire.QueueMessage
 	if err := json.Unmarshal(fx.out.Bytes(), &msgs); err != nil || len(msgs) != 2 || msgs[0].Attributes["command.source"] != "acme/billing" || msgs[0].ReceiptHandle == "" {
 		t.Fatalf("receive = %s (%v)", fx.out, err)
 	}
@@ -165,7 +166,7 @@ func TestReceiveTableFitsATerminalOf160Columns(t *testing.T) {
 		`"payload":{"sku":"A-1","qty":2,"note":"gift wrap, leave at the door"}}}`
 	attrs := map[string]string{"snavio.command_id": "0f8fad5b-d9cb-469f-a165-70867728950e", "snavio.source": "demo/app", "snavio.target": "orders",
 		"snavio.command_name": "create", "snavio.signature": "v1=" + strings.Repeat("Ab3_", 11), "snavio.signature_key": "delivery-v1"}
-	m := queueapi.Message{ID: "0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", ReceiveCount: 3, SentAt: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
+	m := wire.QueueMessage{ID: "0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", ReceiveCount: 3, SentAt: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC),
 		Attributes: attrs, Body: body, ReceiptHandle: "r1.0193a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b.8c2f6a1e9d3b7c4f"}
 	render := func(wrap int) string {
 		var b bytes.Buffer
@@ -310,7 +311,7 @@ func TestWaitIsSentAsSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, err := got.request()
-	if err != nil || req != (queueapi.ReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
+	if err != nil || req != (wire.QueueReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
 		t.Fatalf("request = %+v, %v", req, err)
 	}
 }
@@ -333,7 +334,7 @@ func TestQueueNamesComplete(t *testing.T) {
 	}
 	// No server: nothing, and no error in the shell.
 	down := fx.deps
-	down.API = func() (*platform.API, error) { return platform.NewAPI("http://127.0.0.1:1", nil, nil), nil }
+	down.Platform = func() (platform.Platform, error) { return platform.NewLocal("http://127.0.0.1:1", nil, nil), nil }
 	if got := queueNames(ctx, down, ""); got != nil {
 		t.Errorf("no server: %q", got)
 	}

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,15 +10,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	engine "github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // PlanView prints a dry run's plan.
 type PlanView struct {
-	engine.Plan
+	wire.ReplayPlan
 	// End is the end of the archive range the run would use.
 	End time.Time `json:"end,omitzero"`
 }
@@ -78,7 +76,7 @@ func stamp(t time.Time) string {
 }
 
 // AuditView prints one replay's audit.
-type AuditView engine.Audit
+type AuditView wire.ReplayAudit
 
 // TableHeader implements output.Tabular.
 func (AuditView) TableHeader() []string { return []string{"field", "value"} }
@@ -117,7 +115,7 @@ func (v AuditView) TableRows() [][]string {
 }
 
 // Audits prints the list of replays.
-type Audits []engine.Audit
+type Audits []wire.ReplayAudit
 
 // TableHeader implements output.Tabular.
 func (Audits) TableHeader() []string {
@@ -155,8 +153,8 @@ interrupted; continue it with snavio replay --resume ID.`,
   snavio replay list --status interrupted -o json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch engine.Status(o.Status) {
-			case "", engine.StatusRunning, engine.StatusPaused, engine.StatusInterrupted, engine.StatusDone, engine.StatusFailed:
+			switch wire.ReplayStatus(o.Status) {
+			case "", wire.ReplayRunning, wire.ReplayPaused, wire.ReplayInterrupted, wire.ReplayDone, wire.ReplayFailed:
 			default:
 				return cmdutil.Usagef("invalid --status %.40q: use running, paused, interrupted, done or failed", o.Status)
 			}
@@ -171,16 +169,16 @@ interrupted; continue it with snavio replay --resume ID.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var l replayapi.List
-	if err := api.Do(ctx, http.MethodGet, "/v1/replays", nil, nil, &l); err != nil {
+	replays, err := api.ListReplays(ctx)
+	if err != nil {
 		return mapErr(err, "")
 	}
 	out := Audits{}
-	for _, a := range l.Replays {
+	for _, a := range replays {
 		if o.Status == "" || string(a.Status) == o.Status {
 			out = append(out, a)
 		}
@@ -221,12 +219,12 @@ func NewCmdShow(d Deps, runF func(context.Context, *ShowOptions) error) *cobra.C
 }
 
 func runShow(ctx context.Context, o *ShowOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var a engine.Audit
-	if err := api.Do(ctx, http.MethodGet, "/v1/replays/"+o.ID, nil, nil, &a); err != nil {
+	a, err := api.GetReplay(ctx, o.ID)
+	if err != nil {
 		return mapErr(err, "")
 	}
 	p, err := o.Printer()

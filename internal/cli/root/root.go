@@ -11,7 +11,6 @@ import (
 	"github.com/snavio/snavio/internal/cli/bench"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/credentials"
 	"github.com/snavio/snavio/internal/cli/dashboard"
 	"github.com/snavio/snavio/internal/cli/dispatch"
@@ -106,7 +105,7 @@ func addAll(cmd *cobra.Command, f *cmdutil.Factory) {
 	for _, t := range helpTopics() {
 		cmd.AddCommand(t)
 	}
-	completion.NewNames(controlapi.Client(f)).Register(cmd)
+	completion.NewNames(f.Platform).Register(cmd)
 }
 
 // commandName returns the first argument that is not a global flag or a

@@ -5,33 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
-// Fetch reads one page of GET /v1/telemetry with query q.
-type Fetch func(ctx context.Context, q url.Values) (telemetryapi.Page, error)
-
-// APIFetch returns the Fetch of a control-API client.
-func APIFetch(api *platform.API) Fetch {
-	return func(ctx context.Context, q url.Values) (telemetryapi.Page, error) {
-		var p telemetryapi.Page
-		err := api.Do(ctx, http.MethodGet, "/v1/telemetry", q, nil, &p)
-		return p, err
-	}
-}
+// Fetch reads one page of a telemetry stream.
+type Fetch func(ctx context.Context, q wire.TelemetryQuery) (wire.TelemetryPage, error)
 
 // Sink receives what a Follower reads. Its methods run on the follower's
 // goroutine, one at a time.
 type Sink interface {
 	// Record takes the next record: each once, in order per tenant.
 	// An error stops the follower and is returned by Run.
-	Record(r telemetryapi.Record) error
+	Record(r wire.TelemetryRecord) error
 	// Heartbeat says the server answered at serverTime.
 	Heartbeat(serverTime time.Time)
 	// Connection reports a change: connected (err nil), or the connection
@@ -109,8 +98,8 @@ func (f *Follower) Run(ctx context.Context) error {
 	if f.Wait <= 0 {
 		f.Wait = 10 * time.Second
 	}
-	if f.Limit <= 0 || f.Limit > telemetryapi.MaxLimit {
-		f.Limit = telemetryapi.MaxLimit
+	if f.Limit <= 0 || f.Limit > wire.TelemetryMaxLimit {
+		f.Limit = wire.TelemetryMaxLimit
 	}
 	if f.Backoff == nil {
 		f.Backoff = Backoff
@@ -126,18 +115,15 @@ func (f *Follower) Run(ctx context.Context) error {
 		attempt   int
 	)
 	for {
-		q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
-		if f.Tenant != "" {
-			q.Set("tenant", f.Tenant)
-		}
+		q := wire.TelemetryQuery{Tenant: f.Tenant, Limit: f.Limit}
 		switch {
 		case hasCursor:
-			q.Set("after", strconv.FormatUint(cursor, 10))
+			q.After, q.HasAfter = cursor, true
 		case !f.Since.IsZero():
-			q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+			q.Since = f.Since
 		}
 		if f.Follow {
-			q.Set("wait", f.Wait.String())
+			q.Wait = f.Wait
 		}
 		page, err := f.Fetch(ctx, q)
 		if ctx.Err() != nil {
@@ -187,7 +173,7 @@ func (f *Follower) Run(ctx context.Context) error {
 
 // take checks r against what was handed over for its tenant: a sequence
 // number already seen is dropped, a jump is reported as a gap.
-func (f *Follower) take(r telemetryapi.Record) bool {
+func (f *Follower) take(r wire.TelemetryRecord) bool {
 	last, seen := f.last[r.Tenant]
 	if seen && r.Seq <= last {
 		f.Duplicates++

@@ -18,6 +18,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
@@ -58,9 +59,9 @@ func newFixture(t *testing.T) *fixture {
 		authed.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	client := platform.NewAPI(srv.URL, nil, nil)
+	client := platform.NewLocal(srv.URL, nil, nil)
 	fx.deps = Deps{
-		API: func() (*platform.API, error) { return client, nil },
+		Platform: func() (platform.Platform, error) { return client, nil },
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(fx.out, fx.format, output.NewStyles(fx.out, false)), nil
 		},
@@ -214,7 +215,7 @@ func TestTenantSeesItsOwn(t *testing.T) {
 	if err := fx.run(t, NewCmdList(fx.deps, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var l []tokenapi.Token
+	var l []wire.Token
 	if err := json.Unmarshal(fx.out.Bytes(), &l); err != nil || len(l) != 1 || l[0].Tenant != "acme" {
 		t.Fatalf("acme's list: %s %v", fx.out, err)
 	}
