@@ -1,7 +1,6 @@
 package awsstore
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -29,8 +28,11 @@ func DecodeOutboxImage(item map[string]types.AttributeValue) (rec OutboxRecord, 
 	if err != nil {
 		return rec, false, fmt.Errorf("awsstore outbox: stream image of %s: %w", tenant, err)
 	}
-	if rec.Seq == 0 {
-		return rec, false, errors.New("awsstore outbox: stream image: sequence number 0: numbers start at 1")
+	switch {
+	case rec.Seq == 0:
+		return rec, false, fmt.Errorf("awsstore outbox: stream image of %s: sequence number 0: numbers start at 1", tenant)
+	case rec.Name == "" || len(rec.Event) == 0:
+		return rec, false, fmt.Errorf("awsstore outbox: stream image of %s seq %d: no event name or no event", tenant, rec.Seq)
 	}
 	return rec, true, nil
 }
