@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
-	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/encoding/cbor"
 
@@ -40,36 +39,11 @@ import (
 // kumoAccount is the account kumo puts in every ARN.
 const kumoAccount = "000000000000"
 
-// kumoBatch stands in for SNS PublishBatch, which kumo lacks: it
-// publishes each entry with Publish and answers per entry as SNS does.
-// It counts the batches it was given (PublishBatch's own wire is tested
-// against a fake SNS in awsstore).
-type kumoBatch struct {
-	c       *sns.Client
-	mu      sync.Mutex
-	batches []int
-}
-
-func (k *kumoBatch) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, _ ...func(*sns.Options)) (*sns.PublishBatchOutput, error) {
-	k.mu.Lock()
-	k.batches = append(k.batches, len(in.PublishBatchRequestEntries))
-	k.mu.Unlock()
-	out := &sns.PublishBatchOutput{}
-	for _, e := range in.PublishBatchRequestEntries {
-		_, err := k.c.Publish(ctx, &sns.PublishInput{TopicArn: in.TopicArn, Message: e.Message, MessageAttributes: e.MessageAttributes})
-		if err != nil {
-			return nil, err
-		}
-		out.Successful = append(out.Successful, snstypes.PublishBatchResultEntry{Id: e.Id})
-	}
-	return out, nil
-}
-
 // telemetryBus is kumo's SNS with one topic and subscribed queue per
 // tenant, as tenant on-boarding makes them.
 type telemetryBus struct {
 	pub    *awsstore.SNSPublisher
-	batch  *kumoBatch
+	batch  *awstest.KumoPublishBatch
 	sqs    *sqs.Client
 	queues map[string]string
 }
@@ -85,7 +59,7 @@ func newTelemetryBus(t *testing.T, store awsstore.Config, tenants ...string) *te
 		t.Fatal(err)
 	}
 	raw := sns.NewFromConfig(k.Config(), k.SNSOptions()...)
-	b := &telemetryBus{batch: &kumoBatch{c: raw}, sqs: sqs.NewFromConfig(k.Config(), k.SQSOptions()...), queues: map[string]string{}}
+	b := &telemetryBus{batch: &awstest.KumoPublishBatch{SNS: raw}, sqs: sqs.NewFromConfig(k.Config(), k.SQSOptions()...), queues: map[string]string{}}
 	b.pub = pub.WithBatch(b.batch)
 	for _, tenant := range tenants {
 		arn, err := pub.TopicARN(tenant)
@@ -220,8 +194,8 @@ func TestOutboxDrainOnStreams(t *testing.T) {
 	if g := bus.read(t, "globex"); len(g) != 1 || g[0].Seq != 1 {
 		t.Fatalf("globex's queue: %+v", g)
 	}
-	if !slices.Equal(bus.batch.batches, []int{10, 2, 2}) {
-		t.Errorf("PublishBatch sizes %v, want acme's 10 and 2, then nobody's 2 (refused); globex's one event goes by Publish", bus.batch.batches)
+	if !slices.Equal(bus.batch.Batches(), []int{10, 2, 2}) {
+		t.Errorf("PublishBatch sizes %v, want acme's 10 and 2, then nobody's 2 (refused); globex's one event goes by Publish", bus.batch.Batches())
 	}
 
 	// The drain's own report: on the platform's stream (and nobody's,
