@@ -2,12 +2,16 @@ package lambda
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -142,4 +146,24 @@ func (m *EMF) Flush(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// stageWithMetrics is h's handler for function (ingest or slow) that
+// writes the invocation's metrics to out as EMF lines before it answers.
+func stageWithMetrics(h *Host, function string, m *EMF, out io.Writer, log *slog.Logger) any {
+	flush := func() {
+		if err := m.Flush(out); err != nil {
+			log.Warn("writing the invocation's metrics failed", "err", err)
+		}
+	}
+	if function == FunctionSlow {
+		return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			defer flush()
+			return h.Slow(ctx, ev)
+		}
+	}
+	return func(ctx context.Context, ev events.CloudWatchEvent) error {
+		defer flush()
+		return h.Ingest(ctx, ev)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -150,6 +151,8 @@ type world struct {
 	poll       *awstest.StreamPoller
 	bootstraps []*exec.Cmd
 	logs       []*lockedBuffer
+	// stdout is each function's standard output: its EMF lines.
+	stdout map[string]*lockedBuffer
 }
 
 type lockedBuffer struct {
@@ -191,7 +194,7 @@ func setUp(t *testing.T) *world {
 	d := emu.DynamoDB(t)
 	k := emu.Kumo()
 	cfg := k.Config()
-	w := &world{env: emu.UniqueName(), telemetry: map[string]string{}}
+	w := &world{env: emu.UniqueName(), telemetry: map[string]string{}, stdout: map[string]*lockedBuffer{}}
 	w.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	w.lambda = awslambda.NewFromConfig(cfg, func(o *awslambda.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	w.eb = eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(kumoURL) })
@@ -231,6 +234,11 @@ func setUp(t *testing.T) *world {
 	strict.QueueARN, strict.DLQARN, strict.DedupeMode = strictARN, dlqARN, registry.DedupeStrict
 	aclPlain := dispatchtest.RegistryACL(source, "mailer", "send")
 	aclStrict := dispatchtest.RegistryACL(source, "ledger", "post")
+	// Moderate, not critical: a critical ACL is cached for 2 s (4 s
+	// stale), less than this set-up takes under -race, and an expired ACL
+	// sends every command to the slow stage (acl_expired), which would
+	// leave the fast path untested.
+	aclPlain.Profile, aclStrict.Profile = registry.ProfileModerate, registry.ProfileModerate
 	by := registry.Actor{Who: "e2e", At: now}
 	for _, it := range []registry.Item{
 		{Key: &registry.ServiceKey{Source: source, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: now.Add(-time.Hour)}}}},
@@ -340,8 +348,9 @@ func zipBootstrap(t *testing.T, bin string) []byte {
 func (w *world) start(t *testing.T, bin, name, function, ddb string) {
 	t.Helper()
 	cmd := exec.Command(bin)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
+	logs, stdout := &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, logs), logs
+	w.stdout[function] = stdout
 	cmd.Env = []string{
 		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(kumoURL, "http://") + "/_runtime/" + name,
 		lambda.EnvFunction + "=" + function, lambda.EnvEnv + "=" + w.env, lambda.EnvEscalationQueue + "=" + w.escURL,
@@ -356,11 +365,13 @@ func (w *world) start(t *testing.T, bin, name, function, ddb string) {
 	w.logs = append(w.logs, logs)
 }
 
+// stop ends the bootstraps; once it returns, their output is whole.
 func (w *world) stop() {
 	for _, c := range w.bootstraps {
 		_ = c.Process.Kill()
 		_ = c.Wait()
 	}
+	w.bootstraps = nil
 }
 
 // output is every bootstrap's log, for a failure message.
@@ -547,6 +558,10 @@ func TestEndToEnd(t *testing.T) {
 	w.putEvents(t, w.command(t, plainID, "mailer", "send"))
 	var plain []sqstypes.Message
 	eventually(t, w, "the signed command in the mailer queue", func() bool {
+		// The fast stage may hand a command to the slow one (a cold
+		// environment's first command, a failed delivery): the escalation
+		// queue's mapping runs throughout, as on AWS.
+		w.slowOnce(t)
 		plain = append(plain, w.receive(t, w.plainURL)...)
 		return len(plain) > 0
 	})
@@ -620,4 +635,49 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("acme's telemetry %+v: want %s for the strict command's copy", acme, telemetry.NameDuplicate)
 	}
 	t.Logf("acme's telemetry queue: %+v", acme)
+
+	// The stages' metrics, as EMF lines on each bootstrap's standard
+	// output (CloudWatch Logs turns them into metrics on AWS).
+	w.stop()
+	ingest, slow := emfSums(t, w.stdout[lambda.FunctionIngest].String()), emfSums(t, w.stdout[lambda.FunctionSlow].String())
+	if ingest[telemetry.MetricDedupStrictModeUsage] < 2 || ingest[telemetry.MetricDedupEscalations] < 1 || slow[telemetry.MetricDedupSlowPathLatency] <= 0 ||
+		ingest[telemetry.MetricDedupDuplicatesPrevented]+slow[telemetry.MetricDedupDuplicatesPrevented] < 1 {
+		t.Errorf("EMF metrics: ingest %v, slow %v: want the strict command's usage (2), escalation, slow-path latency and the duplicate prevented\ningest output:\n%s", ingest, slow, w.stdout[lambda.FunctionIngest].String()+w.output())
+	}
+}
+
+// emfSums reads the EMF lines of out (other lines are the runtime's
+// own) and sums each metric's values.
+func emfSums(t *testing.T, out string) map[string]float64 {
+	t.Helper()
+	sums := map[string]float64{}
+	for _, line := range strings.Split(out, "\n") {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(line), &m) != nil || m["_aws"] == nil {
+			continue
+		}
+		var meta struct {
+			CloudWatchMetrics []struct {
+				Namespace string
+				Metrics   []struct{ Name, Unit string }
+			}
+		}
+		if err := json.Unmarshal(m["_aws"], &meta); err != nil || len(meta.CloudWatchMetrics) != 1 || meta.CloudWatchMetrics[0].Namespace != lambda.EMFNamespace {
+			t.Fatalf("EMF line without its directive: %s", line)
+		}
+		for _, metric := range meta.CloudWatchMetrics[0].Metrics {
+			var v float64
+			if json.Unmarshal(m[metric.Name], &v) != nil {
+				var vs []float64
+				if err := json.Unmarshal(m[metric.Name], &vs); err != nil {
+					t.Fatalf("metric %s: %s", metric.Name, m[metric.Name])
+				}
+				for _, x := range vs {
+					v += x
+				}
+			}
+			sums[metric.Name] += v
+		}
+	}
+	return sums
 }
