@@ -3,8 +3,6 @@ package lambda
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -22,11 +20,8 @@ const MetricAbuseDetected = "Snavio.Fairness.AbuseDetected"
 // warm-path bans and emits snavio.fairness.abuse_detected: flow.Audit,
 // the same code `dispatch serve` runs.
 type Auditor struct {
-	flow    *flow.Flow
-	sink    *outbox
-	metrics *EMF
-	out     io.Writer
-	log     *slog.Logger
+	jobBase
+	flow *flow.Flow
 }
 
 // NewAuditor builds the auditor on the flow table of cfg.Store.
@@ -38,11 +33,11 @@ func NewAuditor(cfg JobConfig) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ob, err := awsstore.NewOutboxStore(cfg.Store)
+	base, err := newJobBase(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{sink: &outbox{store: ob}, metrics: NewEMF(FunctionAuditor, cfg.Clock), out: cfg.MetricsOut, log: cfg.Logger}
+	a := &Auditor{jobBase: base}
 	a.flow, err = flow.New(flow.Config{Instance: cfg.Instance, Clock: cfg.Clock, Metrics: a.metrics, Logger: cfg.Logger}, fs, a.sink, nil)
 	if err != nil {
 		return nil, err
@@ -63,10 +58,7 @@ func (a *Auditor) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	for _, f := range found {
 		a.log.Warn("fairness abuse detected; source banned from the warm path", "source", f.Source, "until", f.BanAppliedUntil)
 	}
-	err := a.sink.flush(ctx)
-	if ferr := a.metrics.Flush(a.out); ferr != nil {
-		a.log.Warn("writing the invocation's metrics failed", "err", ferr)
-	}
+	err := a.finish(ctx)
 	if auditErr != nil {
 		return fmt.Errorf("fairness audit: %w", auditErr)
 	}

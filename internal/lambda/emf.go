@@ -151,11 +151,7 @@ func (m *EMF) Flush(w io.Writer) error {
 // stageWithMetrics is h's handler for function (ingest or slow) that
 // writes the invocation's metrics to out as EMF lines before it answers.
 func stageWithMetrics(h *Host, function string, m *EMF, out io.Writer, log *slog.Logger) any {
-	flush := func() {
-		if err := m.Flush(out); err != nil {
-			log.Warn("writing the invocation's metrics failed", "err", err)
-		}
-	}
+	flush := func() { flushMetrics(m, out, log) }
 	if function == FunctionSlow {
 		return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			defer flush()

@@ -221,8 +221,39 @@ type outboxJob struct {
 
 func (j *outboxJob) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	resp, err := j.d.Handle(ctx, ev)
-	if ferr := j.d.cfg.Metrics.Flush(j.out); ferr != nil {
-		j.d.cfg.Logger.Warn("writing the invocation's metrics failed", "err", ferr)
-	}
+	flushMetrics(j.d.cfg.Metrics, j.out, j.d.cfg.Logger)
 	return resp, err
+}
+
+// flushMetrics writes an invocation's metrics; a failure is logged, not
+// the invocation's.
+func flushMetrics(m *EMF, out io.Writer, log *slog.Logger) {
+	if err := m.Flush(out); err != nil {
+		log.Warn("writing the invocation's metrics failed", "err", err)
+	}
+}
+
+// jobBase is what every scheduled job has: the outbox its telemetry goes
+// to, stored once a run, and its metrics.
+type jobBase struct {
+	sink    *outbox
+	metrics *EMF
+	out     io.Writer
+	log     *slog.Logger
+}
+
+func newJobBase(cfg JobConfig) (jobBase, error) {
+	ob, err := awsstore.NewOutboxStore(cfg.Store)
+	if err != nil {
+		return jobBase{}, err
+	}
+	return jobBase{sink: &outbox{store: ob}, metrics: NewEMF(cfg.Function, cfg.Clock), out: cfg.MetricsOut, log: cfg.Logger}, nil
+}
+
+// finish stores the run's telemetry and writes its metrics; the error is
+// the telemetry's.
+func (j *jobBase) finish(ctx context.Context) error {
+	err := j.sink.flush(ctx)
+	flushMetrics(j.metrics, j.out, j.log)
+	return err
 }

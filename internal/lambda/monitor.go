@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -50,15 +48,12 @@ type queueStatter interface {
 // does. A change of state is snavio.route.health on the platform's
 // telemetry stream (alerting when the route turns bad).
 type QueueMonitor struct {
-	reg     registry.Reader
-	stats   queueStatter
-	cw      GetMetricDataAPI
-	mon     *monitor.Monitor
-	sink    *outbox
-	metrics *EMF
-	clock   clock.Clock
-	out     io.Writer
-	log     *slog.Logger
+	jobBase
+	reg   registry.Reader
+	stats queueStatter
+	cw    GetMetricDataAPI
+	mon   *monitor.Monitor
+	clock clock.Clock
 }
 
 // NewQueueMonitor builds the monitor on the registry tables of cfg.Store,
@@ -76,13 +71,12 @@ func NewQueueMonitor(cfg JobConfig) (*QueueMonitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ob, err := awsstore.NewOutboxStore(cfg.Store)
+	base, err := newJobBase(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &QueueMonitor{reg: reg, stats: stats, cw: cloudwatch.NewFromConfig(cfg.Store.AWSConfig, cfg.CloudWatchOptions...),
-		mon: monitor.New(monitor.Config{}), sink: &outbox{store: ob}, metrics: NewEMF(FunctionMonitor, cfg.Clock),
-		clock: cfg.Clock, out: cfg.MetricsOut, log: cfg.Logger}, nil
+	return &QueueMonitor{jobBase: base, reg: reg, stats: stats, cw: cloudwatch.NewFromConfig(cfg.Store.AWSConfig, cfg.CloudWatchOptions...),
+		mon: monitor.New(monitor.Config{}), clock: cfg.Clock}, nil
 }
 
 // routeQueue is a route's queue as read this run.
@@ -129,11 +123,8 @@ func (q *QueueMonitor) Handle(ctx context.Context, _ events.CloudWatchEvent) err
 		q.metrics.Count(MetricRouteHealth+string(ev.Health), 1)
 		q.sink.Emit(*ev) // the platform's stream (serve.TenantOf)
 	}
-	if err := q.sink.flush(ctx); err != nil {
+	if err := q.finish(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("queue monitor: storing route health events: %w", err))
-	}
-	if ferr := q.metrics.Flush(q.out); ferr != nil {
-		q.log.Warn("writing the invocation's metrics failed", "err", ferr)
 	}
 	return errors.Join(errs...)
 }

@@ -3,8 +3,6 @@ package lambda
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -19,11 +17,8 @@ import (
 // phases (every version Put, then every Promote), as `dispatch serve`'s
 // snapshot job does on the embedded store.
 type SnapshotJob struct {
-	gen     *snapshot.Generator
-	sink    *outbox
-	metrics *EMF
-	out     io.Writer
-	log     *slog.Logger
+	jobBase
+	gen *snapshot.Generator
 }
 
 // NewSnapshotJob builds the generator on the registry tables and the
@@ -40,7 +35,7 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	ob, err := awsstore.NewOutboxStore(cfg.Store)
+	base, err := newJobBase(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +43,7 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSnapshotSigningKey, err)
 	}
-	j := &SnapshotJob{sink: &outbox{store: ob}, metrics: NewEMF(FunctionSnapshot, cfg.Clock), out: cfg.MetricsOut, log: cfg.Logger}
+	j := &SnapshotJob{jobBase: base}
 	j.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: serve.TTLPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: store, Signer: signer, Clock: cfg.Clock, Metrics: j.metrics, Telemetry: j.sink, Logger: cfg.Logger,
 	})
@@ -63,10 +58,7 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 // reported the failure (its telemetry is stored in the outbox here).
 func (j *SnapshotJob) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	p, genErr := j.gen.Generate(ctx)
-	err := j.sink.flush(ctx)
-	if ferr := j.metrics.Flush(j.out); ferr != nil {
-		j.log.Warn("writing the invocation's metrics failed", "err", ferr)
-	}
+	err := j.finish(ctx)
 	if genErr != nil {
 		return fmt.Errorf("snapshot generation: %w", genErr)
 	}
