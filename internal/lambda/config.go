@@ -110,7 +110,7 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Function != FunctionIngest && c.Function != FunctionSlow {
-		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer)", EnvFunction, c.Function, FunctionIngest, FunctionSlow))
+		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer), or a job: %q, %q, %q or %q", EnvFunction, c.Function, FunctionIngest, FunctionSlow, FunctionOutbox, FunctionSnapshot, FunctionMonitor, FunctionAuditor))
 	}
 	if u, err := url.Parse(c.EscalationQueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("%s=%q: give the escalation queue's URL, https://sqs.<region>.amazonaws.com/<account>/<queue>", EnvEscalationQueue, c.EscalationQueueURL))
