@@ -135,6 +135,7 @@ func (q *QueueMonitor) Handle(ctx context.Context, _ events.CloudWatchEvent) err
 // or new queue).
 func (q *QueueMonitor) oldestAges(ctx context.Context, now time.Time, queues []routeQueue) ([]time.Duration, error) {
 	ages := make([]time.Duration, len(queues))
+	found := make([]bool, len(queues))
 	for start := 0; start < len(queues); start += maxMetricQueries {
 		end := min(start+maxMetricQueries, len(queues))
 		in := &cloudwatch.GetMetricDataInput{
@@ -164,8 +165,8 @@ func (q *QueueMonitor) oldestAges(ctx context.Context, now time.Time, queues []r
 				}
 				// ScanBy TimestampDescending: the first value is the latest;
 				// a later page of the same id holds older ones.
-				if len(r.Values) > 0 && ages[i] == 0 {
-					ages[i] = time.Duration(r.Values[0] * float64(time.Second))
+				if len(r.Values) > 0 && !found[i] {
+					ages[i], found[i] = time.Duration(r.Values[0]*float64(time.Second)), true
 				}
 			}
 			if out.NextToken == nil {
