@@ -1,5 +1,7 @@
 // Command snavio-lambda is the bootstrap of snavio's Lambda functions
-// (provided.al2023); SNAVIO_FUNCTION chooses the handler (docs/lambda.md).
+// (provided.al2023); SNAVIO_FUNCTION chooses the handler: ingest or slow
+// (the stages), outbox, snapshot, queue-monitor or fairness-auditor (the
+// jobs). docs/lambda.md has each one's trigger and configuration.
 package main
 
 import (
@@ -14,7 +16,11 @@ import (
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	h, err := lambda.Handler(context.Background(), os.Getenv, log)
+	build := lambda.Handler
+	if lambda.IsJob(os.Getenv(lambda.EnvFunction)) {
+		build = lambda.JobHandler
+	}
+	h, err := build(context.Background(), os.Getenv, log)
 	if err != nil {
 		log.Error("snavio-lambda: init failed", "err", err)
 		os.Exit(1)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Functions a bootstrap can run (SNAVIO_FUNCTION).
@@ -67,6 +69,10 @@ type Config struct {
 	EscalationOptions []func(*sqs.Options)
 	Clock             clock.Clock
 	Logger            *slog.Logger
+
+	// Metrics receives the dispatcher's metrics (Handler: EMF lines on
+	// standard output after each invocation).
+	Metrics telemetry.Metrics
 }
 
 // FromEnv reads a Config from getenv (os.Getenv) with aws as the SDK
@@ -104,7 +110,7 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Function != FunctionIngest && c.Function != FunctionSlow {
-		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer)", EnvFunction, c.Function, FunctionIngest, FunctionSlow))
+		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer), or a job: %q, %q, %q or %q", EnvFunction, c.Function, FunctionIngest, FunctionSlow, FunctionOutbox, FunctionSnapshot, FunctionMonitor, FunctionAuditor))
 	}
 	if u, err := url.Parse(c.EscalationQueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("%s=%q: give the escalation queue's URL, https://sqs.<region>.amazonaws.com/<account>/<queue>", EnvEscalationQueue, c.EscalationQueueURL))
@@ -143,12 +149,11 @@ func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 		return nil, err
 	}
 	cfg.Logger = log
+	emf := NewEMF(cfg.Function, clock.System())
+	cfg.Metrics = emf
 	h, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Function == FunctionSlow {
-		return h.Slow, nil
-	}
-	return h.Ingest, nil
+	return stageWithMetrics(h, cfg.Function, emf, os.Stdout, log), nil
 }

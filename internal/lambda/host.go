@@ -76,7 +76,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	out := &outbox{store: ob}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
-		Telemetry: out, Clock: clk, Logger: log, Flow: flow.Config{Instance: cfg.Instance}})
+		Telemetry: out, Clock: clk, Logger: log, Metrics: cfg.Metrics, Flow: flow.Config{Instance: cfg.Instance}})
 	if err != nil {
 		return nil, err
 	}

@@ -51,9 +51,9 @@ const StoreFile = "snavio.db"
 // registry snapshots of `dispatch serve`.
 const SnapshotKeyID = "local-ed25519"
 
-// ttlPolicy is the snapshots' ttl_policy: the TTLs serve's caches use (the
-// cache package's defaults).
-func ttlPolicy() snapshot.TTLPolicy {
+// TTLPolicy is the snapshots' ttl_policy: the TTLs serve's caches use (the
+// cache package's defaults). The Lambda snapshot function writes the same.
+func TTLPolicy() snapshot.TTLPolicy {
 	ttl := func(fresh, stale time.Duration) snapshot.TTL {
 		return snapshot.TTL{FreshSeconds: fresh.Seconds(), StaleSeconds: stale.Seconds()}
 	}
@@ -285,8 +285,8 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cacheCfg := cache.Config{} // the defaults, which ttlPolicy records in snapshots
-	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: ttlPolicy()}, snapshot.GeneratorDeps{
+	cacheCfg := cache.Config{} // the defaults, which TTLPolicy records in snapshots
+	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: TTLPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: st.Snapshots(), Signer: signer, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger,
 	})
 	if err != nil {

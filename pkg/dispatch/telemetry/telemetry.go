@@ -268,8 +268,13 @@ type Dropped struct {
 	LastReceivedAt  time.Time `json:"last_received_at"`
 }
 
-// DroppedQueueUnconsumed is the only Dropped reason.
-const DroppedQueueUnconsumed = "queue_unconsumed"
+// Dropped reasons: the spec's queue_unconsumed (aged out of the tenant's
+// queue), and publish_failed (the outbox drain could not publish the
+// events to the tenant's topic and gave them up).
+const (
+	DroppedQueueUnconsumed = "queue_unconsumed"
+	DroppedPublishFailed   = "publish_failed"
+)
 
 // EventName returns the event name.
 func (Delivered) EventName() string { return NameDelivered }

@@ -1,0 +1,70 @@
+package lambda
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/store/awsstore"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
+)
+
+// SnapshotJob is the snapshot function: on its schedule (an EventBridge
+// Scheduler or rule, every 5 minutes) it reads the registry, builds the
+// signed acl, hmac and full documents and publishes them to S3 in two
+// phases (every version Put, then every Promote), as `dispatch serve`'s
+// snapshot job does on the embedded store.
+type SnapshotJob struct {
+	jobBase
+	gen *snapshot.Generator
+}
+
+// NewSnapshotJob builds the generator on the registry tables and the
+// snapshot bucket of cfg.Store, signing with cfg.SnapshotKey.
+func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	reg, err := awsstore.NewRegistryStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	store, err := awsstore.NewSnapshotStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	base, err := newJobBase(cfg)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := snapshot.NewEd25519Signer(cfg.SnapshotKeyID, cfg.SnapshotKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvSnapshotSigningKey, err)
+	}
+	j := &SnapshotJob{jobBase: base}
+	j.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: serve.TTLPolicy()}, snapshot.GeneratorDeps{
+		Reader: reg, Store: store, Signer: signer, Clock: cfg.Clock, Metrics: j.metrics, Telemetry: j.sink, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Handle generates and publishes one snapshot. An error makes the
+// scheduler's invocation fail (and retry); the generator has already
+// reported the failure (its telemetry is stored in the outbox here).
+func (j *SnapshotJob) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
+	p, genErr := j.gen.Generate(ctx)
+	err := j.finish(ctx)
+	if genErr != nil {
+		return fmt.Errorf("snapshot generation: %w", genErr)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot %s published; storing its telemetry failed: %w", p.VersionID, err)
+	}
+	j.log.Info("snapshot published", "version_id", p.VersionID, "full_bytes", p.Bytes[snapshot.KindFull])
+	return nil
+}
