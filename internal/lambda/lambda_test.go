@@ -5,20 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
@@ -45,45 +40,6 @@ const source = "acme/billing"
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
-// calls counts AWS operations by service and name, with an SDK
-// middleware on every client of the host.
-type calls struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *calls) count(st *middleware.Stack) error {
-	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("snavio-count-calls",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			if c.n == nil {
-				c.n = map[string]int{}
-			}
-			c.n[awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.After)
-}
-
-// take returns the counts since the last take, as "Svc.Op=n ..." sorted,
-// with their total and the DynamoDB share.
-func (c *calls) take() (desc string, all, ddb int) {
-	c.mu.Lock()
-	m := c.n
-	c.n = map[string]int{}
-	c.mu.Unlock()
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, k+"="+strconv.Itoa(v))
-		all += v
-		if strings.HasPrefix(k, "DynamoDB.") {
-			ddb += v
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, " "), all, ddb
-}
-
 // fixture is a host on DynamoDB Local (registry, flow and outbox tables)
 // and kumo (target and escalation queues), with the registry holding
 // source's key, a plain route and a strict one with their ACLs.
@@ -92,7 +48,7 @@ type fixture struct {
 	env       string // the store's environment (table names)
 	clk       *clock.Fake
 	key       *signing.Key
-	c         *calls
+	c         *awstest.Calls
 	raw       *sqs.Client
 	outbox    *awsstore.OutboxStore
 	escURL    string
@@ -106,7 +62,7 @@ func newFixture(t *testing.T) *fixture {
 	d := emu.DynamoDB(t)
 	k := emu.Kumo()
 	raw := sqs.NewFromConfig(k.Config(), k.SQSOptions()...)
-	f := &fixture{clk: clock.NewFake(time.Now().UTC().Truncate(time.Millisecond)), c: &calls{}, raw: raw}
+	f := &fixture{clk: clock.NewFake(time.Now().UTC().Truncate(time.Millisecond)), c: &awstest.Calls{}, raw: raw}
 	f.plainARN, _ = createQueue(t, raw)
 	f.strictARN, _ = createQueue(t, raw)
 	dlqARN, _ := createQueue(t, raw)
@@ -149,8 +105,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 
-	count := func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, f.c.count) }
-	countSQS := func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, f.c.count) }
+	count, countSQS := f.c.DynamoDB, f.c.SQS
 	store.ClientOptions = append(slices.Clip(store.ClientOptions), count)
 	store.SQSOptions = append(slices.Clip(store.SQSOptions), countSQS)
 	began := time.Now()
@@ -160,7 +115,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, _, _ := f.c.take()
+	desc := f.c.Take().String()
 	t.Logf("init (cold load from DynamoDB Local): %v, calls: %s", time.Since(began).Round(time.Microsecond), desc)
 	return f
 }
@@ -232,14 +187,15 @@ func (f *fixture) poll(t *testing.T) (events.SQSEventResponse, int) {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
 			Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs"})
 	}
-	f.c.take()
+	f.c.Take()
 	began := time.Now()
 	resp, err := f.h.Slow(context.Background(), ev)
 	took := time.Since(began)
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, all, ddb := f.c.take()
+	got := f.c.Take()
+	desc, all, ddb := got.String(), got.Total(), got.Of("DynamoDB")
 	t.Logf("Slow, %d records: %v; %d AWS calls (%d DynamoDB): %s", len(ev.Records), took.Round(time.Microsecond), all, ddb, desc)
 	for _, m := range msgs {
 		if slices.ContainsFunc(resp.BatchItemFailures, func(x events.SQSBatchItemFailure) bool { return x.ItemIdentifier == aws.ToString(m.MessageId) }) {
@@ -255,13 +211,14 @@ func (f *fixture) poll(t *testing.T) (events.SQSEventResponse, int) {
 // ingest calls Ingest and logs its latency and AWS calls.
 func (f *fixture) ingest(t *testing.T, what string, ev events.CloudWatchEvent) (calls string, all int) {
 	t.Helper()
-	f.c.take()
+	f.c.Take()
 	began := time.Now()
 	if err := f.h.Ingest(context.Background(), ev); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	took := time.Since(began)
-	desc, all, _ := f.c.take()
+	got := f.c.Take()
+	desc, all := got.String(), got.Total()
 	t.Logf("Ingest, %s: %v; %d AWS calls: %s", what, took.Round(time.Microsecond), all, desc)
 	return desc, all
 }
@@ -359,12 +316,13 @@ func TestStrictCommandGoesThroughSlowOnce(t *testing.T) {
 	if resp, _ := f.poll(t); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("duplicate: failures %+v", resp.BatchItemFailures)
 	}
-	f.c.take()
+	f.c.Take()
 	resp, err := f.h.Slow(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "again", Body: escBody, Attributes: map[string]string{"ApproximateReceiveCount": "1"}}}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("the escalation again: %v, failures %+v", err, resp.BatchItemFailures)
 	}
-	desc, _, ddb = f.c.take()
+	got := f.c.Take()
+	desc, ddb = got.String(), got.Of("DynamoDB")
 	t.Logf("Slow, the same escalation again (claim says delivered): %d DynamoDB calls: %s", ddb, desc)
 	if msgs := f.receive(t, f.queueURL(t, f.strictARN)); len(msgs) != 1 {
 		t.Fatalf("strict target holds %d messages, want 1", len(msgs))
@@ -472,13 +430,13 @@ func TestWarmFigures(t *testing.T) {
 	var took, hop []time.Duration
 	for i := range n {
 		ev := f.event(t, "0f8fad5b-d9cb-469f-a165-"+strconv.Itoa(100000000001+i), "mailer", "send")
-		f.c.take()
+		f.c.Take()
 		began := time.Now()
 		if err := f.h.Ingest(context.Background(), ev); err != nil {
 			t.Fatal(err)
 		}
 		took = append(took, time.Since(began))
-		if desc, _, _ := f.c.take(); desc != "DynamoDB.TransactWriteItems=1 SQS.SendMessage=1" {
+		if desc := f.c.Take().String(); desc != "DynamoDB.TransactWriteItems=1 SQS.SendMessage=1" {
 			t.Errorf("command %d: calls %s", i, desc)
 		}
 		began = time.Now()
@@ -546,12 +504,12 @@ func TestSlowBringsBackARacedEscalationEarly(t *testing.T) {
 		t.Fatalf("escalation queue holds %d, want 1", len(msgs))
 	}
 	rec := events.SQSMessage{MessageId: aws.ToString(msgs[0].MessageId), ReceiptHandle: aws.ToString(msgs[0].ReceiptHandle), Body: aws.ToString(msgs[0].Body), Attributes: msgs[0].Attributes}
-	f.c.take()
+	f.c.Take()
 	resp, err := f.h.Slow(ctx, events.SQSEvent{Records: []events.SQSMessage{rec}})
 	if err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("raced record: %v, failures %+v; want it failed", err, resp.BatchItemFailures)
 	}
-	if desc, _, _ := f.c.take(); !strings.Contains(desc, "SQS.ChangeMessageVisibility=1") {
+	if desc := f.c.Take().String(); !strings.Contains(desc, "SQS.ChangeMessageVisibility=1") {
 		t.Errorf("raced record calls: %s, want one ChangeMessageVisibility", desc)
 	}
 	if err := fs.Complete(ctx, other.Key(), other.Owner, now.Add(time.Hour), now); err != nil {
