@@ -132,7 +132,8 @@ func (c *Config) validate() error {
 // Handler builds the host from the environment (getenv, with the SDK's
 // default configuration: region and credentials from Lambda's
 // environment) and returns the handler SNAVIO_FUNCTION names, for
-// aws-lambda-go's lambda.Start.
+// aws-lambda-go's lambda.StartWithOptions with WithEnableSIGTERM (the
+// host stores its kept telemetry at SIGTERM).
 func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -147,6 +148,7 @@ func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	h.closeOnSIGTERM(log)
 	if cfg.Function == FunctionSlow {
 		return h.Slow, nil
 	}

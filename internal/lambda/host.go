@@ -42,6 +42,7 @@ type Host struct {
 	d   *dispatch.Dispatcher
 	esc escalationAPI
 	out *outbox
+	bg  *background
 	log *slog.Logger
 }
 
@@ -79,20 +80,25 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &outbox{store: ob}
+	out := &outbox{store: ob, log: log}
+	bg := &background{}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
-		Telemetry: out, Clock: clk, Logger: log, Flow: flow.Config{Instance: cfg.Instance}})
+		Telemetry: out, Clock: clk, Logger: log, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}})
 	if err != nil {
 		return nil, err
 	}
 	d := asm.Dispatcher
+	// The global ban list now, not in the first command's invocation.
+	if err := asm.Deps.Flow.RefreshBans(ctx); err != nil {
+		return nil, fmt.Errorf("loading the global ban list: %w", err)
+	}
 	// The cold load's events (cache refreshes) are stored now, so that
 	// the first invocation does not carry them.
 	if err := out.flush(ctx); err != nil {
 		return nil, fmt.Errorf("storing the cold load's telemetry in the outbox: %w", err)
 	}
 	esc := sqs.NewFromConfig(cfg.Store.AWSConfig, cfg.EscalationOptions...)
-	return &Host{cfg: cfg, d: d, esc: esc, out: out, log: log}, nil
+	return &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, log: log}, nil
 }
 
 // Ingest is the EventBridge rule's target: the shield and the fast stage
@@ -113,7 +119,7 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 	if r.Outcome == dispatch.Escalated {
 		handErr = h.handOff(ctx, esc)
 	}
-	if err := h.out.flush(ctx); err != nil {
+	if err := h.out.settle(ctx, r.Outcome, handErr == nil, h.cfg.Clock.Now()); err != nil {
 		return fmt.Errorf("command %s: its telemetry is not stored; retrying the event: %w", r.CommandID, err)
 	}
 	if handErr != nil {
@@ -145,7 +151,7 @@ func (h *Host) Slow(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
-	if err := h.out.flush(ctx); err != nil {
+	if err := h.out.storeAll(ctx); err != nil {
 		h.log.Error("storing the batch's telemetry failed; the whole batch will be retried", "records", len(ev.Records), "err", err)
 		resp.BatchItemFailures = resp.BatchItemFailures[:0]
 		for i := range ev.Records {
@@ -200,8 +206,13 @@ func (h *Host) slowOne(ctx context.Context, rec *events.SQSMessage) bool {
 // are acknowledged.
 type outbox struct {
 	store *awsstore.OutboxStore
+	log   *slog.Logger
 	mu    sync.Mutex
 	buf   []awsstore.OutboxEntry
+	// keptN events at the head of buf are kept from earlier invocations,
+	// since the time of the oldest (warm.go).
+	keptN int
+	since time.Time
 }
 
 var _ telemetry.Sink = (*outbox)(nil)
