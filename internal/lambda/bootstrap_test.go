@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,37 +75,55 @@ func TestBootstrapBinaryDelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
+	got := runBootstrap(t, bin, f.bootstrapEnv(t), ev)
+	t.Logf("bootstrap: process start to answer %v: %s", time.Since(began).Round(time.Millisecond), got)
+	if got != "response: null" {
+		t.Fatalf("answer %q, want the response null", got)
+	}
+	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
+		t.Fatalf("target queue holds %d messages, want 1", n)
+	}
+}
+
+// bootstrapEnv is the environment of the bootstrap on the fixture's
+// tables and queues.
+func (f *fixture) bootstrapEnv(tb testing.TB) []string {
+	return []string{
+		EnvFunction + "=" + FunctionIngest, EnvEnv + "=" + f.env, EnvEscalationQueue + "=" + f.escURL,
+		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + emu.DynamoDB(tb).Endpoint, "AWS_ENDPOINT_URL_SQS=" + emu.Kumo().Endpoint,
+		"HOME=" + tb.TempDir(),
+	}
+}
+
+// runBootstrap runs bin as Lambda would, with env, against a fake
+// Runtime API handing it ev, and returns its first answer ("response:
+// ..." or "error: ..." or "init error: ..."). The process is killed
+// after.
+func runBootstrap(tb testing.TB, bin string, env []string, ev []byte) string {
+	tb.Helper()
 	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 	defer close(rt.done)
-
 	cmd := exec.Command(bin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{
-		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(srv.URL, "http://"),
-		EnvFunction + "=" + FunctionIngest, EnvEnv + "=" + f.env, EnvEscalationQueue + "=" + f.escURL,
-		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + emu.DynamoDB(t).Endpoint, "AWS_ENDPOINT_URL_SQS=" + emu.Kumo().Endpoint,
-		"HOME=" + t.TempDir(),
-	}
-	began := time.Now()
+	cmd.Env = append(slices.Clip(env), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"))
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	select {
 	case got := <-rt.answer:
-		t.Logf("bootstrap: process start to answer %v: %s", time.Since(began).Round(time.Millisecond), got)
-		if got != "response: null" {
-			t.Fatalf("answer %q, want the response null; stderr:\n%s", got, stderr.String())
+		if !strings.HasPrefix(got, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {
+			tb.Logf("stderr:\n%s", stderr.String())
 		}
+		return got
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
-	}
-	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
-		t.Fatalf("target queue holds %d messages, want 1; stderr:\n%s", n, stderr.String())
+		tb.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
+		return ""
 	}
 }

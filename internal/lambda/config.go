@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -21,6 +22,7 @@ import (
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
 // Functions a bootstrap can run (SNAVIO_FUNCTION).
@@ -62,6 +64,11 @@ type Config struct {
 	// Instance names this execution environment in flow control's
 	// records (leases, rollups).
 	Instance string
+	// SnapshotKeys are the trusted snapshot signing keys and
+	// SnapshotMaxAge the oldest snapshot taken, when Store.SnapshotBucket
+	// is set (coldstart.go).
+	SnapshotKeys   snapshot.TrustedKeys
+	SnapshotMaxAge time.Duration
 	// EscalationOptions adjust the escalation queue's SQS client (tests
 	// point it at an emulator).
 	EscalationOptions []func(*sqs.Options)
@@ -93,6 +100,7 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 		}
 		c.MaxReceives = n
 	}
+	errs = append(errs, snapshotFromEnv(getenv, &c)...)
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -125,6 +133,9 @@ func (c *Config) validate() error {
 	}
 	if c.Instance == "" {
 		c.Instance = "lambda"
+	}
+	if err := c.validateSnapshot(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

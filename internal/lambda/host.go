@@ -38,12 +38,13 @@ type escalationAPI interface {
 // environment: the dispatcher with its caches, the clients. Build it once
 // at init with New; Lambda runs one invocation at a time per environment.
 type Host struct {
-	cfg Config
-	d   *dispatch.Dispatcher
-	esc escalationAPI
-	out *outbox
-	bg  *background
-	log *slog.Logger
+	cfg  Config
+	d    *dispatch.Dispatcher
+	esc  escalationAPI
+	out  *outbox
+	bg   *background
+	cold *coldStart
+	log  *slog.Logger
 }
 
 // New assembles the dispatcher on the AWS store (as internal/serve does
@@ -80,10 +81,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	cold, err := newColdStart(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	out := &outbox{store: ob, log: log}
 	bg := &background{}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
-		Telemetry: out, Clock: clk, Logger: log, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}})
+		Telemetry: out, Clock: clk, Logger: log, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}, Load: cold.load})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("storing the cold load's telemetry in the outbox: %w", err)
 	}
 	esc := sqs.NewFromConfig(cfg.Store.AWSConfig, cfg.EscalationOptions...)
-	return &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, log: log}, nil
+	return &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, cold: cold, log: log}, nil
 }
 
 // Ingest is the EventBridge rule's target: the shield and the fast stage

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,9 +45,11 @@ var secret = []byte("0123456789abcdef0123456789abcdef")
 // and kumo (target and escalation queues), with the registry holding
 // source's key, a plain route and a strict one with their ACLs.
 type fixture struct {
-	h         *Host  // the ingest function's
-	slow      *Host  // the slow function's
-	env       string // the store's environment (table names)
+	store     awsstore.Config // the hosts' store, without the call counter
+	seq       int             // ids of nextEvent
+	h         *Host           // the ingest function's
+	slow      *Host           // the slow function's
+	env       string          // the store's environment (table names)
 	clk       *clock.Fake
 	key       *signing.Key
 	c         *awstest.Calls
@@ -57,7 +60,7 @@ type fixture struct {
 	strictARN string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	d := emu.DynamoDB(t)
@@ -111,6 +114,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 
+	f.store = store
 	count, countSQS := f.c.DynamoDB, f.c.SQS
 	store.ClientOptions = append(slices.Clip(store.ClientOptions), count)
 	store.SQSOptions = append(slices.Clip(store.SQSOptions), countSQS)
@@ -136,7 +140,7 @@ func newFixture(t *testing.T) *fixture {
 
 // createQueue makes a queue with a name unique in the process (kumo's
 // state is shared) and returns its ARN and URL.
-func createQueue(t *testing.T, raw *sqs.Client) (arn, url string) {
+func createQueue(t testing.TB, raw *sqs.Client) (arn, url string) {
 	t.Helper()
 	ctx := context.Background()
 	out, err := raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("q-" + emu.UniqueName())})
@@ -151,7 +155,7 @@ func createQueue(t *testing.T, raw *sqs.Client) (arn, url string) {
 }
 
 // event is the EventBridge event of a command signed by source's key.
-func (f *fixture) event(t *testing.T, id, target, name string) events.CloudWatchEvent {
+func (f *fixture) event(t testing.TB, id, target, name string) events.CloudWatchEvent {
 	t.Helper()
 	env := envelope.New(id, f.clk.Now(), target, name, []byte(`{"n":1}`))
 	if err := f.key.SignEnvelope(&env, source); err != nil {
@@ -164,8 +168,25 @@ func (f *fixture) event(t *testing.T, id, target, name string) events.CloudWatch
 	return events.CloudWatchEvent{Version: "0", ID: "ev-" + id, DetailType: envelope.EventType, Source: source, Region: "us-east-1", Time: f.clk.Now(), Detail: b}
 }
 
+// nextEvent is event with the next id of the fixture's sequence.
+func (f *fixture) nextEvent(t testing.TB, target, name string) events.CloudWatchEvent {
+	t.Helper()
+	f.seq++
+	return f.event(t, fmt.Sprintf("5e1f0c3a-7d2b-4c9e-8f00-%012d", f.seq), target, name)
+}
+
+// eventJSON is nextEvent as the Runtime API hands it to the bootstrap.
+func (f *fixture) eventJSON(t testing.TB, target, name string) []byte {
+	t.Helper()
+	b, err := json.Marshal(f.nextEvent(t, target, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // receive takes every message of the queue at url.
-func (f *fixture) receive(t *testing.T, url string) []types.Message {
+func (f *fixture) receive(t testing.TB, url string) []types.Message {
 	t.Helper()
 	var out []types.Message
 	for {
@@ -181,7 +202,7 @@ func (f *fixture) receive(t *testing.T, url string) []types.Message {
 	}
 }
 
-func (f *fixture) queueURL(t *testing.T, arn string) string {
+func (f *fixture) queueURL(t testing.TB, arn string) string {
 	t.Helper()
 	u, err := f.raw.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(arn[strings.LastIndexByte(arn, ':')+1:])})
 	if err != nil {
