@@ -101,8 +101,8 @@ func (f *fixture) bootstrapEnv(tb testing.TB) []string {
 // runBootstrap runs bin as Lambda would, with env, against a fake
 // Runtime API handing it ev, and returns its first answer ("response:
 // ..." or "error: ..." or "init error: ..."). The process is killed
-// after.
-func runBootstrap(tb testing.TB, bin string, env []string, ev []byte) string {
+// after; cpu, if not nil, receives its CPU time (user and system).
+func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, cpu ...*time.Duration) string {
 	tb.Helper()
 	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
 	srv := httptest.NewServer(rt)
@@ -115,7 +115,13 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte) string {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		for _, c := range cpu {
+			*c += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+	}()
 	select {
 	case got := <-rt.answer:
 		if !strings.HasPrefix(got, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/snavio/snavio/internal/snapshotbin"
@@ -94,13 +95,32 @@ type coldStart struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	opts   snapshot.ParseOptions
-	// Source and Took say what the last load did.
-	Source string
+	bg     *background
+	// Source and Took say what the last load did; Source turns to
+	// FromRegistry if the compact snapshot fails its validation after
+	// it was seeded.
+	mu     sync.Mutex
+	source string
 	Took   time.Duration
+	// caches are the caches loaded.
+	caches *cache.Caches
 }
 
-func newColdStart(cfg *Config) (*coldStart, error) {
-	cs := &coldStart{clock: cfg.Clock, log: cfg.Logger}
+// Source is where the caches were loaded from.
+func (cs *coldStart) Source() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.source
+}
+
+func (cs *coldStart) setSource(s string) {
+	cs.mu.Lock()
+	cs.source = s
+	cs.mu.Unlock()
+}
+
+func newColdStart(cfg *Config, bg *background) (*coldStart, error) {
+	cs := &coldStart{clock: cfg.Clock, log: cfg.Logger, bg: bg}
 	if cfg.Store.SnapshotBucket == "" {
 		return cs, nil
 	}
@@ -120,22 +140,42 @@ func (cs *coldStart) load(ctx context.Context, c *cache.Caches) error {
 	began := time.Now()
 	defer func() { cs.Took = time.Since(began) }()
 	defer gcDuringLoad()()
+	cs.caches = c
 	if cs.store == nil {
-		cs.Source = FromRegistry
+		cs.setSource(FromRegistry)
 		return c.LoadAll(ctx)
 	}
 	err := cs.compact(ctx, c)
 	if err == nil {
-		cs.Source = FromCompact
+		cs.setSource(FromCompact)
 		return nil
 	}
 	cs.log.Warn("compact snapshot refused; trying the JSON one", "reason", string(snapshot.ReasonOf(err)), "err", err)
 	src, err := cs.loader.ColdStart(ctx, c)
-	cs.Source = FromRegistry
+	cs.setSource(FromRegistry)
 	if src == snapshot.FromSnapshot {
-		cs.Source = FromJSON
+		cs.setSource(FromJSON)
 	}
 	return err
+}
+
+// revalidate runs registry.Validate on a seeded compact snapshot, beside
+// the first commands. The generator validated the same data before it
+// signed them, so a failure means a generator or codec defect: the
+// caches are then reloaded from the registry tables.
+func (cs *coldStart) revalidate(doc *snapshot.Document, c *cache.Caches) {
+	err := snapshotbin.Validate(doc)
+	if err == nil {
+		return
+	}
+	cs.log.Error("the compact snapshot seeded at cold start fails validation; reloading the caches from the registry tables", "version_id", doc.VersionID, "err", err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.LoadAll(ctx); err != nil {
+		cs.log.Error("reloading the caches from the registry tables failed; the snapshot's data stay until the next refresh", "err", err)
+		return
+	}
+	cs.setSource(FromRegistry)
 }
 
 // gcDuringLoad turns the garbage collector off for the cold load, under
@@ -169,7 +209,7 @@ func (cs *coldStart) compact(ctx context.Context, c *cache.Caches) error {
 	}
 	o := cs.opts
 	o.Now = cs.clock.Now()
-	doc, err := snapshotbin.Parse(body, o)
+	doc, err := snapshotbin.Decode(body, o)
 	if err != nil {
 		return err
 	}
@@ -177,6 +217,7 @@ func (cs *coldStart) compact(ctx context.Context, c *cache.Caches) error {
 	if err := c.Seed(&doc.Data, doc.GeneratedAt); err != nil {
 		return &snapshot.LoadError{Reason: snapshot.ReasonInvalid, Detail: "seeding the caches", Err: err}
 	}
+	cs.bg.run(func() { cs.revalidate(doc, c) })
 	cs.log.Info("caches preloaded from the compact snapshot", "version_id", doc.VersionID, "generated_at", doc.GeneratedAt,
 		"routes", len(doc.Routes), "acls", len(doc.ACLs), "keys", len(doc.Keys), "bytes", len(body),
 		"fetch_ms", fetched.Sub(began).Milliseconds(), "parse_ms", parsed.Sub(fetched).Milliseconds(), "seed_ms", time.Since(parsed).Milliseconds())

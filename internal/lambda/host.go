@@ -81,12 +81,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	cold, err := newColdStart(&cfg)
+	bg := &background{}
+	cold, err := newColdStart(&cfg, bg)
 	if err != nil {
 		return nil, err
 	}
 	out := &outbox{store: ob, log: log}
-	bg := &background{}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
 		Telemetry: out, Clock: clk, Logger: log, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}, Load: cold.load})
 	if err != nil {

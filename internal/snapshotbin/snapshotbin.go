@@ -151,9 +151,24 @@ func Publish(ctx context.Context, st snapshot.Store, s snapshot.Signer, path str
 }
 
 // Parse checks a sealed compact file as snapshot.Parse checks a JSON one
-// (o.Kind must be snapshot.KindFull) and returns its document. Strings of
-// the document share one copy of the file's bytes.
-func Parse(b []byte, o snapshot.ParseOptions) (doc *snapshot.Document, err error) {
+// (o.Kind must be snapshot.KindFull) and returns its document: Decode,
+// then Validate.
+func Parse(b []byte, o snapshot.ParseOptions) (*snapshot.Document, error) {
+	doc, err := Decode(b, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// Decode is Parse without registry.Validate: size cap, signature,
+// decoding, kind and age. Strings of the document share one copy of the
+// file's bytes. A cold start seeds the caches from it and runs Validate
+// beside the first commands (docs/lambda.md, "Cold start").
+func Decode(b []byte, o snapshot.ParseOptions) (doc *snapshot.Document, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			doc, err = nil, &snapshot.LoadError{Reason: snapshot.ReasonMalformed, Detail: fmt.Sprintf("compact decoder panic: %v", r)}
@@ -188,10 +203,16 @@ func Parse(b []byte, o snapshot.ParseOptions) (doc *snapshot.Document, err error
 			return nil, &snapshot.LoadError{Reason: snapshot.ReasonFuture, Detail: "generated_at " + d.GeneratedAt.Format(time.RFC3339) + " is in the future"}
 		}
 	}
-	if err := validate(&d.Data); err != nil {
-		return nil, &snapshot.LoadError{Reason: snapshot.ReasonInvalid, Detail: "registry data", Err: err}
-	}
 	return d, nil
+}
+
+// Validate runs registry.Validate on doc's data; a failure is a
+// *snapshot.LoadError with ReasonInvalid.
+func Validate(doc *snapshot.Document) error {
+	if err := validate(&doc.Data); err != nil {
+		return &snapshot.LoadError{Reason: snapshot.ReasonInvalid, Detail: "registry data", Err: err}
+	}
+	return nil
 }
 
 // validate is registry.Validate with the routes checked beside the other
