@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -99,5 +102,46 @@ func TestWarmFastPathCallsNothingButTheDelivery(t *testing.T) {
 	names := strings.Join(f.outboxNames(t, "acme"), " ")
 	if d, want := strings.Count(names, telemetry.NameDelivered), seq-1; d != want {
 		t.Errorf("acme's outbox holds %d delivered events, want %d", d, want)
+	}
+}
+
+// TestKeptTelemetrySurvivesAFailedStore: when the store that would take
+// the kept events fails (the outbox table is gone), Ingest fails, the
+// events kept from earlier invocations stay kept, and the retry stores
+// them with the refusal's own event.
+func TestKeptTelemetrySurvivesAFailedStore(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for range 3 {
+		if err := f.h.Ingest(ctx, f.nextEvent(t, "mailer", "send")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := f.h.out.kept(); k != 3 {
+		t.Fatalf("%d events kept after 3 deliveries, want 3", k)
+	}
+	cfg := f.store
+	cfg.SetDefaults()
+	ddb := dynamodb.NewFromConfig(cfg.AWSConfig, cfg.ClientOptions...)
+	if _, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(cfg.OutboxTable())}); err != nil {
+		t.Fatal(err)
+	}
+	invalid := f.nextEvent(t, "mailer", "send")
+	invalid.Detail = []byte(`{"metadata":{}}`)
+	if err := f.h.Ingest(ctx, invalid); err == nil {
+		t.Fatal("Ingest succeeded with the outbox table gone")
+	}
+	if k := f.h.out.kept(); k != 3 {
+		t.Errorf("%d events kept after the failed store, want the 3 earlier ones", k)
+	}
+	if err := f.outbox.CreateTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.h.Ingest(ctx, invalid); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	names := strings.Join(f.outboxNames(t, "acme"), " ")
+	if d, i := strings.Count(names, telemetry.NameDelivered), strings.Count(names, telemetry.NameInvalid); d != 3 || i != 1 {
+		t.Errorf("acme's outbox: %s; want 3 delivered and 1 invalid", names)
 	}
 }
