@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -86,6 +88,27 @@ func TestBootstrapBinaryDelivers(t *testing.T) {
 	}
 }
 
+// procCPU reads a running process's CPU time (user and system) from
+// /proc/<pid>/stat, in USER_HZ ticks (100 a second on Linux).
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name, which ends at the last ')': state is
+	// the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * (time.Second / 100), true
+}
+
 // bootstrapEnv is the environment of the bootstrap on the fixture's
 // tables and queues.
 func (f *fixture) bootstrapEnv(tb testing.TB) []string {
@@ -101,7 +124,8 @@ func (f *fixture) bootstrapEnv(tb testing.TB) []string {
 // runBootstrap runs bin as Lambda would, with env, against a fake
 // Runtime API handing it ev, and returns its first answer ("response:
 // ..." or "error: ..." or "init error: ..."). The process is killed
-// after; cpu, if not nil, receives its CPU time (user and system).
+// after; cpu, if given, receives its CPU time (user and system) up to
+// the answer where /proc tells it, else up to the kill.
 func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, cpu ...*time.Duration) string {
 	tb.Helper()
 	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
@@ -115,15 +139,20 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, cpu ...*ti
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
+	atAnswer, known := time.Duration(0), false
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		if !known {
+			atAnswer = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
 		for _, c := range cpu {
-			*c += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			*c += atAnswer
 		}
 	}()
 	select {
 	case got := <-rt.answer:
+		atAnswer, known = procCPU(cmd.Process.Pid)
 		if !strings.HasPrefix(got, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {
 			tb.Logf("stderr:\n%s", stderr.String())
 		}

@@ -139,7 +139,7 @@ func newColdStart(cfg *Config, bg *background) (*coldStart, error) {
 func (cs *coldStart) load(ctx context.Context, c *cache.Caches) error {
 	began := time.Now()
 	defer func() { cs.Took = time.Since(began) }()
-	defer gcDuringLoad()()
+	gcForLambda(cs.log)
 	cs.caches = c
 	if cs.store == nil {
 		cs.setSource(FromRegistry)
@@ -178,22 +178,25 @@ func (cs *coldStart) revalidate(doc *snapshot.Document, c *cache.Caches) {
 	cs.setSource(FromRegistry)
 }
 
-// gcDuringLoad turns the garbage collector off for the cold load, under
-// a memory limit of 80% of the function's memory, and returns the undo:
-// the load allocates about twice what it keeps, and a collector that
-// runs as the heap grows from nothing would trace it several times.
-// Outside Lambda (no AWS_LAMBDA_FUNCTION_MEMORY_SIZE) it does nothing.
-func gcDuringLoad() func() {
+// gcForLambda bounds the heap by the function's memory instead of by
+// its growth: a memory limit of 80% of AWS_LAMBDA_FUNCTION_MEMORY_SIZE
+// and no proportional collection (GOGC off). The cold load allocates
+// about twice what it keeps, which a collector at GOGC=100 would trace
+// several times as the heap grows from nothing, and once more right
+// after, beside the first command; a warm command leaves a few KB of
+// garbage, so with a limit hundreds of MB above the live caches the
+// collector runs once per hundreds of thousands of commands. Lambda bills
+// the configured memory, used or not. Outside Lambda, or when GOGC or
+// GOMEMLIMIT is set, it does nothing.
+func gcForLambda(log *slog.Logger) {
 	mb, err := strconv.ParseInt(os.Getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64)
-	if err != nil || mb < 128 {
-		return func() {}
+	if err != nil || mb < 128 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
-	limit := debug.SetMemoryLimit(mb << 20 * 8 / 10)
-	pct := debug.SetGCPercent(-1)
-	return func() {
-		debug.SetGCPercent(pct)
-		debug.SetMemoryLimit(limit)
-	}
+	limit := mb << 20 * 8 / 10
+	debug.SetMemoryLimit(limit)
+	debug.SetGCPercent(-1)
+	log.Info("garbage collection bounded by the function's memory", "memory_limit_mb", limit>>20)
 }
 
 // compact loads the compact snapshot into c.
