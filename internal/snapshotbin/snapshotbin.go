@@ -4,8 +4,8 @@
 // (docs/lambda.md, "Cold start"). It carries the same document (format
 // marker, kind, version_id, generated_at, registry data; not ttl_policy,
 // which loaders do not use), sealed and signed with snapshot.Seal, and is
-// checked the same way: size cap, signature before decoding, age, and
-// registry.Validate. Any defect is a *snapshot.LoadError and the loader
+// checked the same way: size cap, signature (nothing decoded is used
+// before it verifies), age, and registry.Validate. Any defect is a *snapshot.LoadError and the loader
 // falls back to the JSON document, then to the registry.
 //
 // Layout after the magic "SNAVBIN1": every integer is a varint (signed)
@@ -121,6 +121,9 @@ func Encode(doc *snapshot.Document) ([]byte, error) {
 		w.rate(q.Limit)
 		w.int(q.ExpiresAt)
 		w.int(q.Version)
+	}
+	if w.err != nil {
+		return nil, w.err
 	}
 	return w.b, nil
 }
@@ -363,7 +366,10 @@ func clip(s string) string {
 	return s
 }
 
-type writer struct{ b []byte }
+type writer struct {
+	b   []byte
+	err error
+}
 
 func (w *writer) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *writer) int(v int64)   { w.b = binary.AppendVarint(w.b, v) }
@@ -380,6 +386,9 @@ func (w *writer) bool(v bool) {
 }
 func (w *writer) float(f float64) { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f)) }
 func (w *writer) time(t time.Time) {
+	if !t.IsZero() && (t.Year() < 1678 || t.Year() > 2261) && w.err == nil {
+		w.err = fmt.Errorf("snapshotbin: time %s is outside the encoding's years 1678 to 2261", t.Format(time.RFC3339))
+	}
 	w.bool(!t.IsZero())
 	if !t.IsZero() {
 		w.int(t.UnixNano())

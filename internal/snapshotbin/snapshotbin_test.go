@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	stdjson "encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,12 +144,18 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-// TestEncodeRefusesOtherKinds: only full documents have a compact form.
-func TestEncodeRefusesOtherKinds(t *testing.T) {
+// TestEncodeRefuses: only full documents have a compact form, and only
+// times the encoding holds.
+func TestEncodeRefuses(t *testing.T) {
 	doc := fullDoc(registry.Data{})
 	doc.Kind = snapshot.KindACL
 	if _, err := Encode(doc); err == nil {
 		t.Error("an acl document was encoded")
+	}
+	d := everyField()
+	d.Keys[0].Versions[0].NotAfter = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := Encode(fullDoc(d)); err == nil || !strings.Contains(err.Error(), "9999") {
+		t.Errorf("a time in 9999: %v", err)
 	}
 }
 
