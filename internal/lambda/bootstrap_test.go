@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,15 +11,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // fakeRuntime is Lambda's Runtime API as the bootstrap sees it: it hands
@@ -61,25 +64,44 @@ func (r *fakeRuntime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // TestBootstrapBinaryDelivers builds cmd/snavio-lambda and runs it as
 // Lambda would, configured by the environment alone, against the
-// emulators: one EventBridge event in, one delivery out.
+// emulators: one EventBridge event in, one delivery out. The delivered
+// event is kept in memory until Lambda's SIGTERM at shutdown, when the
+// bootstrap stores it.
 func TestBootstrapBinaryDelivers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap binary")
 	}
 	f := newFixture(t)
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "github.com/snavio/snavio/cmd/snavio-lambda")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "github.com/snavio/snavio/cmd/snavio-lambda")
 	ev, err := json.Marshal(f.event(t, "0f8fad5b-d9cb-469f-a165-000000000200", "mailer", "send"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	delivered := func() bool {
+		recs, err := f.outbox.Read(context.Background(), "acme", 0, awsstore.MaxOutboxRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(recs, func(r awsstore.OutboxRecord) bool { return r.Name == telemetry.NameDelivered })
+	}
 	began := time.Now()
-	got := runBootstrap(t, bin, f.bootstrapEnv(t), ev)
-	t.Logf("bootstrap: process start to answer %v: %s", time.Since(began).Round(time.Millisecond), got)
+	got, _ := runBootstrap(t, bin, f.bootstrapEnv(t), ev, func(cmd *exec.Cmd) {
+		t.Logf("bootstrap: process start to answer %v", time.Since(began).Round(time.Millisecond))
+		if delivered() {
+			t.Error("the delivered event was stored before shutdown; it should be kept")
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		// The bootstrap is another process: poll the outbox for what its
+		// SIGTERM handler stores, within Lambda's 500 ms and some slack.
+		for deadline := time.Now().Add(10 * time.Second); !delivered(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("no delivered event in the outbox 10 s after SIGTERM")
+				return
+			}
+		}
+	})
 	if got != "response: null" {
 		t.Fatalf("answer %q, want the response null", got)
 	}
@@ -123,10 +145,11 @@ func (f *fixture) bootstrapEnv(tb testing.TB) []string {
 
 // runBootstrap runs bin as Lambda would, with env, against a fake
 // Runtime API handing it ev, and returns its first answer ("response:
-// ..." or "error: ..." or "init error: ..."). The process is killed
-// after; cpu, if given, receives its CPU time (user and system) up to
-// the answer where /proc tells it, else up to the kill.
-func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, cpu ...*time.Duration) string {
+// ..." or "error: ..." or "init error: ...") and its CPU time (user and
+// system) up to the answer where /proc tells it, else up to the kill.
+// after, if not nil, runs once the answer is in, before the process is
+// killed.
+func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func(*exec.Cmd)) (answer string, cpu time.Duration) {
 	tb.Helper()
 	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
 	srv := httptest.NewServer(rt)
@@ -139,26 +162,26 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, cpu ...*ti
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	atAnswer, known := time.Duration(0), false
+	known := false
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if !known {
-			atAnswer = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
-		for _, c := range cpu {
-			*c += atAnswer
+		if !strings.HasPrefix(answer, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {
+			tb.Logf("stderr:\n%s", stderr.String())
 		}
 	}()
 	select {
-	case got := <-rt.answer:
-		atAnswer, known = procCPU(cmd.Process.Pid)
-		if !strings.HasPrefix(got, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {
-			tb.Logf("stderr:\n%s", stderr.String())
+	case answer = <-rt.answer:
+		cpu, known = procCPU(cmd.Process.Pid)
+		if after != nil {
+			after(cmd)
 		}
-		return got
+		return answer, cpu
 	case <-time.After(60 * time.Second):
 		tb.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
-		return ""
+		return "", 0
 	}
 }
