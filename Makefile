@@ -91,6 +91,11 @@ bench: ## Run benchmarks and print each beside its floor, with the ratio
 	@echo
 	$(GO) run ./tools/benchratio < bench.out
 
+.PHONY: cost
+cost: ## The AWS cost of a million commands: the dispatcher's CPU measured now, list prices, memory sizes, 90% fast path (docs/cost.md)
+	$(GO) test -run '^$$' -bench '^Benchmark(FastDispatch|StrictSlowPath)$$' -benchtime 20000x -count 3 ./pkg/dispatch/ | tee cost.bench
+	$(GO) run ./tools/costmodel -bench cost.bench
+
 .PHONY: fuzz
 fuzz: ## Run every native fuzz target for FUZZTIME each
 	./tools/fuzz-all.sh $(FUZZTIME)
@@ -111,4 +116,4 @@ tools: $(GOBIN)/staticcheck $(GOBIN)/goreleaser ## Install staticcheck and gorel
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf bin dist bench.out
+	rm -rf bin dist bench.out cost.bench

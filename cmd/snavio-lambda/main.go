@@ -25,5 +25,7 @@ func main() {
 		log.Error("snavio-lambda: init failed", "err", err)
 		os.Exit(1)
 	}
-	awslambda.Start(h)
+	// WithEnableSIGTERM registers the extension that makes Lambda send
+	// SIGTERM at shutdown, when the host stores its kept telemetry.
+	awslambda.StartWithOptions(h, awslambda.WithEnableSIGTERM())
 }

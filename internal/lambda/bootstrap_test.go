@@ -2,20 +2,26 @@ package lambda
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // fakeRuntime is Lambda's Runtime API as the bootstrap sees it: it hands
@@ -58,53 +64,124 @@ func (r *fakeRuntime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // TestBootstrapBinaryDelivers builds cmd/snavio-lambda and runs it as
 // Lambda would, configured by the environment alone, against the
-// emulators: one EventBridge event in, one delivery out.
+// emulators: one EventBridge event in, one delivery out. The delivered
+// event is kept in memory until Lambda's SIGTERM at shutdown, when the
+// bootstrap stores it.
 func TestBootstrapBinaryDelivers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap binary")
 	}
 	f := newFixture(t)
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "github.com/snavio/snavio/cmd/snavio-lambda")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "github.com/snavio/snavio/cmd/snavio-lambda")
 	ev, err := json.Marshal(f.event(t, "0f8fad5b-d9cb-469f-a165-000000000200", "mailer", "send"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	delivered := func() bool {
+		recs, err := f.outbox.Read(context.Background(), "acme", 0, awsstore.MaxOutboxRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(recs, func(r awsstore.OutboxRecord) bool { return r.Name == telemetry.NameDelivered })
+	}
+	began := time.Now()
+	got, _ := runBootstrap(t, bin, f.bootstrapEnv(t), ev, func(cmd *exec.Cmd) {
+		t.Logf("bootstrap: process start to answer %v", time.Since(began).Round(time.Millisecond))
+		if delivered() {
+			t.Error("the delivered event was stored before shutdown; it should be kept")
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		// The bootstrap is another process: poll the outbox for what its
+		// SIGTERM handler stores, within Lambda's 500 ms and some slack.
+		for deadline := time.Now().Add(10 * time.Second); !delivered(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("no delivered event in the outbox 10 s after SIGTERM")
+				return
+			}
+		}
+	})
+	if got != "response: null" {
+		t.Fatalf("answer %q, want the response null", got)
+	}
+	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
+		t.Fatalf("target queue holds %d messages, want 1", n)
+	}
+}
+
+// procCPU reads a running process's CPU time (user and system) from
+// /proc/<pid>/stat, in USER_HZ ticks (100 a second on Linux).
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name, which ends at the last ')': state is
+	// the first, utime the 12th, stime the 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * (time.Second / 100), true
+}
+
+// bootstrapEnv is the environment of the bootstrap on the fixture's
+// tables and queues.
+func (f *fixture) bootstrapEnv(tb testing.TB) []string {
+	return []string{
+		EnvFunction + "=" + FunctionIngest, EnvEnv + "=" + f.env, EnvEscalationQueue + "=" + f.escURL,
+		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + emu.DynamoDB(tb).Endpoint, "AWS_ENDPOINT_URL_SQS=" + emu.Kumo().Endpoint,
+		"HOME=" + tb.TempDir(),
+	}
+}
+
+// runBootstrap runs bin as Lambda would, with env, against a fake
+// Runtime API handing it ev, and returns its first answer ("response:
+// ..." or "error: ..." or "init error: ...") and its CPU time (user and
+// system) up to the answer where /proc tells it, else up to the kill.
+// after, if not nil, runs once the answer is in, before the process is
+// killed.
+func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func(*exec.Cmd)) (answer string, cpu time.Duration) {
+	tb.Helper()
 	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 	defer close(rt.done)
-
 	cmd := exec.Command(bin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.Env = []string{
-		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(srv.URL, "http://"),
-		EnvFunction + "=" + FunctionIngest, EnvEnv + "=" + f.env, EnvEscalationQueue + "=" + f.escURL,
-		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + emu.DynamoDB(t).Endpoint, "AWS_ENDPOINT_URL_SQS=" + emu.Kumo().Endpoint,
-		"HOME=" + t.TempDir(),
-	}
-	began := time.Now()
+	cmd.Env = append(slices.Clip(env), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"))
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	select {
-	case got := <-rt.answer:
-		t.Logf("bootstrap: process start to answer %v: %s", time.Since(began).Round(time.Millisecond), got)
-		if got != "response: null" {
-			t.Fatalf("answer %q, want the response null; stderr:\n%s", got, stderr.String())
+	known := false
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if !known {
+			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
+		if !strings.HasPrefix(answer, "response: ") || os.Getenv("SNAVIO_DEBUG_BOOTSTRAP") != "" {
+			tb.Logf("stderr:\n%s", stderr.String())
+		}
+	}()
+	select {
+	case answer = <-rt.answer:
+		cpu, known = procCPU(cmd.Process.Pid)
+		if after != nil {
+			after(cmd)
+		}
+		return answer, cpu
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
-	}
-	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
-		t.Fatalf("target queue holds %d messages, want 1; stderr:\n%s", n, stderr.String())
+		tb.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
+		return "", 0
 	}
 }

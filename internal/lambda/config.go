@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -22,6 +23,7 @@ import (
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -64,6 +66,11 @@ type Config struct {
 	// Instance names this execution environment in flow control's
 	// records (leases, rollups).
 	Instance string
+	// SnapshotKeys are the trusted snapshot signing keys and
+	// SnapshotMaxAge the oldest snapshot taken, when Store.SnapshotBucket
+	// is set (coldstart.go).
+	SnapshotKeys   snapshot.TrustedKeys
+	SnapshotMaxAge time.Duration
 	// EscalationOptions adjust the escalation queue's SQS client (tests
 	// point it at an emulator).
 	EscalationOptions []func(*sqs.Options)
@@ -99,6 +106,7 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 		}
 		c.MaxReceives = n
 	}
+	errs = append(errs, snapshotFromEnv(getenv, &c)...)
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -132,13 +140,17 @@ func (c *Config) validate() error {
 	if c.Instance == "" {
 		c.Instance = "lambda"
 	}
+	if err := c.validateSnapshot(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // Handler builds the host from the environment (getenv, with the SDK's
 // default configuration: region and credentials from Lambda's
 // environment) and returns the handler SNAVIO_FUNCTION names, for
-// aws-lambda-go's lambda.Start.
+// aws-lambda-go's lambda.StartWithOptions with WithEnableSIGTERM (the
+// host stores its kept telemetry at SIGTERM).
 func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -155,5 +167,6 @@ func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	h.closeOnSIGTERM(log)
 	return stageWithMetrics(h, cfg.Function, emf, os.Stdout, log), nil
 }

@@ -27,3 +27,31 @@ func FuzzFromEnv(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSnapshotEnv: the cold start's variables give trusted keys of 32
+// bytes each and a positive maximum age, or errors; never a panic, and
+// a bucket is never accepted without keys.
+func FuzzSnapshotEnv(f *testing.F) {
+	f.Add("snavio-snapshots", "gen-1=A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=", "30m")
+	f.Add("snavio-snapshots", "a=b,=c,d=", "0")
+	f.Add("", "", "")
+	f.Fuzz(func(t *testing.T, bucket, keys, maxAge string) {
+		vars := map[string]string{EnvSnapshotBucket: bucket, EnvSnapshotKeys: keys, EnvSnapshotMaxAge: maxAge}
+		var c Config
+		errs := snapshotFromEnv(func(k string) string { return vars[k] }, &c)
+		if err := c.validateSnapshot(); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			return
+		}
+		for id, k := range c.SnapshotKeys {
+			if id == "" || len(k) != 32 {
+				t.Fatalf("accepted key %q of %d bytes", id, len(k))
+			}
+		}
+		if c.SnapshotMaxAge <= 0 || (c.Store.SnapshotBucket != "" && len(c.SnapshotKeys) == 0) {
+			t.Fatalf("accepted %+v", c)
+		}
+	})
+}

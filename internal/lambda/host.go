@@ -32,11 +32,13 @@ const raceRetry = time.Second
 type Host struct {
 	cfg Config
 	d   *dispatch.Dispatcher
-	// intake holds the durability contract (archive, hand-off, telemetry
-	// stored before the answer); esc is the escalation queue.
+	// intake runs the shield and the fast stage and hands escalations to
+	// esc, the escalation queue; out keeps the telemetry (warm.go).
 	intake *dispatch.Intake
 	esc    *awsstore.SQSHandoff
 	out    *outbox
+	bg     *background
+	cold   *coldStart
 	log    *slog.Logger
 }
 
@@ -74,21 +76,26 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &outbox{store: ob}
+	bg := &background{}
+	cold, err := newColdStart(&cfg, bg)
+	if err != nil {
+		return nil, err
+	}
+	out := &outbox{store: ob, log: log}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: sender,
-		Telemetry: out, Clock: clk, Logger: log, Metrics: cfg.Metrics, Flow: flow.Config{Instance: cfg.Instance}})
+		Telemetry: out, Clock: clk, Logger: log, Metrics: cfg.Metrics, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}, Load: cold.load})
 	if err != nil {
 		return nil, err
 	}
 	d := asm.Dispatcher
+	// The global ban list now, not in the first command's invocation.
+	if err := asm.Deps.Flow.RefreshBans(ctx); err != nil {
+		return nil, fmt.Errorf("loading the global ban list: %w", err)
+	}
 	// The cold load's events (cache refreshes) are stored now, so that
 	// the first invocation does not carry them.
 	if err := out.flush(ctx); err != nil {
 		return nil, fmt.Errorf("storing the cold load's telemetry in the outbox: %w", err)
-	}
-	archive, err := awsstore.NewArchiveStore(cfg.Store)
-	if err != nil {
-		return nil, err
 	}
 	escCfg := cfg.Store
 	escCfg.SQSOptions = cfg.EscalationOptions
@@ -96,13 +103,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, d: d, esc: esc, out: out, log: log}
-	// Lambda runs one invocation at a time per environment, so the
-	// invocation's telemetry is the outbox's whole buffer.
-	h.intake, err = dispatch.NewIntake(dispatch.IntakeConfig{Dispatcher: d, Archive: archive, Handoff: esc,
-		Defer: func(ctx context.Context) (context.Context, func() error) {
-			return ctx, func() error { return h.out.flush(ctx) }
-		},
+	h := &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, cold: cold, log: log}
+	// No Archive: the bus archives every event before the rule invokes
+	// this function, and replay re-verifies what it reads from there
+	// (docs/lambda.md, "The archive on AWS"). No Defer: deliveries and
+	// hand-offs are synchronous, and Ingest settles the telemetry.
+	h.intake, err = dispatch.NewIntake(dispatch.IntakeConfig{Dispatcher: d, Handoff: esc,
 		NewID: func() string { return uuidv7.String(clk.Now()) }, Clock: clk, Logger: log})
 	if err != nil {
 		return nil, err
@@ -112,12 +118,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 
 // Ingest is the EventBridge rule's target: dispatch.Intake on one event
 // (the shield and the fast stage, then delivery or the durable hand-off
-// to the escalation queue, the event archived with the shield's verdict
-// and the invocation's telemetry stored). It returns nil only once the
-// command is delivered, refused with its telemetry in the outbox, or
-// handed off, and archived; an error makes Lambda retry the event (then
-// its on-failure destination). A command that can never succeed (invalid)
-// is not an error: its snavio.command.invalid is its answer.
+// to the escalation queue), then the invocation's telemetry settled
+// (warm.go: stored now, or kept when it confirms nothing). It returns nil
+// only once the command is delivered, refused with its telemetry in the
+// outbox, or handed off; an error makes Lambda retry the event (then its
+// on-failure destination). A command that can never succeed (invalid) is
+// not an error: its snavio.command.invalid is its answer.
 func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 	if ev.DetailType != envelope.EventType {
 		// The rule matches commands only; anything else is not ours.
@@ -126,9 +132,12 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 	}
 	acks, err := h.intake.Run(ctx, []dispatch.Entry{{EventID: ev.ID, Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail}})
 	a := &acks[0]
+	if serr := h.out.settle(ctx, a.Result.Outcome, a.Acknowledged(), h.cfg.Clock.Now()); serr != nil && err == nil {
+		return fmt.Errorf("command %s: its telemetry is not stored; retrying the event: %w", a.Result.CommandID, serr)
+	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("command %s: its archive or its telemetry is not stored; retrying the event: %w", a.Result.CommandID, err)
+		return fmt.Errorf("command %s: not stored; retrying the event: %w", a.Result.CommandID, err)
 	case a.Acknowledged(), a.Refused == dispatch.RefusedTooLarge:
 		return nil
 	case a.Result.Outcome == dispatch.Escalated:
@@ -150,7 +159,7 @@ func (h *Host) Slow(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
-	if err := h.out.flush(ctx); err != nil {
+	if err := h.out.storeAll(ctx); err != nil {
 		h.log.Error("storing the batch's telemetry failed; the whole batch will be retried", "records", len(ev.Records), "err", err)
 		resp.BatchItemFailures = resp.BatchItemFailures[:0]
 		for i := range ev.Records {
@@ -200,8 +209,13 @@ func (h *Host) slowOne(ctx context.Context, rec *events.SQSMessage) bool {
 // are acknowledged.
 type outbox struct {
 	store *awsstore.OutboxStore
+	log   *slog.Logger
 	mu    sync.Mutex
 	buf   []awsstore.OutboxEntry
+	// keptN events at the head of buf are kept from earlier invocations,
+	// since the time of the oldest (warm.go).
+	keptN int
+	since time.Time
 }
 
 var _ telemetry.Sink = (*outbox)(nil)

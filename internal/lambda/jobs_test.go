@@ -27,6 +27,7 @@ import (
 	"github.com/aws/smithy-go/encoding/cbor"
 
 	"github.com/snavio/snavio/internal/monitor"
+	"github.com/snavio/snavio/internal/snapshotbin"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -469,8 +470,17 @@ func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Routes) != 2 || len(doc.ACLs) != 2 || len(doc.Keys) != 1 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
+	if len(doc.Routes) != 3 || len(doc.ACLs) != 3 || len(doc.Keys) != 1 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
 		t.Fatalf("snapshot %s: %d routes, %d ACLs, %d keys", doc.VersionID, len(doc.Routes), len(doc.ACLs), len(doc.Keys))
+	}
+	// The compact encoding beside it, which cold starts read first.
+	_, compact, err := ss.Latest(ctx, snapshotbin.DefaultPath, snapshot.DefaultMaxBytes)
+	if err != nil {
+		t.Fatalf("compact snapshot: %v", err)
+	}
+	cdoc, err := snapshotbin.Parse(compact, snapshot.ParseOptions{Kind: snapshot.KindFull, Trusted: snapshot.TrustedKeys{DefaultSnapshotKeyID: ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)}})
+	if err != nil || cdoc.VersionID != doc.VersionID || len(cdoc.Routes) != 3 || len(cdoc.ACLs) != 3 || len(cdoc.Keys) != 1 {
+		t.Fatalf("compact snapshot: %v; want version %s with the JSON one's data", err, doc.VersionID)
 	}
 	got := emfValues(t, &metrics)
 	if got[telemetry.MetricSnapshotGenerated] != 1 || got[telemetry.MetricSnapshotSizeBytes] == 0 {

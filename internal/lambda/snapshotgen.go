@@ -2,11 +2,13 @@ package lambda
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/snapshotbin"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
@@ -18,7 +20,10 @@ import (
 // snapshot job does on the embedded store.
 type SnapshotJob struct {
 	jobBase
-	gen *snapshot.Generator
+	gen     *snapshot.Generator
+	store   snapshot.Store
+	signer  snapshot.Signer
+	trusted snapshot.TrustedKeys
 }
 
 // NewSnapshotJob builds the generator on the registry tables and the
@@ -43,7 +48,8 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvSnapshotSigningKey, err)
 	}
-	j := &SnapshotJob{jobBase: base}
+	j := &SnapshotJob{jobBase: base, store: store, signer: signer,
+		trusted: snapshot.TrustedKeys{cfg.SnapshotKeyID: cfg.SnapshotKey.Public().(ed25519.PublicKey)}}
 	j.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: serve.TTLPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: store, Signer: signer, Clock: cfg.Clock, Metrics: j.metrics, Telemetry: j.sink, Logger: cfg.Logger,
 	})
@@ -58,6 +64,9 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 // reported the failure (its telemetry is stored in the outbox here).
 func (j *SnapshotJob) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
 	p, genErr := j.gen.Generate(ctx)
+	if genErr == nil {
+		genErr = j.publishCompact(ctx, p.VersionID)
+	}
 	err := j.finish(ctx)
 	if genErr != nil {
 		return fmt.Errorf("snapshot generation: %w", genErr)
@@ -67,4 +76,24 @@ func (j *SnapshotJob) Handle(ctx context.Context, _ events.CloudWatchEvent) erro
 	}
 	j.log.Info("snapshot published", "version_id", p.VersionID, "full_bytes", p.Bytes[snapshot.KindFull])
 	return nil
+}
+
+// publishCompact publishes the compact encoding of the full document just
+// published (version), which cold starts read first (coldstart.go): it
+// reads the JSON document back, checks it is the one just signed, and
+// seals the same data.
+func (j *SnapshotJob) publishCompact(ctx context.Context, version string) error {
+	path := snapshot.DefaultPaths().Full
+	got, body, err := j.store.Latest(ctx, path, snapshot.DefaultMaxBytes)
+	if err != nil {
+		return fmt.Errorf("reading back %s: %w", path, err)
+	}
+	if got != version {
+		return fmt.Errorf("reading back %s: version %s, want %s (another generator ran; the next run publishes the compact one)", path, got, version)
+	}
+	doc, err := snapshot.Parse(body, snapshot.ParseOptions{Kind: snapshot.KindFull, Trusted: j.trusted, MaxBytes: int64(len(body))})
+	if err != nil {
+		return fmt.Errorf("reading back %s: %w", path, err)
+	}
+	return snapshotbin.Publish(ctx, j.store, j.signer, snapshotbin.DefaultPath, doc)
 }

@@ -79,7 +79,10 @@ type Admission interface {
 // IntakeConfig configures an Intake.
 type IntakeConfig struct {
 	Dispatcher *Dispatcher
-	// Archive and Handoff are required.
+	// Handoff is required. Archive records the entries with the shield's
+	// verdicts; nil only where the ingress archives every entry itself
+	// before the intake runs (EventBridge's bus archive on AWS), and replay
+	// re-verifies each entry it reads from there.
 	Archive Archive
 	Handoff Handoff
 	// Admission, when set, admits each escalation to the hand-off.
@@ -111,9 +114,6 @@ func NewIntake(c IntakeConfig) (*Intake, error) {
 	var errs []error
 	if c.Dispatcher == nil {
 		errs = append(errs, errors.New("dispatch: IntakeConfig.Dispatcher is required"))
-	}
-	if c.Archive == nil {
-		errs = append(errs, errors.New("dispatch: IntakeConfig.Archive is required: an entry is acknowledged only once archived"))
 	}
 	if c.Handoff == nil {
 		errs = append(errs, errors.New("dispatch: IntakeConfig.Handoff is required: escalations are acknowledged only once handed off"))
@@ -202,10 +202,13 @@ func (in *Intake) Run(ctx context.Context, entries []Entry) ([]Ack, error) {
 	}
 	run()
 	wg.Wait()
-	events := make([]Archived, 0, len(entries))
-	for i := range entries {
-		if a, ok := archived(&entries[i], &acks[i], now); ok {
-			events = append(events, a)
+	var events []Archived
+	if in.c.Archive != nil {
+		events = make([]Archived, 0, len(entries))
+		for i := range entries {
+			if a, ok := archived(&entries[i], &acks[i], now); ok {
+				events = append(events, a)
+			}
 		}
 	}
 	var err error

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
@@ -19,20 +20,20 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 type callCase struct {
 	name string
 	op   func() error
-	want map[string]int
+	want awstest.Counts
 }
 
 // checkCalls runs each case in order and compares the calls it made.
-func checkCalls(t *testing.T, c *calls, cases []callCase) {
+func checkCalls(t *testing.T, c *awstest.Calls, cases []callCase) {
 	t.Helper()
 	for _, tc := range cases {
 		if err := tc.op(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		got := c.take()
-		t.Logf("%-40s %s", tc.name, describe(got))
-		if describe(got) != describe(tc.want) {
-			t.Errorf("%s: calls %s, want %s", tc.name, describe(got), describe(tc.want))
+		got := c.Take().Ops()
+		t.Logf("%-40s %s", tc.name, got.String())
+		if got.String() != tc.want.String() {
+			t.Errorf("%s: calls %s, want %s", tc.name, got.String(), tc.want.String())
 		}
 	}
 }
@@ -42,7 +43,7 @@ func checkCalls(t *testing.T, c *calls, cases []callCase) {
 // (docs/store/aws.md, "Calls per operation").
 func TestCallsPerOperation(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s := newFlowStore(t, &c)
 	exp := t0.Add(time.Minute)
 	claim := flow.DedupeRecord{Tenant: "t", ID: "id", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: t0.Add(30 * time.Second)}
@@ -85,7 +86,7 @@ func TestCallsPerOperation(t *testing.T) {
 // to the budget: at most 3 DynamoDB calls per strict command.
 func TestStrictSlowPathBudget(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s := newFlowStore(t, &c)
 	clk := clock.NewFake(t0)
 	f, err := flow.New(flow.Config{Instance: "i1", Clock: clk, Mode: flow.ModeColdOnly}, s, telemetry.Discard{}, nil)
@@ -116,10 +117,10 @@ func TestStrictSlowPathBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := c.take()
-		t.Logf("strict slow path, %-34s %d calls: %s", tc.name+":", total(got), describe(got))
-		if total(got) > 3 {
-			t.Errorf("%s: %d DynamoDB calls (%s), over the budget of 3", tc.name, total(got), describe(got))
+		got := c.Take().Ops()
+		t.Logf("strict slow path, %-34s %d calls: %s", tc.name+":", got.Total(), got.String())
+		if got.Total() > 3 {
+			t.Errorf("%s: %d DynamoDB calls (%s), over the budget of 3", tc.name, got.Total(), got.String())
 		}
 	}
 }
@@ -128,7 +129,7 @@ func TestStrictSlowPathBudget(t *testing.T) {
 // conditional write plus one changelog put, and its reads to one call.
 func TestRegistryCallsPerOperation(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s := newRegistryStore(t, &c)
 	by := registry.Actor{Who: "ci", At: t0}
 	r := dispatchtest.RegistryRoute("billing", "charge")

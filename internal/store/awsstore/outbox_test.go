@@ -15,13 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // newOutboxStore makes an outbox on a table of its own (no TTL, as every
 // test table: see newFlowStore), with a fake clock at t0.
-func newOutboxStore(t *testing.T, c *calls) (*OutboxStore, *clock.Fake) {
+func newOutboxStore(t *testing.T, c *awstest.Calls) (*OutboxStore, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	cfg := testConfig(t, c)
@@ -247,7 +248,7 @@ func TestOutboxContract(t *testing.T) {
 // TestOutboxCallsPerAppend counts DynamoDB calls per append.
 func TestOutboxCallsPerAppend(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s, clk := newOutboxStore(t, &c)
 	app := func(st *OutboxStore, n int) func() error {
 		return func() error { _, err := st.Append(ctx, entries("acme", 0, n)); return err }

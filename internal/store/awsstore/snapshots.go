@@ -249,10 +249,16 @@ func (s *SnapshotStore) read(ctx context.Context, key string, maxBytes int64) ([
 	if n := aws.ToInt64(out.ContentLength); n > maxBytes {
 		return nil, nil, fmt.Errorf("%d bytes, over the caller's limit of %d: %w", n, maxBytes, snapshot.ErrTooLarge)
 	}
-	b, err := io.ReadAll(io.LimitReader(out.Body, max(maxBytes, 0)+1))
-	if err != nil {
+	// Sized from Content-Length: a cold start reads tens of MB, which
+	// io.ReadAll would copy through a dozen growing buffers.
+	var buf bytes.Buffer
+	if n := aws.ToInt64(out.ContentLength); n > 0 {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(out.Body, max(maxBytes, 0)+1)); err != nil {
 		return nil, nil, err
 	}
+	b := buf.Bytes()
 	if int64(len(b)) > maxBytes {
 		return nil, nil, fmt.Errorf("over the caller's limit of %d bytes: %w", maxBytes, snapshot.ErrTooLarge)
 	}

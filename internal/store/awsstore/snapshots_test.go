@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -27,7 +28,7 @@ func tickingClock() clock.Clock {
 
 // newSnapshotStore makes a snapshot store on a bucket of its own in the
 // binary's gofakes3, counting calls in c (nil: not counted).
-func newSnapshotStore(t *testing.T, c *calls, clk clock.Clock) (*SnapshotStore, *s3.Client) {
+func newSnapshotStore(t *testing.T, c *awstest.Calls, clk clock.Clock) (*SnapshotStore, *s3.Client) {
 	t.Helper()
 	f := emu.S3()
 	cfg := Config{Env: "test", AWSConfig: f.Config(), S3Options: f.ClientOptions(), SnapshotBucket: f.NewBucketName(), Clock: clk}
@@ -36,7 +37,7 @@ func newSnapshotStore(t *testing.T, c *calls, clk clock.Clock) (*SnapshotStore, 
 		t.Fatal(err)
 	}
 	if c != nil {
-		cfg.S3Options = append(slices.Clip(cfg.S3Options), func(o *s3.Options) { o.APIOptions = append(o.APIOptions, c.count) })
+		cfg.S3Options = append(slices.Clip(cfg.S3Options), func(o *s3.Options) { o.APIOptions = append(o.APIOptions, c.Count) })
 	}
 	s, err := NewSnapshotStore(cfg)
 	if err != nil {
@@ -84,7 +85,7 @@ func TestSnapshotVersionsInPutOrder(t *testing.T) {
 // (docs/store/aws.md, "Snapshots on S3").
 func TestSnapshotCallsPerOperation(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s, _ := newSnapshotStore(t, &c, tickingClock())
 	const path = "/snavio/registry/snapshot/latest.json"
 	body := []byte(`{"format":"snavio.registry.snapshot/v1"}`)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -40,9 +41,9 @@ func telemetryMessage(t testing.TB, tenant string, seq uint64) TelemetryMessage 
 func TestSNSPublishFanOutOnKumo(t *testing.T) {
 	ctx := context.Background()
 	k := emu.Kumo()
-	var c calls
+	var c awstest.Calls
 	cfg := Config{Env: emu.UniqueName(), AccountID: kumoAccount, AWSConfig: k.Config(),
-		SNSOptions: append(k.SNSOptions(), func(o *sns.Options) { o.APIOptions = append(o.APIOptions, c.count) })}
+		SNSOptions: append(k.SNSOptions(), func(o *sns.Options) { o.APIOptions = append(o.APIOptions, c.Count) })}
 	p, err := NewSNSPublisher(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -65,11 +66,11 @@ func TestSNSPublishFanOutOnKumo(t *testing.T) {
 		}
 	}
 	acme := telemetryMessage(t, "acme.web_1", 7)
-	c.take()
+	c.Take().Ops()
 	if failed := p.Publish(ctx, []TelemetryMessage{acme, telemetryMessage(t, "globex", 1)}); len(failed) > 0 {
 		t.Fatalf("failed: %+v", failed)
 	}
-	if got := describe(c.take()); got != "Publish=2" {
+	if got := c.Take().Ops().String(); got != "Publish=2" {
 		t.Errorf("calls %s, want Publish=2 (one event per tenant: no batch)", got)
 	}
 	msgs := receiveAll(t, rawSQS, queues["acme.web_1"])

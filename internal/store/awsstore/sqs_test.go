@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
@@ -31,13 +32,13 @@ func testSigner(t testing.TB) *provenance.Signer {
 
 // newSQSSender makes a sender on the binary's kumo, counting calls in c
 // (nil: not counted), and a plain client for the test's own calls.
-func newSQSSender(t testing.TB, c *calls, adjust func(*Config)) (*SQSSender, *sqs.Client) {
+func newSQSSender(t testing.TB, c *awstest.Calls, adjust func(*Config)) (*SQSSender, *sqs.Client) {
 	t.Helper()
 	k := emu.Kumo()
 	cfg := Config{Env: "test", AWSConfig: k.Config(), SQSOptions: k.SQSOptions()}
 	raw := sqs.NewFromConfig(cfg.AWSConfig, cfg.SQSOptions...)
 	if c != nil {
-		cfg.SQSOptions = append(slices.Clip(cfg.SQSOptions), func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, c.count) })
+		cfg.SQSOptions = append(slices.Clip(cfg.SQSOptions), func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, c.Count) })
 	}
 	if adjust != nil {
 		adjust(&cfg)
@@ -160,10 +161,10 @@ func TestSQSSenderDelivers(t *testing.T) {
 // one SendMessage per delivery once the queue's URL is cached.
 func TestSQSSenderCallsPerDelivery(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s, raw := newSQSSender(t, &c, nil)
 	arn := createQueue(t, raw)
-	c.take()
+	c.Take().Ops()
 	n := 0
 	send := func() error { n++; return s.Send(ctx, delivery(arn, fmt.Sprint("id-", n))) }
 	checkCalls(t, &c, []callCase{
@@ -174,27 +175,27 @@ func TestSQSSenderCallsPerDelivery(t *testing.T) {
 	if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: queueURLOf(t, raw, arn)}); err != nil {
 		t.Fatal(err)
 	}
-	c.take()
+	c.Take().Ops()
 	if err := send(); err == nil || !strings.Contains(err.Error(), "create the queue") {
 		t.Fatalf("delivery to a deleted queue: %v; want an error saying to create it", err)
 	}
-	if got := describe(c.take()); got != "SendMessage=1" {
+	if got := c.Take().Ops().String(); got != "SendMessage=1" {
 		t.Errorf("delivery to a deleted queue: calls %s", got)
 	}
 	if err := send(); err == nil || !strings.Contains(err.Error(), "resolve the queue URL") {
 		t.Fatalf("delivery after the URL was dropped: %v", err)
 	}
-	if got := describe(c.take()); got != "GetQueueUrl=1" {
+	if got := c.Take().Ops().String(); got != "GetQueueUrl=1" {
 		t.Errorf("the deleted queue's URL stayed cached: calls %s", got)
 	}
 }
 
 func TestSQSSenderCacheIsBounded(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s, raw := newSQSSender(t, &c, func(cfg *Config) { cfg.MaxQueueURLs = 2 })
 	arns := []string{createQueue(t, raw), createQueue(t, raw), createQueue(t, raw)}
-	c.take()
+	c.Take().Ops()
 	for round := range 2 {
 		for i, arn := range arns {
 			if err := s.Send(ctx, delivery(arn, fmt.Sprint("id-", round, i))); err != nil {
@@ -205,9 +206,9 @@ func TestSQSSenderCacheIsBounded(t *testing.T) {
 			}
 		}
 	}
-	got := c.take()
+	got := c.Take().Ops()
 	if got["SendMessage"] != 6 || got["GetQueueUrl"] < 4 {
-		t.Errorf("calls %s: want 6 SendMessage and at least 4 GetQueueUrl (3 queues through 2 places)", describe(got))
+		t.Errorf("calls %s: want 6 SendMessage and at least 4 GetQueueUrl (3 queues through 2 places)", got.String())
 	}
 	for _, arn := range arns {
 		if n := len(receiveAll(t, raw, arn)); n != 2 {
@@ -218,10 +219,10 @@ func TestSQSSenderCacheIsBounded(t *testing.T) {
 
 func TestSQSSenderBadInput(t *testing.T) {
 	ctx := context.Background()
-	var c calls
+	var c awstest.Calls
 	s, raw := newSQSSender(t, &c, nil)
 	arn := createQueue(t, raw)
-	c.take()
+	c.Take().Ops()
 	for _, tc := range []struct {
 		name string
 		d    *dispatch.Delivery
@@ -235,8 +236,8 @@ func TestSQSSenderBadInput(t *testing.T) {
 		if err := s.Send(ctx, tc.d); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error saying %q", tc.name, err, tc.want)
 		}
-		if got := c.take(); got["SendMessage"] != 0 {
-			t.Errorf("%s: sent anyway (%s)", tc.name, describe(got))
+		if got := c.Take().Ops(); got["SendMessage"] != 0 {
+			t.Errorf("%s: sent anyway (%s)", tc.name, got.String())
 		}
 	}
 	if _, err := NewSQSSender(Config{Env: "test", AWSConfig: aws.Config{Region: "us-east-1"}}, nil); err == nil || !strings.Contains(err.Error(), "signer") {

@@ -2,18 +2,12 @@ package awsstore
 
 import (
 	"context"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -30,75 +24,27 @@ func TestMain(m *testing.M) {
 	m.Run()
 }
 
-// calls counts DynamoDB operations by name, with an SDK middleware.
-type calls struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *calls) option(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, c.count) }
-
-// count is the middleware, for any client's APIOptions.
-func (c *calls) count(st *middleware.Stack) error {
-	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("snavio-count-calls",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			if c.n == nil {
-				c.n = map[string]int{}
-			}
-			c.n[awsmiddleware.GetOperationName(ctx)]++
-			c.mu.Unlock()
-			return next.HandleInitialize(ctx, in)
-		}), middleware.After)
-}
-
-// take returns the counts since the last take and resets them.
-func (c *calls) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.n
-	c.n = map[string]int{}
-	return out
-}
-
-func total(m map[string]int) int {
-	t := 0
-	for _, v := range m {
-		t += v
-	}
-	return t
-}
-
-func describe(m map[string]int) string {
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, k+"="+strconv.Itoa(v))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, " ")
-}
-
 // testConfig is a config for tables of the test's own in the binary's
 // DynamoDB Local, counting calls in c (nil: not counted).
-func testConfig(t *testing.T, c *calls) Config {
+func testConfig(t *testing.T, c *awstest.Calls) Config {
 	t.Helper()
 	d := emu.DynamoDB(t)
 	cfg := Config{Env: emu.UniqueName(), AWSConfig: d.Config(), ClientOptions: d.ClientOptions()}
 	if c != nil {
-		cfg.ClientOptions = append(cfg.ClientOptions, c.option)
+		cfg.ClientOptions = append(cfg.ClientOptions, c.DynamoDB)
 	}
 	return cfg
 }
 
 // ready fails t on err, else resets c's counts (nil: none) so that table
 // creation is not counted.
-func ready(t *testing.T, c *calls, err error) {
+func ready(t *testing.T, c *awstest.Calls, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c != nil {
-		c.take()
+		c.Take().Ops()
 	}
 }
 
@@ -107,7 +53,7 @@ func ready(t *testing.T, c *calls, err error) {
 // DynamoDB Local's TTL reaper deletes, within a second of the wall clock,
 // records that are live at the suites' now (which the store must never
 // rely on anyway; TestCreateTablesTurnsOnTTL checks the real set-up).
-func newFlowStore(t *testing.T, c *calls) *FlowStore {
+func newFlowStore(t *testing.T, c *awstest.Calls) *FlowStore {
 	t.Helper()
 	s, err := NewFlowStore(testConfig(t, c))
 	if err != nil {
@@ -159,7 +105,7 @@ func TestRegistryOnDynamoDBLocal(t *testing.T) {
 }
 
 // newRegistryStore makes a registry store on tables of its own.
-func newRegistryStore(t *testing.T, c *calls) *RegistryStore {
+func newRegistryStore(t *testing.T, c *awstest.Calls) *RegistryStore {
 	t.Helper()
 	s, err := NewRegistryStore(testConfig(t, c))
 	if err != nil {

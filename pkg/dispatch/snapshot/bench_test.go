@@ -1,49 +1,22 @@
 package snapshot_test
 
 import (
-	"bytes"
 	"context"
 	stdjson "encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/pkg/dispatch/cache"
+	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
-// benchData returns a registry of n routes, n ACLs and k keysets shaped
-// like production entries: every route has a DLQ, a profile and a rate
-// limit; every ACL a profile; every keyset two versions.
-func benchData(n, k int) registry.Data {
-	d := registry.Data{Routes: make([]registry.Route, n), ACLs: make([]registry.ACL, n), Keys: make([]registry.ServiceKey, k)}
-	profiles := registry.Profiles()
-	for i := range n {
-		target := fmt.Sprintf("target-%05d", i/20)
-		command := fmt.Sprintf("command-%07d", i)
-		d.Routes[i] = registry.Route{
-			Target: target, Command: command,
-			QueueARN: "arn:aws:sqs:eu-west-1:123456789012:" + target + "-commands",
-			DLQARN:   "arn:aws:sqs:eu-west-1:123456789012:" + target + "-dlq",
-			Profile:  profiles[i%3], RateLimit: registry.RateLimit{Max: 1000, IntervalSeconds: 1},
-			Version: 3,
-		}
-		d.ACLs[i] = registry.ACL{Source: fmt.Sprintf("tenant-%04d/service-%d", i%k, i%7), Target: target, Command: command,
-			Allow: true, Profile: profiles[i%3], Version: 1}
-	}
-	secret := bytes.Repeat([]byte{0x5a}, 32)
-	for i := range k {
-		d.Keys[i] = registry.ServiceKey{Source: fmt.Sprintf("tenant-%04d/service-%d", i, i%7), Version: 2, Versions: []registry.KeyVersion{
-			{ID: "hmac-v1", Secret: secret, ActivatedAt: t0.Add(-40 * 24 * time.Hour)},
-			{ID: "hmac-v2", Secret: secret, ActivatedAt: t0.Add(-10 * 24 * time.Hour)},
-		}}
-	}
-	return d
-}
+// benchData is dispatchtest.BenchRegistry at t0.
+func benchData(n, k int) registry.Data { return dispatchtest.BenchRegistry(n, k, t0) }
 
 func sealedFull(tb testing.TB, d registry.Data) []byte {
 	tb.Helper()

@@ -166,3 +166,8 @@ func unseal(b []byte, trusted TrustedKeys) ([]byte, error) {
 	}
 	return doc, nil
 }
+
+// Open checks the framing and the signature of a sealed file and returns
+// the signed document bytes (a sub-slice of b), for documents in another
+// encoding than Parse's JSON. Failures are *LoadError.
+func Open(b []byte, trusted TrustedKeys) ([]byte, error) { return unseal(b, trusted) }
