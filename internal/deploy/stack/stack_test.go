@@ -17,22 +17,93 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// cfnSchema compiles goformation's CloudFormation schema once (seconds).
-var cfnSchema = sync.OnceValues(func() (*gojsonschema.Schema, error) {
-	return gojsonschema.NewSchema(gojsonschema.NewStringLoader(schema.CloudformationSchema))
+// cfnDefs is goformation's CloudFormation schema, parsed once.
+var cfnDefs = sync.OnceValues(func() (map[string]any, error) {
+	var root map[string]any
+	err := json.Unmarshal([]byte(schema.CloudformationSchema), &root)
+	return root, err
 })
 
-func validate(t *testing.T, doc any) *gojsonschema.Result {
+// subSchema is top with only the definitions it refers to, transitively:
+// compiling and validating against the whole schema takes seconds, as
+// every resource is tried against every resource type.
+func subSchema(defs map[string]any, top map[string]any) map[string]any {
+	picked := map[string]any{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				name := strings.TrimPrefix(ref, "#/definitions/")
+				if _, done := picked[name]; !done {
+					picked[name] = defs[name]
+					walk(defs[name])
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(top)
+	out := map[string]any{"definitions": picked}
+	for k, v := range top {
+		out[k] = v
+	}
+	return out
+}
+
+// validate checks a template (intrinsics replaced) against the schema:
+// its top level with Resources as any object, then each resource against
+// its own type's definition; an unknown type is an error.
+func validate(t *testing.T, doc map[string]any) []string {
 	t.Helper()
-	s, err := cfnSchema()
+	root, err := cfnDefs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Validate(gojsonschema.NewGoLoader(doc))
-	if err != nil {
-		t.Fatal(err)
+	defs := root["definitions"].(map[string]any)
+	check := func(what string, sch map[string]any, v any) []string {
+		s, err := gojsonschema.NewSchema(gojsonschema.NewGoLoader(sch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Validate(gojsonschema.NewGoLoader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range res.Errors() {
+			out = append(out, what+": "+e.String())
+		}
+		return out
 	}
-	return res
+	top := map[string]any{}
+	for k, v := range root {
+		if k != "definitions" {
+			top[k] = v
+		}
+	}
+	props := map[string]any{}
+	for k, v := range root["properties"].(map[string]any) {
+		props[k] = v
+	}
+	props["Resources"] = map[string]any{"type": "object"}
+	top["properties"] = props
+	problems := check("template", subSchema(defs, top), doc)
+	for id, r := range doc["Resources"].(map[string]any) {
+		typ, _ := r.(map[string]any)["Type"].(string)
+		if defs[typ] == nil || strings.Contains(typ, ".") {
+			problems = append(problems, id+": unknown resource type "+typ)
+			continue
+		}
+		problems = append(problems, check(id, subSchema(defs, map[string]any{"$ref": "#/definitions/" + typ}), r)...)
+	}
+	return problems
 }
 
 func render(t *testing.T, env, format string) []byte {
@@ -134,9 +205,8 @@ func TestTemplateMatchesSchema(t *testing.T) {
 	}
 	var refs []string
 	placeholders(doc, &refs)
-	res := validate(t, doc)
-	for _, e := range res.Errors() {
-		t.Errorf("schema: %s", e)
+	for _, p := range validate(t, doc) {
+		t.Errorf("schema: %s", p)
 	}
 	resources := doc["Resources"].(map[string]any)
 	params := doc["Parameters"].(map[string]any)
@@ -180,7 +250,7 @@ func TestSchemaCatchesMistakes(t *testing.T) {
 			var refs []string
 			placeholders(doc, &refs)
 			mutate(doc["Resources"].(map[string]any))
-			if res := validate(t, doc); res.Valid() {
+			if len(validate(t, doc)) == 0 {
 				t.Errorf("%s: the schema accepted it", name)
 			}
 		})
