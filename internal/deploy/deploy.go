@@ -8,10 +8,10 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
