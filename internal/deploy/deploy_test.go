@@ -71,7 +71,7 @@ func template(t *testing.T, env string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tpl.JSON()
+	b, err := stack.Render(tpl, "json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ package stack
 import (
 	"fmt"
 
-	cf "github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 	"github.com/awslabs/goformation/v7/cloudformation/events"
@@ -102,11 +101,11 @@ func specs() []fnSpec {
 
 // b is a tiny builder over the template being made.
 type b struct {
-	t *cf.Template
+	t *Template
 	n Names
 }
 
-func (x b) add(id string, r cf.Resource) {
+func (x b) add(id string, r Resource) {
 	if _, dup := x.t.Resources[id]; dup {
 		panic("stack: duplicate logical id " + id) // a programming error, caught by every test
 	}
@@ -116,11 +115,11 @@ func (x b) add(id string, r cf.Resource) {
 func ptr[T any](v T) *T { return &v }
 
 func arn(service, resource string) string {
-	return cf.Sub("arn:${AWS::Partition}:" + service + ":${AWS::Region}:${AWS::AccountId}:" + resource)
+	return Sub("arn:${AWS::Partition}:" + service + ":${AWS::Region}:${AWS::AccountId}:" + resource)
 }
 
 func roleARN(path, name string) string {
-	return cf.Sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role" + path + name)
+	return Sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role" + path + name)
 }
 
 func stackTags(env string) []tags.Tag {
@@ -128,17 +127,17 @@ func stackTags(env string) []tags.Tag {
 }
 
 // Build returns the template of env's platform stack.
-func Build(env string) (*cf.Template, error) {
+func Build(env string) (*Template, error) {
 	if err := CheckEnv(env); err != nil {
 		return nil, err
 	}
 	n := Names{Env: env}
-	t := cf.NewTemplate()
+	t := &Template{AWSTemplateFormatVersion: "2010-09-09", Parameters: map[string]Parameter{}, Resources: map[string]Resource{}, Outputs: map[string]Output{}}
 	t.Description = fmt.Sprintf("Snavio platform, environment %s: command bus, dispatcher functions, store, snapshots, alarms (snavio dispatch deploy)", env)
-	t.Parameters[ParamCodeBucket] = cf.Parameter{Type: "String", Description: ptr("S3 bucket holding the bootstrap zip"), AllowedPattern: ptr("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")}
-	t.Parameters[ParamCodeKey] = cf.Parameter{Type: "String", Description: ptr("S3 key of the bootstrap zip (content-addressed: lambda/<sha256>.zip)"), AllowedPattern: ptr("^.+$")}
-	t.Parameters[ParamArchitecture] = cf.Parameter{Type: "String", Description: ptr("Lambda architecture the zip was built for"), Default: "arm64", AllowedValues: []any{"arm64", "x86_64"}}
-	t.Parameters[ParamDeliveryKey] = cf.Parameter{Type: "String", Description: ptr("base64 of the delivery signing master key, 32 bytes or more (docs/security/delivery-signature.md)"), NoEcho: ptr(true), AllowedPattern: ptr("^[A-Za-z0-9+/]{43,}={0,2}$")}
+	t.Parameters[ParamCodeBucket] = Parameter{Type: "String", Description: ptr("S3 bucket holding the bootstrap zip"), AllowedPattern: ptr("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")}
+	t.Parameters[ParamCodeKey] = Parameter{Type: "String", Description: ptr("S3 key of the bootstrap zip (content-addressed: lambda/<sha256>.zip)"), AllowedPattern: ptr("^.+$")}
+	t.Parameters[ParamArchitecture] = Parameter{Type: "String", Description: ptr("Lambda architecture the zip was built for"), Default: "arm64", AllowedValues: []any{"arm64", "x86_64"}}
+	t.Parameters[ParamDeliveryKey] = Parameter{Type: "String", Description: ptr("base64 of the delivery signing master key, 32 bytes or more (docs/security/delivery-signature.md)"), NoEcho: ptr(true), AllowedPattern: ptr("^[A-Za-z0-9+/]{43,}={0,2}$")}
 	x := b{t: t, n: n}
 
 	x.alarmTopic()
@@ -153,16 +152,16 @@ func Build(env string) (*cf.Template, error) {
 	x.bucketPolicy()
 
 	out := func(id, desc string, v string) {
-		t.Outputs[id] = cf.Output{Value: v, Description: ptr(desc), Export: &cf.Export{Name: n.prefix() + id}}
+		t.Outputs[id] = Output{Value: v, Description: ptr(desc), Export: &Export{Name: n.prefix() + id}}
 	}
-	out("BusName", "The command bus: producers' profiles set bus_name to it", cf.Ref("CommandBus"))
-	out("BusArn", "The command bus's ARN (emit role permissions name it)", cf.GetAtt("CommandBus", "Arn"))
+	out("BusName", "The command bus: producers' profiles set bus_name to it", Ref("CommandBus"))
+	out("BusArn", "The command bus's ARN (emit role permissions name it)", GetAtt("CommandBus", "Arn"))
 	out("EmitRolePath", "IAM path of tenant emit roles (snavio tenant create)", n.EmitRolePath())
 	out("OperatorRolePath", "IAM path of roles that may read registry snapshots", n.OperatorRolePath())
-	out("ControlApiUrl", "The control API's Function URL (AWS_IAM)", cf.GetAtt("ControlFunctionUrl", "FunctionUrl"))
-	out("SnapshotBucket", "The registry snapshot bucket", cf.Ref("SnapshotBucket"))
-	out("EscalationQueueUrl", "The fast-to-slow hand-off queue", cf.Ref("EscalationQueue"))
-	out("AlarmTopicArn", "Subscribe operators here: every alarm notifies it", cf.Ref("AlarmTopic"))
+	out("ControlApiUrl", "The control API's Function URL (AWS_IAM)", GetAtt("ControlFunctionUrl", "FunctionUrl"))
+	out("SnapshotBucket", "The registry snapshot bucket", Ref("SnapshotBucket"))
+	out("EscalationQueueUrl", "The fast-to-slow hand-off queue", Ref("EscalationQueue"))
+	out("AlarmTopicArn", "Subscribe operators here: every alarm notifies it", Ref("AlarmTopic"))
 	return t, nil
 }
 
@@ -212,7 +211,7 @@ func (x b) tables() {
 
 func (x b) bucket() {
 	x.add("SnapshotBucket", &s3.Bucket{
-		BucketName: ptr(cf.Sub(x.n.prefix() + "snap-${AWS::AccountId}")),
+		BucketName: ptr(Sub(x.n.prefix() + "snap-${AWS::AccountId}")),
 		BucketEncryption: &s3.Bucket_BucketEncryption{ServerSideEncryptionConfiguration: []s3.Bucket_ServerSideEncryptionRule{{
 			BucketKeyEnabled:              ptr(true),
 			ServerSideEncryptionByDefault: &s3.Bucket_ServerSideEncryptionByDefault{SSEAlgorithm: "aws:kms"},
@@ -236,7 +235,7 @@ func (x b) bucket() {
 // snapshots, only the snapshot writer writes, and nothing without TLS.
 // Deny statements, so that no identity policy in the account can widen it.
 func (x b) bucketPolicy() {
-	objects := cf.Sub("${SnapshotBucket.Arn}/*")
+	objects := Sub("${SnapshotBucket.Arn}/*")
 	readers := []string{
 		roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnIngest)),
 		roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnSlow)),
@@ -253,10 +252,10 @@ func (x b) bucketPolicy() {
 			Action: []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}, Resource: []string{objects},
 			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": {writer}}}},
 		{Sid: "TLSOnly", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
-			Action: []string{"s3:*"}, Resource: []string{cf.GetAtt("SnapshotBucket", "Arn"), objects},
+			Action: []string{"s3:*"}, Resource: []string{GetAtt("SnapshotBucket", "Arn"), objects},
 			Condition: policy.Condition{"Bool": {"aws:SecureTransport": {"false"}}}},
 	}}
-	x.add("SnapshotBucketPolicy", &s3.BucketPolicy{Bucket: cf.Ref("SnapshotBucket"), PolicyDocument: doc})
+	x.add("SnapshotBucketPolicy", &s3.BucketPolicy{Bucket: Ref("SnapshotBucket"), PolicyDocument: doc})
 }
 
 // queue makes a standard queue with SQS-managed encryption. (SSE-KMS with
@@ -273,7 +272,7 @@ func (x b) queue(id, name string, visibility int, dlqID string, maxReceives int)
 		q.VisibilityTimeout = ptr(visibility)
 	}
 	if dlqID != "" {
-		q.RedrivePolicy = map[string]any{"deadLetterTargetArn": cf.GetAtt(dlqID, "Arn"), "maxReceiveCount": maxReceives}
+		q.RedrivePolicy = map[string]any{"deadLetterTargetArn": GetAtt(dlqID, "Arn"), "maxReceiveCount": maxReceives}
 		q.MessageRetentionPeriod = ptr(4 * 24 * 3600)
 		q.MaximumMessageSize = ptr(262144)
 	}
@@ -294,12 +293,12 @@ func (x b) queues() {
 	}
 	// EventBridge may send the rule's undeliverable commands to its DLQ.
 	x.add("CommandRuleDLQPolicy", &sqs.QueuePolicy{
-		Queues: []string{cf.Ref("CommandRuleDLQ")},
+		Queues: []string{Ref("CommandRuleDLQ")},
 		PolicyDocument: policy.Document{Version: policy.Version, Statement: []policy.Statement{{
 			Sid: "CommandRuleDeadLetters", Effect: policy.Allow,
 			Principal: &policy.Principal{Service: []string{"events.amazonaws.com"}},
-			Action:    []string{"sqs:SendMessage"}, Resource: []string{cf.GetAtt("CommandRuleDLQ", "Arn")},
-			Condition: policy.Condition{"ArnEquals": {"aws:SourceArn": {cf.GetAtt("CommandRule", "Arn")}}},
+			Action:    []string{"sqs:SendMessage"}, Resource: []string{GetAtt("CommandRuleDLQ", "Arn")},
+			Condition: policy.Condition{"ArnEquals": {"aws:SourceArn": {GetAtt("CommandRule", "Arn")}}},
 		}}},
 	})
 }
@@ -308,34 +307,34 @@ func (x b) bus() {
 	busARN := arn("events", "event-bus/"+x.n.Bus())
 	x.add("CommandBus", &events.EventBus{
 		Name:   x.n.Bus(),
-		Policy: policy.BusPolicy(cf.Sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root"), busARN, roleARN(x.n.EmitRolePath(), "*")),
+		Policy: policy.BusPolicy(Sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:root"), busARN, roleARN(x.n.EmitRolePath(), "*")),
 		Tags:   stackTags(x.n.Env),
 	})
 	pattern := map[string]any{"detail-type": []string{"snavio.command-sent"}}
 	x.add("CommandRule", &events.Rule{
 		Name:         ptr(x.n.prefix() + "command-sent"),
 		Description:  ptr("Every snavio.command-sent event to the ingest function"),
-		EventBusName: ptr(cf.Ref("CommandBus")),
+		EventBusName: ptr(Ref("CommandBus")),
 		EventPattern: pattern,
 		State:        ptr("ENABLED"),
 		Targets: []events.Rule_Target{{
 			Id:               "ingest",
-			Arn:              cf.GetAtt("IngestFunction", "Arn"),
+			Arn:              GetAtt("IngestFunction", "Arn"),
 			RetryPolicy:      &events.Rule_RetryPolicy{MaximumRetryAttempts: ptr(185), MaximumEventAgeInSeconds: ptr(86400)},
-			DeadLetterConfig: &events.Rule_DeadLetterConfig{Arn: ptr(cf.GetAtt("CommandRuleDLQ", "Arn"))},
+			DeadLetterConfig: &events.Rule_DeadLetterConfig{Arn: ptr(GetAtt("CommandRuleDLQ", "Arn"))},
 		}},
 	})
 	x.add("CommandArchive", &events.Archive{
 		ArchiveName:   ptr(x.n.Archive()),
 		Description:   ptr("Every command put on the bus, for replay"),
-		SourceArn:     cf.GetAtt("CommandBus", "Arn"),
+		SourceArn:     GetAtt("CommandBus", "Arn"),
 		EventPattern:  pattern,
 		RetentionDays: ptr(30),
 	})
 }
 
 // tableARN is a table's ARN and, with suffix, a sub-resource of it.
-func tableARN(id, suffix string) string { return cf.Sub("${" + id + ".Arn}" + suffix) }
+func tableARN(id, suffix string) string { return Sub("${" + id + ".Arn}" + suffix) }
 
 var (
 	ddbRead   = []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}
@@ -354,8 +353,8 @@ func concat(a ...[]string) []string {
 // statements is each function's permission policy: least privilege for
 // what its handler calls (docs/deploy.md lists them with the reasons).
 func (x b) statements(key string) []policy.Statement {
-	snapshots := cf.Sub("${SnapshotBucket.Arn}/" + snapshotPrefix + "*")
-	targetQueues := cf.Sub("arn:${AWS::Partition}:sqs:*:*:*")
+	snapshots := Sub("${SnapshotBucket.Arn}/" + snapshotPrefix + "*")
+	targetQueues := Sub("arn:${AWS::Partition}:sqs:*:*:*")
 	topics := arn("sns", x.n.TelemetryTopicPrefix()+"*")
 	outbox := policy.Allowing("Outbox", ddbOutbox, tableARN("OutboxTable", ""))
 	registryRead := policy.Allowing("RegistryRead", ddbRead, tableARN("RegistryTable", ""))
@@ -365,18 +364,18 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("Flow", concat(ddbRead, ddbWrite), tableARN("FlowTable", "")),
 			registryRead, outbox,
 			policy.Allowing("SnapshotRead", []string{"s3:GetObject"}, snapshots),
-			policy.Allowing("Escalate", []string{"sqs:SendMessage"}, cf.GetAtt("EscalationQueue", "Arn")),
+			policy.Allowing("Escalate", []string{"sqs:SendMessage"}, GetAtt("EscalationQueue", "Arn")),
 			// Target queues are data (routes), in any account; each target
 			// queue's own policy decides whether the dispatcher may send.
 			policy.Allowing("Deliver", []string{"sqs:SendMessage", "sqs:GetQueueUrl"}, targetQueues),
-			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, cf.GetAtt("IngestDLQ", "Arn")),
+			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, GetAtt("IngestDLQ", "Arn")),
 		}
 	case FnSlow:
 		return []policy.Statement{
 			policy.Allowing("Flow", concat(ddbRead, ddbWrite), tableARN("FlowTable", "")),
 			registryRead, outbox,
 			policy.Allowing("SnapshotRead", []string{"s3:GetObject"}, snapshots),
-			policy.Allowing("Escalations", []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, cf.GetAtt("EscalationQueue", "Arn")),
+			policy.Allowing("Escalations", []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"}, GetAtt("EscalationQueue", "Arn")),
 			policy.Allowing("Deliver", []string{"sqs:SendMessage", "sqs:GetQueueUrl"}, targetQueues),
 		}
 	case FnOutbox:
@@ -384,14 +383,14 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("OutboxStream", []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}, tableARN("OutboxTable", "/stream/*")),
 			outbox,
 			policy.Allowing("Publish", []string{"sns:Publish"}, topics),
-			policy.Allowing("FailedBatches", []string{"sqs:SendMessage"}, cf.GetAtt("OutboxDLQ", "Arn")),
+			policy.Allowing("FailedBatches", []string{"sqs:SendMessage"}, GetAtt("OutboxDLQ", "Arn")),
 		}
 	case FnSnapshot:
 		return []policy.Statement{
 			registryRead, outbox,
 			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject"}, snapshots),
-			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, cf.GetAtt("SnapshotBucket", "Arn")),
-			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, cf.GetAtt("SnapshotDLQ", "Arn")),
+			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
+			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, GetAtt("SnapshotDLQ", "Arn")),
 		}
 	case FnMonitor:
 		return []policy.Statement{
@@ -401,13 +400,13 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("QueueMetrics", []string{"cloudwatch:GetMetricData"}, "*"),
 			{Sid: "PublishMetrics", Effect: policy.Allow, Action: []string{"cloudwatch:PutMetricData"}, Resource: []string{"*"},
 				Condition: policy.Condition{"StringEquals": {"cloudwatch:namespace": {"Snavio"}}}},
-			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, cf.GetAtt("MonitorDLQ", "Arn")),
+			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, GetAtt("MonitorDLQ", "Arn")),
 		}
 	case FnAuditor:
 		return []policy.Statement{
 			policy.Allowing("Flow", concat(ddbRead, ddbWrite), tableARN("FlowTable", "")),
 			registryRead, outbox,
-			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, cf.GetAtt("AuditorDLQ", "Arn")),
+			policy.Allowing("FailedInvocations", []string{"sqs:SendMessage"}, GetAtt("AuditorDLQ", "Arn")),
 		}
 	case FnControl:
 		return []policy.Statement{
@@ -415,7 +414,7 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("Changelog", []string{"dynamodb:PutItem", "dynamodb:Query"}, tableARN("ChangelogTable", "")),
 			outbox,
 			policy.Allowing("SnapshotRead", []string{"s3:GetObject", "s3:GetObjectVersion"}, snapshots),
-			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, cf.GetAtt("SnapshotBucket", "Arn")),
+			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
 		}
 	}
 	panic("stack: no statements for function " + key)
@@ -439,36 +438,36 @@ func (x b) function(s fnSpec) {
 	vars := map[string]string{envFunction: s.key, envEnv: x.n.Env}
 	switch s.key {
 	case FnIngest, FnSlow:
-		vars[envEscalationQueue] = cf.Ref("EscalationQueue")
-		vars[envDeliveryKey] = cf.Ref(ParamDeliveryKey)
-		vars[envSnapshotBucket] = cf.Ref("SnapshotBucket")
+		vars[envEscalationQueue] = Ref("EscalationQueue")
+		vars[envDeliveryKey] = Ref(ParamDeliveryKey)
+		vars[envSnapshotBucket] = Ref("SnapshotBucket")
 		if s.key == FnSlow {
 			vars[envMaxReceives] = fmt.Sprint(slowMaxReceives)
 		}
 	case FnSnapshot, FnControl:
-		vars[envSnapshotBucket] = cf.Ref("SnapshotBucket")
+		vars[envSnapshotBucket] = Ref("SnapshotBucket")
 	}
 	x.add(s.id+"Function", &lambda.Function{
 		FunctionName:  ptr(name),
 		Description:   ptr(s.description),
 		Runtime:       ptr("provided.al2023"),
 		Handler:       ptr("bootstrap"),
-		Architectures: []string{cf.Ref(ParamArchitecture)},
-		Code:          &lambda.Function_Code{S3Bucket: ptr(cf.Ref(ParamCodeBucket)), S3Key: ptr(cf.Ref(ParamCodeKey))},
+		Architectures: []string{Ref(ParamArchitecture)},
+		Code:          &lambda.Function_Code{S3Bucket: ptr(Ref(ParamCodeBucket)), S3Key: ptr(Ref(ParamCodeKey))},
 		MemorySize:    ptr(s.memory),
 		Timeout:       ptr(s.timeout),
-		Role:          cf.GetAtt(s.id+"Role", "Arn"),
+		Role:          GetAtt(s.id+"Role", "Arn"),
 		Environment:   &lambda.Function_Environment{Variables: vars},
-		LoggingConfig: &lambda.Function_LoggingConfig{LogGroup: ptr(cf.Ref(s.id + "LogGroup")), LogFormat: ptr("JSON")},
+		LoggingConfig: &lambda.Function_LoggingConfig{LogGroup: ptr(Ref(s.id + "LogGroup")), LogFormat: ptr("JSON")},
 		Tags:          stackTags(x.n.Env),
 	})
 	if s.asyncDLQ {
 		x.add(s.id+"InvokeConfig", &lambda.EventInvokeConfig{
-			FunctionName:         cf.Ref(s.id + "Function"),
+			FunctionName:         Ref(s.id + "Function"),
 			Qualifier:            "$LATEST",
 			MaximumRetryAttempts: ptr(2),
 			DestinationConfig: &lambda.EventInvokeConfig_DestinationConfig{
-				OnFailure: &lambda.EventInvokeConfig_OnFailure{Destination: cf.GetAtt(s.id+"DLQ", "Arn")},
+				OnFailure: &lambda.EventInvokeConfig_OnFailure{Destination: GetAtt(s.id+"DLQ", "Arn")},
 			},
 		})
 		x.dlqAlarm(s.id+"DLQ", s.key+"-dlq")
@@ -479,11 +478,11 @@ func (x b) function(s fnSpec) {
 			Description:        ptr("Runs the " + s.key + " job"),
 			ScheduleExpression: ptr(s.schedule),
 			State:              ptr("ENABLED"),
-			Targets:            []events.Rule_Target{{Id: s.key, Arn: cf.GetAtt(s.id+"Function", "Arn")}},
+			Targets:            []events.Rule_Target{{Id: s.key, Arn: GetAtt(s.id+"Function", "Arn")}},
 		})
 		x.add(s.id+"SchedulePermission", &lambda.Permission{
-			Action: "lambda:InvokeFunction", FunctionName: cf.Ref(s.id + "Function"),
-			Principal: "events.amazonaws.com", SourceArn: ptr(cf.GetAtt(s.id+"Schedule", "Arn")),
+			Action: "lambda:InvokeFunction", FunctionName: Ref(s.id + "Function"),
+			Principal: "events.amazonaws.com", SourceArn: ptr(GetAtt(s.id+"Schedule", "Arn")),
 		})
 	}
 	x.alarms(s, name)
@@ -492,12 +491,12 @@ func (x b) function(s fnSpec) {
 // triggers wires the functions that are not on a schedule.
 func (x b) triggers() {
 	x.add("IngestRulePermission", &lambda.Permission{
-		Action: "lambda:InvokeFunction", FunctionName: cf.Ref("IngestFunction"),
-		Principal: "events.amazonaws.com", SourceArn: ptr(cf.GetAtt("CommandRule", "Arn")),
+		Action: "lambda:InvokeFunction", FunctionName: Ref("IngestFunction"),
+		Principal: "events.amazonaws.com", SourceArn: ptr(GetAtt("CommandRule", "Arn")),
 	})
 	x.add("SlowEscalations", &lambda.EventSourceMapping{
-		FunctionName:                   cf.Ref("SlowFunction"),
-		EventSourceArn:                 ptr(cf.GetAtt("EscalationQueue", "Arn")),
+		FunctionName:                   Ref("SlowFunction"),
+		EventSourceArn:                 ptr(GetAtt("EscalationQueue", "Arn")),
 		BatchSize:                      ptr(10),
 		MaximumBatchingWindowInSeconds: ptr(0),
 		FunctionResponseTypes:          []string{"ReportBatchItemFailures"},
@@ -505,18 +504,18 @@ func (x b) triggers() {
 		ScalingConfig: &lambda.EventSourceMapping_ScalingConfig{MaximumConcurrency: ptr(20)},
 	})
 	x.add("OutboxStream", &lambda.EventSourceMapping{
-		FunctionName:               cf.Ref("OutboxFunction"),
-		EventSourceArn:             ptr(cf.GetAtt("OutboxTable", "StreamArn")),
+		FunctionName:               Ref("OutboxFunction"),
+		EventSourceArn:             ptr(GetAtt("OutboxTable", "StreamArn")),
 		StartingPosition:           ptr("TRIM_HORIZON"),
 		BatchSize:                  ptr(100),
 		BisectBatchOnFunctionError: ptr(true),
 		MaximumRetryAttempts:       ptr(10),
 		FunctionResponseTypes:      []string{"ReportBatchItemFailures"},
 		DestinationConfig: &lambda.EventSourceMapping_DestinationConfig{
-			OnFailure: &lambda.EventSourceMapping_OnFailure{Destination: ptr(cf.GetAtt("OutboxDLQ", "Arn"))},
+			OnFailure: &lambda.EventSourceMapping_OnFailure{Destination: ptr(GetAtt("OutboxDLQ", "Arn"))},
 		},
 	})
-	x.add("ControlFunctionUrl", &lambda.Url{AuthType: "AWS_IAM", TargetFunctionArn: cf.GetAtt("ControlFunction", "Arn")})
+	x.add("ControlFunctionUrl", &lambda.Url{AuthType: "AWS_IAM", TargetFunctionArn: GetAtt("ControlFunction", "Arn")})
 	x.dlqAlarm("EscalationDLQ", "escalation-dlq")
 	x.dlqAlarm("CommandRuleDLQ", "command-rule-dlq")
 	x.dlqAlarm("OutboxDLQ", "outbox-dlq")
@@ -534,8 +533,8 @@ func (x b) alarm(id, name, desc, ns, metric, stat string, dims []cloudwatch.Alar
 		Threshold:          ptr(threshold),
 		ComparisonOperator: "GreaterThanThreshold",
 		TreatMissingData:   ptr("notBreaching"),
-		AlarmActions:       []string{cf.Ref("AlarmTopic")},
-		OKActions:          []string{cf.Ref("AlarmTopic")},
+		AlarmActions:       []string{Ref("AlarmTopic")},
+		OKActions:          []string{Ref("AlarmTopic")},
 	}
 	if stat[0] == 'p' {
 		a.ExtendedStatistic = ptr(stat)
@@ -547,7 +546,7 @@ func (x b) alarm(id, name, desc, ns, metric, stat string, dims []cloudwatch.Alar
 
 // alarms: p95 duration, errors and throttles of every function.
 func (x b) alarms(s fnSpec, name string) {
-	dims := []cloudwatch.Alarm_Dimension{{Name: "FunctionName", Value: cf.Ref(s.id + "Function")}}
+	dims := []cloudwatch.Alarm_Dimension{{Name: "FunctionName", Value: Ref(s.id + "Function")}}
 	x.alarm(s.id+"LatencyAlarm", s.key+"-p95-latency", fmt.Sprintf("%s: p95 duration over %.0f ms for 5 minutes", name, s.p95ms), "AWS/Lambda", "Duration", "p95", dims, s.p95ms)
 	x.alarm(s.id+"ErrorsAlarm", s.key+"-errors", name+": invocations failed in the last 5 minutes", "AWS/Lambda", "Errors", "Sum", dims, 0)
 	x.alarm(s.id+"ThrottlesAlarm", s.key+"-throttles", name+": invocations throttled in the last 5 minutes", "AWS/Lambda", "Throttles", "Sum", dims, 0)
@@ -555,6 +554,6 @@ func (x b) alarms(s fnSpec, name string) {
 
 // dlqAlarm fires when a dead-letter queue holds anything.
 func (x b) dlqAlarm(queueID, name string) {
-	dims := []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: cf.GetAtt(queueID, "QueueName")}}
+	dims := []cloudwatch.Alarm_Dimension{{Name: "QueueName", Value: GetAtt(queueID, "QueueName")}}
 	x.alarm(queueID+"Alarm", name+"-not-empty", x.n.Queue(name)+" holds messages: inspect and redrive them", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum", dims, 0)
 }
