@@ -82,6 +82,9 @@ type Input struct {
 	DeliveryKey string
 	// Template is the rendered template (JSON).
 	Template []byte
+	// RoleARN, when set, is the service role CloudFormation acts with
+	// (the deployer then needs only iam:PassRole on it).
+	RoleARN string
 }
 
 // Artifact is the uploaded bootstrap zip.
@@ -240,6 +243,9 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 		Parameters:    params,
 		Description:   aws.String("snavio dispatch deploy"),
 		Tags:          []cftypes.Tag{{Key: aws.String("snavio:env"), Value: aws.String(in.Env)}},
+	}
+	if in.RoleARN != "" {
+		ccs.RoleARN = aws.String(in.RoleARN)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, in.Template); err != nil {

@@ -190,9 +190,14 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 func TestRenamedEnvResourceIsReplaced(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	p, err := r.d.Plan(ctx, input(t, "v1"))
+	first := input(t, "v1")
+	first.RoleARN = "arn:aws:iam::123456789012:role/snavio-deployer"
+	p, err := r.d.Plan(ctx, first)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := lastCreate(t, r.fake)["RoleARN"]; got != first.RoleARN {
+		t.Errorf("CreateChangeSet RoleARN = %q, want the service role", got)
 	}
 	if _, err := r.d.Apply(ctx, p); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ type DeployOptions struct {
 	Zip             string
 	Arch            string
 	DeliveryKeyFile string
+	RoleARN         string
 	Yes             bool
 	DetailedExit    bool
 	TemplateOnly    bool
@@ -87,6 +88,9 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 			if err := stack.CheckEnv(opts.Env); err != nil {
 				return cmdutil.Usagef("--env: %v", err)
 			}
+			if opts.RoleARN != "" && !strings.HasPrefix(opts.RoleARN, "arn:") {
+				return cmdutil.Usagef("--role-arn %q: give the role's ARN (arn:aws:iam::<account>:role/<name>)", opts.RoleARN)
+			}
 			if opts.Arch != "arm64" && opts.Arch != "amd64" {
 				return cmdutil.Usagef("--arch %q: use arm64 or amd64", opts.Arch)
 			}
@@ -111,6 +115,7 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 	fl.StringVar(&opts.Zip, "zip", "", "bootstrap zip to deploy (default dist/lambda/bootstrap-<arch>.zip, else built from source)")
 	fl.StringVar(&opts.Arch, "arch", "arm64", "architecture of the zip: arm64 or amd64")
 	fl.StringVar(&opts.DeliveryKeyFile, "delivery-key-file", "", "file holding the base64 delivery master key (first deploy; later: replaces the key)")
+	fl.StringVar(&opts.RoleARN, "role-arn", "", "IAM role CloudFormation deploys with (default: your credentials; docs/deploy.md)")
 	fl.BoolVarP(&opts.Yes, "yes", "y", false, "apply without asking")
 	fl.BoolVar(&opts.DetailedExit, "detailed-exitcode", false, "exit 3 when changes were applied, 0 when there were none")
 	fl.BoolVar(&opts.TemplateOnly, "template-only", false, "write the template (-o json or yaml) and call nothing")
@@ -272,7 +277,7 @@ func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error 
 		return err
 	}
 	d.Progress = progressPrinter(ios.ErrOut)
-	plan, err := d.Plan(ctx, deploy.Input{Env: o.Env, CodeBucket: o.CodeBucket, Zip: zip, Arch: lambdaArch(o.Arch), DeliveryKey: key, Template: body})
+	plan, err := d.Plan(ctx, deploy.Input{Env: o.Env, CodeBucket: o.CodeBucket, Zip: zip, Arch: lambdaArch(o.Arch), DeliveryKey: key, Template: body, RoleARN: o.RoleARN})
 	if err != nil {
 		return err
 	}

@@ -65,3 +65,13 @@ func FuzzCheckEnv(f *testing.F) {
 		}
 	})
 }
+
+// TestOnlyBuiltFunctionsAreTriggered: a function the bootstrap cannot
+// run yet keeps its schedule and stream disabled.
+func TestOnlyBuiltFunctionsAreTriggered(t *testing.T) {
+	for _, s := range specs() {
+		if want := s.key == lambda.FunctionIngest || s.key == lambda.FunctionSlow; s.built != want {
+			t.Errorf("%s: built %v, but internal/lambda runs only %s and %s", s.key, s.built, lambda.FunctionIngest, lambda.FunctionSlow)
+		}
+	}
+}

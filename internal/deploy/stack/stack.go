@@ -85,12 +85,16 @@ type fnSpec struct {
 	p95ms       float64
 	asyncDLQ    bool // invoked asynchronously: on-failure destination queue
 	schedule    string
+	// built: the bootstrap has this function's handler (internal/lambda
+	// runs ingest and slow so far). The triggers of the others are made
+	// disabled, so that they do not fail every minute until it does.
+	built bool
 }
 
 func specs() []fnSpec {
 	return []fnSpec{
-		{key: FnIngest, id: "Ingest", description: "Shield and fast stage: the command bus rule's target", memory: 512, timeout: 10, p95ms: 1000, asyncDLQ: true},
-		{key: FnSlow, id: "Slow", description: "Slow stage: consumes the escalation queue", memory: 512, timeout: 30, p95ms: 5000},
+		{key: FnIngest, id: "Ingest", description: "Shield and fast stage: the command bus rule's target", memory: 512, timeout: 10, p95ms: 1000, asyncDLQ: true, built: true},
+		{key: FnSlow, id: "Slow", description: "Slow stage: consumes the escalation queue", memory: 512, timeout: 30, p95ms: 5000, built: true},
 		{key: FnOutbox, id: "Outbox", description: "Telemetry outbox drain: the outbox table's stream to each tenant's topic", memory: 256, timeout: 60, p95ms: 10000},
 		{key: FnSnapshot, id: "Snapshot", description: "Registry snapshot generator (the snapshot writer)", memory: 512, timeout: 50, p95ms: 30000, asyncDLQ: true, schedule: "rate(1 minute)"},
 		{key: FnMonitor, id: "Monitor", description: "Target queue monitor", memory: 256, timeout: 50, p95ms: 30000, asyncDLQ: true, schedule: "rate(1 minute)"},
@@ -477,7 +481,7 @@ func (x b) function(s fnSpec) {
 			Name:               ptr(x.n.prefix() + s.key + "-schedule"),
 			Description:        ptr("Runs the " + s.key + " job"),
 			ScheduleExpression: ptr(s.schedule),
-			State:              ptr("ENABLED"),
+			State:              ptr(state(s.built)),
 			Targets:            []events.Rule_Target{{Id: s.key, Arn: GetAtt(s.id+"Function", "Arn")}},
 		})
 		x.add(s.id+"SchedulePermission", &lambda.Permission{
@@ -486,6 +490,22 @@ func (x b) function(s fnSpec) {
 		})
 	}
 	x.alarms(s, name)
+}
+
+func state(enabled bool) string {
+	if enabled {
+		return "ENABLED"
+	}
+	return "DISABLED"
+}
+
+func spec(key string) fnSpec {
+	for _, s := range specs() {
+		if s.key == key {
+			return s
+		}
+	}
+	panic("stack: no function " + key)
 }
 
 // triggers wires the functions that are not on a schedule.
@@ -509,6 +529,7 @@ func (x b) triggers() {
 		StartingPosition:           ptr("TRIM_HORIZON"),
 		BatchSize:                  ptr(100),
 		BisectBatchOnFunctionError: ptr(true),
+		Enabled:                    ptr(spec(FnOutbox).built),
 		MaximumRetryAttempts:       ptr(10),
 		FunctionResponseTypes:      []string{"ReportBatchItemFailures"},
 		DestinationConfig: &lambda.EventSourceMapping_DestinationConfig{
