@@ -3,6 +3,8 @@ package stack
 import (
 	"fmt"
 	"strings"
+
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Names derives every name of an environment's platform resources. Env
@@ -70,3 +72,25 @@ func (n Names) TelemetryTopicPrefix() string { return n.prefix() + "telemetry-" 
 
 // AlarmTopic is the SNS topic every alarm notifies.
 func (n Names) AlarmTopic() string { return n.prefix() + "alarms" }
+
+// TelemetryTopic is tenant's telemetry topic, as the AWS store's SNS
+// publisher names it (awsstore.SNSPublisher.TopicARN): the tenant escaped
+// into SNS's characters, '_' as "__" and '.' as "_d".
+func (n Names) TelemetryTopic(tenant string) (string, error) {
+	if !telemetry.ValidStream(tenant) {
+		return "", fmt.Errorf("tenant %.80q: give %s", tenant, telemetry.StreamRule)
+	}
+	var b strings.Builder
+	b.WriteString(n.TelemetryTopicPrefix())
+	for i := 0; i < len(tenant); i++ {
+		switch c := tenant[i]; c {
+		case '_':
+			b.WriteString("__")
+		case '.':
+			b.WriteString("_d")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}

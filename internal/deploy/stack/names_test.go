@@ -75,3 +75,25 @@ func TestOnlyBuiltFunctionsAreTriggered(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTelemetryTopic: the stack names a tenant's topic as the AWS store's
+// publisher does.
+func FuzzTelemetryTopic(f *testing.F) {
+	for _, s := range []string{"acme", "acme.web_1", "a_d", "a.", "", "bad/x", "_platform"} {
+		f.Add(s)
+	}
+	pub, err := awsstore.NewSNSPublisher(awsstore.Config{Env: "prod", AccountID: "123456789012", AWSConfig: aws.Config{Region: "us-east-1"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tenant string) {
+		ours, err1 := Names{Env: "prod"}.TelemetryTopic(tenant)
+		arn, err2 := pub.TopicARN(tenant)
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("tenant %q: stack %v, store %v", tenant, err1, err2)
+		}
+		if err1 == nil && arn != "arn:aws:sns:us-east-1:123456789012:"+ours {
+			t.Fatalf("tenant %q: stack %q, store %q", tenant, ours, arn)
+		}
+	})
+}

@@ -27,7 +27,6 @@ import (
 
 	"github.com/snavio/snavio/internal/deploy/policy"
 	"github.com/snavio/snavio/internal/deploy/stack"
-	"github.com/snavio/snavio/internal/store/awsstore"
 )
 
 // Spec is a tenant's desired state: each service and the tenant role
@@ -64,15 +63,9 @@ func (o *Onboarder) names(tenant string) (role, topic, queue, dlq string, err er
 	if role, err = n.EmitRole(tenant); err != nil {
 		return
 	}
-	pub, err := awsstore.NewSNSPublisher(awsstore.Config{Env: o.Env, AccountID: o.Account, AWSConfig: aws.Config{Region: o.Region}})
-	if err != nil {
+	if topic, err = n.TelemetryTopic(tenant); err != nil {
 		return
 	}
-	arn, err := pub.TopicARN(tenant)
-	if err != nil {
-		return
-	}
-	topic = arn[strings.LastIndex(arn, ":")+1:]
 	queue = topic
 	dlq = topic + "-dlq"
 	if len(dlq) > 80 {
@@ -313,4 +306,123 @@ func queueMissing(err error) bool {
 	var missing *sqstypes.QueueDoesNotExist
 	var ae smithy.APIError
 	return errors.As(err, &missing) || errors.As(err, &ae) && ae.ErrorCode() == "AWS.SimpleQueueService.NonExistentQueue"
+}
+
+// Get reads a tenant's Spec back from its emit role: the permission
+// policy binds each source to a role name, the trust policy names each
+// role's ARN. The policies are the record; nil when there is no role.
+func (o *Onboarder) Get(ctx context.Context, tenant string) (*Spec, error) {
+	role, _, _, _, err := o.names(tenant)
+	if err != nil {
+		return nil, err
+	}
+	r, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
+	var nse *iamtypes.NoSuchEntityException
+	if errors.As(err, &nse) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get role %s: %w", role, err)
+	}
+	var trust, perm policy.Document
+	if err := decodePolicy(aws.ToString(r.Role.AssumeRolePolicyDocument), &trust); err != nil {
+		return nil, fmt.Errorf("role %s: trust policy: %w", role, err)
+	}
+	p, err := o.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(permissionPolicy)})
+	if err != nil && !errors.As(err, &nse) {
+		return nil, fmt.Errorf("get policy of role %s: %w", role, err)
+	}
+	spec := &Spec{Tenant: tenant, Services: map[string]string{}}
+	if err != nil {
+		return spec, nil
+	}
+	if err := decodePolicy(aws.ToString(p.PolicyDocument), &perm); err != nil {
+		return nil, fmt.Errorf("role %s: permission policy: %w", role, err)
+	}
+	arns := map[string]string{} // role name -> ARN
+	for _, st := range trust.Statement {
+		if st.Principal != nil && len(st.Principal.AWS) == 1 {
+			if name, err := policy.RoleName(st.Principal.AWS[0]); err == nil {
+				arns[name] = st.Principal.AWS[0]
+			}
+		}
+	}
+	for _, st := range perm.Statement {
+		sources := st.Condition["ForAllValues:StringEquals"]["events:source"]
+		users := st.Condition["StringLike"]["aws:userid"]
+		if len(sources) != 1 || len(users) != 1 {
+			return nil, fmt.Errorf("role %s: statement %q is not an emit binding: was the policy edited by hand? Delete the tenant and create it again", role, st.Sid)
+		}
+		_, service, _ := strings.Cut(sources[0], "/")
+		spec.Services[service] = arns[strings.TrimPrefix(users[0], "*:")]
+	}
+	return spec, nil
+}
+
+// decodePolicy decodes a policy as IAM returns it: URL-encoded JSON whose
+// single values may be strings instead of lists.
+func decodePolicy(s string, d *policy.Document) error {
+	if dec, err := url.QueryUnescape(s); err == nil {
+		s = dec
+	}
+	var raw struct {
+		Statement []struct {
+			Sid       string
+			Principal struct{ AWS any }
+			Condition map[string]map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return err
+	}
+	list := func(v any) []string {
+		switch x := v.(type) {
+		case string:
+			return []string{x}
+		case []any:
+			var out []string
+			for _, e := range x {
+				if s, ok := e.(string); ok {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+		return nil
+	}
+	for _, st := range raw.Statement {
+		out := policy.Statement{Sid: st.Sid, Condition: policy.Condition{}}
+		if principals := list(st.Principal.AWS); principals != nil {
+			out.Principal = &policy.Principal{AWS: principals}
+		}
+		for op, kv := range st.Condition {
+			out.Condition[op] = map[string][]string{}
+			for k, v := range kv {
+				out.Condition[op][k] = list(v)
+			}
+		}
+		d.Statement = append(d.Statement, out)
+	}
+	return nil
+}
+
+// List returns the tenants with an emit role in the environment, sorted.
+func (o *Onboarder) List(ctx context.Context) ([]string, error) {
+	n := stack.Names{Env: o.Env}
+	prefix := "snavio-" + o.Env + "-emit-"
+	var out []string
+	p := iam.NewListRolesPaginator(o.IAM, &iam.ListRolesInput{PathPrefix: aws.String(n.EmitRolePath())})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list roles under %s: %w", n.EmitRolePath(), err)
+		}
+		for _, r := range page.Roles {
+			if aws.ToString(r.Path) == n.EmitRolePath() && strings.HasPrefix(aws.ToString(r.RoleName), prefix) {
+				out = append(out, strings.TrimPrefix(aws.ToString(r.RoleName), prefix))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,15 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 		t.Errorf("queue attributes %v", a.Attributes)
 	}
 
+	// The policies read back as the spec; the tenant is listed.
+	got, err := o.Get(ctx, tenant)
+	if err != nil || got == nil || len(got.Services) != 1 || got.Services["billing"] != billing {
+		t.Errorf("Get = %+v, %v; want billing -> %s", got, err, billing)
+	}
+	if list, err := o.List(ctx); err != nil || !slices.Contains(list, tenant) {
+		t.Errorf("List = %v, %v; want %s in it", list, err, tenant)
+	}
+
 	// Again: nothing changes.
 	if res, err = o.Apply(ctx, spec); err != nil || len(res.Changed) != 0 {
 		t.Fatalf("second apply = %v, %v; want no change", res, err)
@@ -122,6 +132,9 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 	}
 	if res, err = o.Delete(ctx, tenant); err != nil || len(res.Changed) != 0 {
 		t.Fatalf("second delete = %v, %v; want nothing to do", res, err)
+	}
+	if got, err := o.Get(ctx, tenant); err != nil || got != nil {
+		t.Errorf("Get after delete = %+v, %v; want nil", got, err)
 	}
 }
 
