@@ -16,6 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/sivchari/kumo"
 
 	"github.com/snavio/snavio/internal/deploy/cfnfake"
 	"github.com/snavio/snavio/internal/deploy/lambdazip"
@@ -28,13 +29,14 @@ type awsFakeState struct{ fake *cfnfake.Fake }
 
 // awsFake implements the script command
 //
-//	aws-fake start BUCKET | fail-changeset REASON | fail-resource LOGICAL_ID | ok | calls | zip FILE TEXT
+//	aws-fake start BUCKET | kumo | fail-changeset REASON | fail-resource LOGICAL_ID | ok | calls | zip FILE TEXT
 //
 // for `snavio dispatch deploy` and `destroy`: "start" serves, for the rest
 // of the script, a fake of CloudFormation's query protocol
 // (internal/deploy/cfnfake: no emulator has change sets) and gofakes3 for
 // S3 on one address, told apart by the SigV4 scope, creates BUCKET and
 // points AWS_ENDPOINT_URL, a region and test credentials at it.
+// "kumo" instead serves kumo (IAM, SNS, SQS, STS) in-process there.
 // "fail-changeset" and "fail-resource" make the next change sets fail or
 // the next execution roll back, "ok" clears both, "calls" prints each
 // CloudFormation call with its parameters, and "zip" writes a bootstrap
@@ -44,7 +46,7 @@ func awsFake(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: aws-fake start BUCKET | fail-changeset REASON | fail-resource ID | ok | calls | zip FILE TEXT")
 	}
 	st := ts.Value(awsFakeKey{}).(*awsFakeState)
-	if args[0] != "start" && args[0] != "zip" && st.fake == nil {
+	if args[0] != "start" && args[0] != "zip" && args[0] != "kumo" && st.fake == nil {
 		ts.Fatalf("aws-fake %s: run aws-fake start first", args[0])
 	}
 	switch {
@@ -64,6 +66,14 @@ func awsFake(ts *testscript.TestScript, neg bool, args []string) {
 		if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(args[1])}); err != nil {
 			ts.Fatalf("aws-fake: create bucket: %v", err)
 		}
+		for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDSCRIPT",
+			"AWS_SECRET_ACCESS_KEY": "script", "AWS_EC2_METADATA_DISABLED": "true"} {
+			ts.Setenv(k, v)
+		}
+	case args[0] == "kumo" && len(args) == 1:
+		// kumo in-process for IAM, SNS, SQS and STS (tenant on-boarding).
+		srv := kumo.NewServer()
+		ts.Defer(srv.Close)
 		for k, v := range map[string]string{"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDSCRIPT",
 			"AWS_SECRET_ACCESS_KEY": "script", "AWS_EC2_METADATA_DISABLED": "true"} {
 			ts.Setenv(k, v)

@@ -25,6 +25,7 @@ import (
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/cli/tenantaws"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -57,6 +58,7 @@ its producers sign PutEvents with.`,
 		RunE: cmdutil.GroupRunE,
 	}
 	cmd.AddCommand(NewCmd(f))
+	cmd.AddCommand(tenantaws.Commands(f)...)
 	return cmd
 }
 
