@@ -152,3 +152,40 @@ func TestApplyRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodePolicy: decodePolicy never panics, and reads back what the
+// policy package writes, plain or URL-encoded as IAM returns it.
+func FuzzDecodePolicy(f *testing.F) {
+	perm, _ := policy.EmitPermission("arn:aws:events:us-east-1:000000000000:event-bus/b", []policy.EmitBinding{{Source: "acme/billing", RoleARN: "arn:aws:iam::222222222222:role/B"}})
+	b, _ := json.Marshal(perm)
+	f.Add(string(b))
+	f.Add(url.QueryEscape(string(b)))
+	f.Add(`{"Statement":[{"Principal":{"AWS":"arn:aws:iam::1:role/x"},"Condition":{"StringLike":{"aws:userid":"*:x"}}}]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var d policy.Document
+		if err := decodePolicy(s, &d); err != nil {
+			return
+		}
+		for _, st := range d.Statement {
+			for _, kv := range st.Condition {
+				if kv == nil {
+					t.Fatal("nil condition map")
+				}
+			}
+		}
+	})
+}
+
+func TestDecodePolicyRoundTrip(t *testing.T) {
+	perm, _ := policy.EmitPermission("arn:aws:events:us-east-1:000000000000:event-bus/b", []policy.EmitBinding{{Source: "acme/billing", RoleARN: "arn:aws:iam::222222222222:role/B"}})
+	b, _ := json.Marshal(perm)
+	for _, s := range []string{string(b), url.QueryEscape(string(b))} {
+		var d policy.Document
+		if err := decodePolicy(s, &d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Statement[0].Condition["ForAllValues:StringEquals"]["events:source"]; len(got) != 1 || got[0] != "acme/billing" {
+			t.Errorf("decoded %+v", d.Statement[0].Condition)
+		}
+	}
+}
