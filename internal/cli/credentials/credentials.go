@@ -20,6 +20,7 @@ import (
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/tenantaws"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
@@ -53,6 +54,7 @@ its producers sign PutEvents with.`,
 		RunE: cmdutil.GroupRunE,
 	}
 	cmd.AddCommand(NewCmd(f))
+	cmd.AddCommand(tenantaws.Commands(f)...)
 	return cmd
 }
 

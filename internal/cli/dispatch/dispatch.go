@@ -20,6 +20,6 @@ embedded store, behind an EventBridge-compatible PutEvents endpoint.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
-	cmd.AddCommand(newServeCmd(f, nil))
+	cmd.AddCommand(newServeCmd(f, nil), newDeployCmd(f, nil), newDestroyCmd(f, nil))
 	return cmd
 }

@@ -239,9 +239,11 @@ func TestEnvironmentTopicListsEveryVariable(t *testing.T) {
 		}
 		// Test-support packages (awstest, dispatchtest, ...) are not the CLI,
 		// and the Lambda bootstrap's variables are its functions'
-		// configuration (docs/lambda.md), not snavio's.
+		// configuration (docs/lambda.md), not snavio's; the deploy stack
+		// sets them on the functions.
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasSuffix(d.Name(), "test") ||
-			path == filepath.Join(root, "internal", "lambda") || path == filepath.Join(root, "cmd", "snavio-lambda")) {
+			path == filepath.Join(root, "internal", "lambda") || path == filepath.Join(root, "cmd", "snavio-lambda") ||
+			path == filepath.Join(root, "internal", "deploy", "stack")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -1,4 +1,4 @@
-package main
+package lambdazip
 
 import (
 	"archive/zip"
@@ -18,7 +18,7 @@ func TestPackMakesOneExecutableBootstrap(t *testing.T) {
 	}
 	a, b := filepath.Join(dir, "a.zip"), filepath.Join(dir, "b.zip")
 	for _, out := range []string{a, b} {
-		if err := pack(out, bin); err != nil {
+		if err := Pack(out, bin); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,11 +50,40 @@ func TestPackRefusesMissingAndDirectory(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.zip")
 	for _, bin := range []string{filepath.Join(dir, "missing"), dir} {
-		if err := pack(out, bin); err == nil {
-			t.Errorf("pack(%s): no error", bin)
+		if err := Pack(out, bin); err == nil {
+			t.Errorf("Pack(%s): no error", bin)
 		}
 		if _, err := os.Stat(out); err == nil {
-			t.Errorf("pack(%s) left %s behind", bin, out)
+			t.Errorf("Pack(%s) left %s behind", bin, out)
 		}
 	}
+}
+
+func TestCheck(t *testing.T) {
+	var good bytes.Buffer
+	if err := Write(&good, bytes.NewReader([]byte("\x7fELF"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(good.Bytes()); err != nil {
+		t.Errorf("Check(a packed bootstrap) = %v", err)
+	}
+	var other bytes.Buffer
+	zw := zip.NewWriter(&other)
+	w, _ := zw.Create("handler.js")
+	_, _ = w.Write([]byte("x"))
+	_ = zw.Close()
+	for name, b := range map[string][]byte{"not a zip": []byte("hello"), "no bootstrap": other.Bytes(), "empty": nil} {
+		if err := Check(b); err == nil {
+			t.Errorf("Check(%s) = nil, want an error", name)
+		}
+	}
+}
+
+// FuzzCheck: Check never panics on any input.
+func FuzzCheck(f *testing.F) {
+	var good bytes.Buffer
+	_ = Write(&good, bytes.NewReader([]byte("\x7fELF")))
+	f.Add(good.Bytes())
+	f.Add([]byte("PK\x03\x04"))
+	f.Fuzz(func(t *testing.T, b []byte) { _ = Check(b) })
 }
