@@ -6,13 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/wal"
 )
 
 // Applying the log to the bbolt file: telemetry records, archived events
@@ -88,37 +88,37 @@ func signal(c chan struct{}) {
 func (s *Store) logCommitted(frames []*frame) {
 	s.qmu.Lock()
 	for _, f := range frames {
-		for _, in := range f.inserts {
+		for _, in := range f.Meta.inserts {
 			var rec []byte
-			if s.wal.ephemeral {
+			if s.wal.Ephemeral() {
 				// A copy, so that the frame (the message's event and
 				// archive too) is not kept alive by the message.
-				rec = bytes.Clone(f.b[in.off : in.off+in.n])
+				rec = bytes.Clone(f.B[in.off : in.off+in.n])
 			}
 			in.q.reserved = max(0, in.q.reserved-1)
-			in.q.fresh.push(freshMsg{seg: f.seg, seq: f.lsn, visAt: in.h.VisibleAt, sentAt: in.h.SentAt, id: in.id,
-				off: uint32(f.base + int64(in.off)), n: uint32(in.n)}, rec)
-			f.seg.hold(in.n)
+			in.q.fresh.push(freshMsg{seg: f.Segment(), seq: f.LSN(), visAt: in.h.VisibleAt, sentAt: in.h.SentAt, id: in.id,
+				off: uint32(f.Offset(in.off)), n: uint32(in.n)}, rec)
+			f.Segment().Hold(in.n)
 		}
-		for _, mv := range f.moves {
-			to := uint32(f.base + int64(mv.off))
+		for _, mv := range f.Meta.moves {
+			to := uint32(f.Offset(mv.off))
 			if mv.m != nil {
 				if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
-					mv.from.drop(mv.m.n)
-					mv.m.seg, mv.m.off = f.seg, int64(to)
-					f.seg.hold(mv.m.n)
+					mv.from.Drop(mv.m.n)
+					mv.m.seg, mv.m.off = f.Segment(), int64(to)
+					f.Segment().Hold(mv.m.n)
 				}
 				continue
 			}
 			if e := &mv.c.ents[mv.i]; mv.i >= mv.c.head && e.seg == mv.from && e.off == mv.fromOff {
-				mv.from.drop(int(e.n))
-				e.seg, e.off = f.seg, to
-				f.seg.hold(int(e.n))
+				mv.from.Drop(int(e.n))
+				e.seg, e.off = f.Segment(), to
+				f.Segment().Hold(int(e.n))
 			}
 		}
-		if f.purge != "" {
-			if q := s.queues[f.purge]; q != nil {
-				f.purged = q.clearAll(s)
+		if f.Meta.purge != "" {
+			if q := s.queues[f.Meta.purge]; q != nil {
+				f.Meta.purged = q.clearAll(s)
 			}
 		}
 	}
@@ -126,22 +126,22 @@ func (s *Store) logCommitted(frames []*frame) {
 	a := s.ap
 	a.mu.Lock()
 	items := false
-	var ops []walOp
+	var ops []wal.Op
 	for _, f := range frames {
-		if !f.applies {
+		if !f.Applies {
 			continue
 		}
 		// The frame was built by this process: its ops are well formed.
-		ops, _ = splitOps(ops[:0], f.b[frameHeaderLen:], 0)
+		ops, _ = wal.SplitOps(ops[:0], f.B[wal.HeaderLen:], 0)
 		for _, op := range ops {
-			if appliesToFile(op.kind) {
-				a.items = append(a.items, applyItem{op.kind, op.payload})
+			if appliesToFile(op.Kind) {
+				a.items = append(a.items, applyItem{op.Kind, op.Payload})
 			}
 		}
-		a.lastItem = f.lsn
+		a.lastItem = f.LSN()
 		items = true
 	}
-	a.upTo = frames[len(frames)-1].lsn
+	a.upTo = frames[len(frames)-1].LSN()
 	a.mu.Unlock()
 	if items {
 		signal(a.wake)
@@ -193,7 +193,7 @@ func (s *Store) applyOnce() {
 		// The write-ahead rule, with a sync interval: what the file
 		// records (an applied lsn, a completed claim) is never ahead of
 		// what a power loss leaves in the log.
-		err = s.wal.syncThrough(upTo)
+		err = s.wal.SyncThrough(upTo)
 	}
 	if err == nil && len(items) > 0 {
 		err = s.update(context.Background(), func(tx *bolt.Tx) error { return applyTx(tx, items, upTo) })
@@ -405,13 +405,13 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 // Op payloads.
 
 func appendTelOp(f *frame, tenant []byte, seq uint64, rec []byte) {
-	p := f.op(opTel)
-	f.b = binary.AppendUvarint(f.b, uint64(len(tenant)))
-	f.b = append(f.b, tenant...)
-	f.b = binary.BigEndian.AppendUint64(f.b, seq)
-	f.b = append(f.b, rec...)
-	f.end(p)
-	f.applies = true
+	p := f.Op(opTel)
+	f.B = binary.AppendUvarint(f.B, uint64(len(tenant)))
+	f.B = append(f.B, tenant...)
+	f.B = binary.BigEndian.AppendUint64(f.B, seq)
+	f.B = append(f.B, rec...)
+	f.End(p)
+	f.Applies = true
 }
 
 func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
@@ -425,20 +425,20 @@ func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
 }
 
 func appendArchOp(f *frame, e *ArchivedEvent) {
-	p := f.op(opArch)
-	f.b = appendArchived(f.b, e)
-	f.end(p)
-	f.applies = true
+	p := f.Op(opArch)
+	f.B = appendArchived(f.B, e)
+	f.End(p)
+	f.Applies = true
 }
 
 func appendClaimOp(f *frame, c *ClaimCompletion) {
-	p := f.op(opClaim)
-	f.b = appendStr(f.b, c.ID)
-	f.b = appendStr(f.b, c.Owner)
-	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.ExpiresAt)))
-	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.Now)))
-	f.end(p)
-	f.applies = true
+	p := f.Op(opClaim)
+	f.B = appendStr(f.B, c.ID)
+	f.B = appendStr(f.B, c.Owner)
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(nanos(c.ExpiresAt)))
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(nanos(c.Now)))
+	f.End(p)
+	f.Applies = true
 }
 
 func decodeClaimOp(p []byte) (ClaimCompletion, error) {
@@ -463,21 +463,21 @@ func (s *Store) maintain() {
 	for {
 		applied := s.ap.applied.Load()
 		s.qmu.Lock()
-		seg := s.wal.detachOldest(applied)
+		seg := s.wal.DetachOldest(applied)
 		s.qmu.Unlock()
 		if seg != nil {
-			if err := s.wal.remove(seg); err != nil {
+			if err := s.wal.Remove(seg); err != nil {
 				s.logErr.Store(&err)
 				return
 			}
 			continue
 		}
-		sealed := s.wal.sealed()
+		sealed := s.wal.Sealed()
 		// An ephemeral log has no files to delete: its segments are
 		// counters, and a message keeps only its own record alive. A
 		// segment still dense with queued messages (a backlog) is not
 		// copied: that would rewrite the backlog again and again.
-		if s.wal.ephemeral || len(sealed) <= walKeepSegments || sealed[0].maxApply > applied || !s.sparse(sealed[0]) {
+		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.sparse(sealed[0]) {
 			return
 		}
 		moved, err := s.compact(sealed[0])
@@ -510,29 +510,29 @@ func (s *Store) compact(seg *segment) (int, error) {
 			rec, lerr := m.ref().load()
 			if lerr != nil {
 				s.qmu.Unlock()
-				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, lerr)
+				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.Name(), m.id, lerr)
 			}
 			putHeader(rec, &m.h)
-			off := f.msg(name, rec)
-			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
+			off := msgOp(f, name, rec)
+			f.Meta.moves = append(f.Meta.moves, move{q: q, m: m, from: seg, off: off})
 		}
 		q.fresh.each(func(c *freshChunk, i int) bool {
 			e := &c.ents[i]
 			if e.seg != seg {
 				return true
 			}
-			seg.refs.Add(1)
+			seg.Acquire()
 			rec, lerr := msgRef{seg: seg, off: int64(e.off), n: int(e.n)}.load()
 			if lerr != nil {
-				err = fmt.Errorf("compact log segment %s: message %s: %w", seg.name, e.id, lerr)
+				err = fmt.Errorf("compact log segment %s: message %s: %w", seg.Name(), e.id, lerr)
 				return false
 			}
 			// The copy carries the message's seq: recovery finds the
 			// fresh message it moves by it (recoverOp).
 			h := e.header()
 			putHeader(rec, &h)
-			off := f.msg(name, rec)
-			f.moves = append(f.moves, move{q: q, c: c, i: i, from: seg, fromOff: e.off, off: off})
+			off := msgOp(f, name, rec)
+			f.Meta.moves = append(f.Meta.moves, move{q: q, c: c, i: i, from: seg, fromOff: e.off, off: off})
 			return true
 		})
 		if err != nil {
@@ -540,7 +540,7 @@ func (s *Store) compact(seg *segment) (int, error) {
 			return 0, err
 		}
 	}
-	return len(f.moves), s.commitUnlock(f)
+	return len(f.Meta.moves), s.commitUnlock(f)
 }
 
 // sparse says whether seg's queued messages fill less than a quarter of
@@ -548,115 +548,52 @@ func (s *Store) compact(seg *segment) (int, error) {
 func (s *Store) sparse(seg *segment) bool {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	return seg.liveBytes*4 < seg.size
+	return seg.LiveBytes*4 < seg.Size()
 }
 
-// recoverLog rebuilds the queues from the log in dir and applies to the
-// file what it had not applied. It returns the lsn of the next frame and
-// the segments found (the last one, if empty, becomes the active one). It
-// deletes the spare files it finds (walSpareSegments).
-func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error) {
+// appliedLSN reads the lsn the file has applied the log up to.
+func (s *Store) appliedLSN() (uint64, error) {
 	var applied uint64
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if wb := tx.Bucket(bWAL); wb != nil {
 			if v := wb.Get(kApplied); len(v) == 8 {
 				applied = binary.BigEndian.Uint64(v)
 			}
 		}
 		return nil
-	}); err != nil {
-		return 0, nil, err
-	}
-	firsts, spares, err := listSegments(dir)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, sp := range spares {
-		// Maybe left by a power loss holding frames the log lost: a
-		// later segment made from it could read them as its own. An
-		// undone delete is deleted again at the next Open.
-		_ = os.Remove(sp)
-	}
-	defer func() {
-		if err != nil {
-			for _, sg := range segs {
-				sg.f.Close()
-			}
-			segs = nil
+	})
+	return applied, err
+}
+
+// recovery rebuilds the queues from the log's frames (replay, the log's
+// Config.Replay) and collects the ops the file has not applied.
+type recovery struct {
+	s       *Store
+	applied uint64
+	last    uint64
+	pending []applyItem
+}
+
+func (r *recovery) replay(sg *segment, lsn uint64, ops []wal.Op) (applies bool, err error) {
+	r.last = lsn
+	for _, op := range ops {
+		if err := r.s.recoverOp(sg, lsn, op); err != nil {
+			return false, err
 		}
-	}()
-	var pending []applyItem
-	var last uint64
-	// cuts are the torn tails to cut once the whole log is read; tornAt
-	// names the first segment whose tail tore before its frames reached
-	// the next segment's first.
-	type cut struct {
-		sg  *segment
-		end int64
-	}
-	var cuts []cut
-	var tornAt *cut
-	for i, first := range firsts {
-		name := segmentName(first)
-		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
-		if err != nil {
-			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
-		}
-		sg := &segment{first: first, f: fl, name: name}
-		sg.synced.Store(true)
-		segs = append(segs, sg)
-		end, torn, err := scanSegment(fl, first, func(lsn uint64, ops []walOp) error {
-			if lsn <= last || lsn < first {
-				return fmt.Errorf("frame %d out of order (after %d)", lsn, last)
-			}
-			last = lsn
-			for _, op := range ops {
-				if err := s.recoverOp(sg, lsn, op); err != nil {
-					return fmt.Errorf("frame %d: %w", lsn, err)
-				}
-				if appliesToFile(op.kind) {
-					sg.maxApply = lsn
-					if lsn > applied {
-						pending = append(pending, applyItem{op.kind, append([]byte(nil), op.payload...)})
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
-		}
-		if tornAt != nil && end > 0 {
-			// Frames after a tear that lost some: the log is damaged.
-			return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, tornAt.sg.name), tornAt.end)
-		}
-		sg.size = end
-		// A sealed segment made from a spare ends in its file's old
-		// life; when its frames end where the next segment's begin,
-		// nothing is missing and nothing is cut.
-		sealed := i != len(firsts)-1
-		if torn && !(sealed && firsts[i+1] == last+1) {
-			// The log's end: a write the crash interrupted, never
-			// acknowledged. It can tear a sealed segment too, when the
-			// crash came after the next segment was made (from a spare,
-			// which holds old frames only) and before this one's last
-			// frames were written; then no later segment may hold a
-			// frame, or the log is damaged.
-			cuts = append(cuts, cut{sg, end})
-			if sealed && tornAt == nil {
-				tornAt = &cut{sg, end}
+		if appliesToFile(op.Kind) {
+			applies = true
+			if lsn > r.applied {
+				r.pending = append(r.pending, applyItem{op.Kind, append([]byte(nil), op.Payload...)})
 			}
 		}
 	}
-	// Cut only now: a damaged log is left as it was found.
-	for _, c := range cuts {
-		if err := c.sg.f.Truncate(c.end); err != nil {
-			return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", c.sg.name, err)
-		}
-		if err := c.sg.f.Sync(); err != nil {
-			return 0, segs, fmt.Errorf("sync log segment %s: %w", c.sg.name, err)
-		}
-	}
+	return applies, nil
+}
+
+// finish indexes the recovered queues and applies to the file what it
+// had not applied; it returns the lsn the file is applied up to.
+func (r *recovery) finish() (uint64, error) {
+	s := r.s
 	for _, q := range s.queues {
 		q.endRecovery()
 		q.vis = q.vis[:0]
@@ -668,24 +605,19 @@ func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error)
 		}
 		heap.Init(&q.vis)
 	}
-	upTo := max(last, applied)
-	if len(pending) > 0 {
-		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, pending, upTo) }); err != nil {
-			return 0, segs, fmt.Errorf("embedded store: apply the log: %w", err)
+	upTo := max(r.last, r.applied)
+	if len(r.pending) > 0 {
+		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, r.pending, upTo) }); err != nil {
+			return 0, fmt.Errorf("embedded store: apply the log: %w", err)
 		}
 	}
-	s.ap = newApplier(upTo)
-	next = upTo + 1
-	if n := len(segs); n > 0 && segs[n-1].size == 0 {
-		next = max(next, segs[n-1].first)
-	}
-	return next, segs, nil
+	return upTo, nil
 }
 
 // recoverOp replays one op into the in-memory queues.
-func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
-	r := reader{b: op.payload}
-	switch op.kind {
+func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
+	r := reader{b: op.Payload}
+	switch op.Kind {
 	case opMsg:
 		name := r.str(MaxQueueNameLen)
 		if r.err != nil {
@@ -700,14 +632,14 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		if err != nil {
 			return err
 		}
-		off := op.off + int64(len(op.payload)-len(rec))
+		off := op.Off + int64(len(op.Payload)-len(rec))
 		if m := q.msgs[id]; m != nil {
 			// A received message copied by compaction moves here.
-			m.seg.drop(m.n)
+			m.seg.Drop(m.n)
 			seq := m.h.Seq
 			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
 			m.h.Seq = seq
-			sg.hold(len(rec))
+			sg.Hold(len(rec))
 			return nil
 		}
 		uid, err := parseID(id)
@@ -716,10 +648,10 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		}
 		if e, ok := q.recovering[uid]; ok {
 			// A fresh message copied by compaction moves here.
-			e.seg.drop(int(e.n))
+			e.seg.Drop(int(e.n))
 			e.seg, e.off, e.n = sg, uint32(off), uint32(len(rec))
 			q.recovering[uid] = e
-			sg.hold(len(rec))
+			sg.Hold(len(rec))
 			return nil
 		}
 		// A message put in its queue by this frame, or a copy whose
@@ -732,7 +664,7 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		} else {
 			q.recovering[uid] = freshMsg{seg: sg, seq: h.Seq, visAt: h.VisibleAt, sentAt: h.SentAt, id: uid, off: uint32(off), n: uint32(len(rec))}
 		}
-		sg.hold(len(rec))
+		sg.Hold(len(rec))
 	case opState:
 		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
 		if r.err == nil && len(r.b) != msgHeaderLen {
@@ -775,7 +707,7 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		if q := s.queues[name]; q != nil {
 			if m := q.msgs[id]; m != nil {
 				delete(q.msgs, id)
-				m.seg.drop(m.n)
+				m.seg.Drop(m.n)
 			}
 		}
 	case opPurge:
@@ -785,17 +717,17 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
 		}
 		if q := s.queues[name]; q != nil {
 			for _, m := range q.msgs {
-				m.seg.drop(m.n)
+				m.seg.Drop(m.n)
 			}
 			for _, e := range q.recovering {
-				e.seg.drop(int(e.n))
+				e.seg.Drop(int(e.n))
 			}
 			clear(q.msgs)
 			clear(q.recovering)
 		}
 	case opTel, opArch, opClaim:
 	default:
-		return fmt.Errorf("unknown op kind %d", op.kind)
+		return fmt.Errorf("unknown op kind %d", op.Kind)
 	}
 	return nil
 }

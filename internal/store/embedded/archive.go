@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/wal"
 )
 
 // The archive of accepted events, like the EventBridge archive: every event
@@ -220,18 +222,18 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	if len(events) == 0 {
 		return nil
 	}
-	size := frameHeaderLen
+	size := 0
 	for i := range events {
-		size += opHeaderLen + archivedLen(&events[i])
+		size += wal.OpHeaderLen + archivedLen(&events[i])
 	}
 	// Sized once: growing a request's 10 events one by one allocated
 	// about four times the frame.
-	f := &frame{b: make([]byte, frameHeaderLen, size)}
+	f := wal.NewFrame[frameMeta](size)
 	for _, e := range events {
 		_ = checkArchived(&e) // checked above; fills the derived fields
 		appendArchOp(f, &e)
 	}
-	g, err := s.wal.add(f)
+	g, err := s.wal.Add(f)
 	if err != nil {
 		undo()
 		return err

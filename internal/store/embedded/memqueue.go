@@ -52,7 +52,7 @@ func (q *memQueue) endRecovery() {
 		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.seg.first, b.seg.first); c != 0 {
+		if c := cmp.Compare(a.seg.First(), b.seg.First()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.off, b.off)
@@ -98,19 +98,19 @@ type msgRef struct {
 }
 
 func (m *memMsg) ref() msgRef {
-	m.seg.refs.Add(1)
+	m.seg.Acquire()
 	return msgRef{m.seg, m.off, m.n, m.rec}
 }
 
 // load returns a copy of the record and releases the reference.
 func (r msgRef) load() ([]byte, error) {
-	defer r.seg.refs.Add(-1)
+	defer r.seg.Release()
 	if r.rec != nil {
 		return append([]byte(nil), r.rec...), nil
 	}
-	rec := make([]byte, r.n)
-	if _, err := r.seg.f.ReadAt(rec, r.off); err != nil {
-		return nil, fmt.Errorf("read message record from log segment %s: %w", r.seg.name, err)
+	rec, err := r.seg.ReadAt(r.off, r.n)
+	if err != nil {
+		return nil, fmt.Errorf("message record: %w", err)
 	}
 	return rec, nil
 }
@@ -144,13 +144,13 @@ func (q *memQueue) shrink() {
 func (q *memQueue) clearAll(st *Store) int {
 	n := q.depth()
 	for _, m := range q.msgs {
-		m.seg.drop(m.n)
+		m.seg.Drop(m.n)
 		st.memRelease(m.n)
 	}
 	q.msgs, q.vis, q.peak = make(map[string]*memMsg), nil, 0
 	q.fresh.each(func(c *freshChunk, i int) bool {
 		e := &c.ents[i]
-		e.seg.drop(int(e.n))
+		e.seg.Drop(int(e.n))
 		st.memRelease(int(e.n))
 		e.seg = nil // a compaction's move in flight finds it gone
 		return true
@@ -298,11 +298,6 @@ func parseID(id string) (uuid.UUID, error) {
 	}
 	return u, nil
 }
-
-// hold counts a queued message of n bytes whose record is in s; drop
-// uncounts it.
-func (s *segment) hold(n int) { s.live++; s.liveBytes += int64(n) }
-func (s *segment) drop(n int) { s.live--; s.liveBytes -= int64(n) }
 
 // msgOverhead is what the index costs per queued message in an ephemeral
 // store's memory budget, beyond its record: its fresh entry and its

@@ -142,7 +142,7 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 	if err != nil {
 		return nil, err
 	}
-	if err := g.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return seqs, nil
@@ -188,7 +188,7 @@ func (s *Store) addTelemetry(f *frame, recs []telRecord, seqs []uint64) (*walGro
 	}
 	// The log refuses a frame only once it is closed or failed, after
 	// which nothing is numbered again: the numbers taken need no undoing.
-	return s.wal.add(f)
+	return s.wal.Add(f)
 }
 
 // loadTelemetryPositions reads each stream's last sequence number and the

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 )
@@ -179,7 +180,7 @@ type Received struct {
 }
 
 // Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue). The
-// messages are in memory and in the write-ahead log (memqueue.go, wal.go).
+// messages are in memory and in the write-ahead log (memqueue.go, logops.go).
 var kCfg = []byte("cfg")
 
 func (c *QueueConfig) normalise() error {
@@ -295,7 +296,7 @@ func (s *Store) loadQueues() error {
 // which the caller holds so that f's place in the log follows its changes
 // to the queues, and waits for f to be durable.
 func (s *Store) commitUnlock(f *frame) error {
-	return s.queueUnlock(f, (*walGroup).wait)
+	return s.queueUnlock(f, (*walGroup).Wait)
 }
 
 // commitUnlockWritten is commitUnlock for a queue consumer's change
@@ -303,24 +304,24 @@ func (s *Store) commitUnlock(f *frame) error {
 // synced. Undone by a power loss, such a change delivers its message
 // again, which SQS's at-least-once delivery allows; waiting for its sync
 // kept the log syncing most of the time under load (the package comment
-// of wal.go). A frame that also moves messages to a dead-letter queue
+// of package wal). A frame that also moves messages to a dead-letter queue
 // waits for its commit, as a send does: the moved messages are in the
 // dead-letter queue when the call returns.
 func (s *Store) commitUnlockWritten(f *frame) error {
-	if len(f.inserts) > 0 {
+	if len(f.Meta.inserts) > 0 {
 		return s.commitUnlock(f)
 	}
-	f.lazy = true
-	return s.queueUnlock(f, (*walGroup).waitWritten)
+	f.Lazy = true
+	return s.queueUnlock(f, (*walGroup).WaitWritten)
 }
 
 // queueUnlock queues f as commitUnlock does and waits for it with wait.
 func (s *Store) queueUnlock(f *frame, wait func(*walGroup) error) error {
-	if f.empty() {
+	if f.Empty() {
 		s.qmu.Unlock()
 		return nil
 	}
-	g, err := s.wal.add(f)
+	g, err := s.wal.Add(f)
 	s.qmu.Unlock()
 	if err != nil {
 		return err
@@ -491,7 +492,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		copy(m.h.Nonce[:], nonces[len(out)*nonceLen:])
 		m.h.HasReceipt = true
 		heap.Fix(&q.vis, m.idx)
-		f.state(queue, m)
+		stateOp(f, queue, m)
 		out = append(out, got{m.h, m.ref()})
 	}
 	err = s.commitUnlockWritten(f)
@@ -549,13 +550,13 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 		return corrupt("message", m.id, err)
 	}
 	q.removeReceived(m)
-	m.seg.drop(m.n)
+	m.seg.Drop(m.n)
 	s.memRelease(m.n)
-	f.del(q.q.Name, m.id)
-	off := f.msg(dq.q.Name, drec)
+	delOp(f, q.q.Name, m.id)
+	off := msgOp(f, dq.q.Name, drec)
 	dq.reserved++
 	s.memReserve(len(drec), true)
-	f.inserts = append(f.inserts, insert{q: dq, id: id, h: dh, n: len(drec), off: off})
+	f.Meta.inserts = append(f.Meta.inserts, insert{q: dq, id: id, h: dh, n: len(drec), off: off})
 	return nil
 }
 
@@ -631,9 +632,9 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 			continue
 		}
 		q.removeReceived(m)
-		m.seg.drop(m.n)
+		m.seg.Drop(m.n)
 		s.memRelease(m.n)
-		f.del(queue, id)
+		delOp(f, queue, id)
 	}
 	if err := s.commitUnlockWritten(f); err != nil {
 		return nil, err
@@ -670,7 +671,7 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	}
 	m.h.VisibleAt = at
 	heap.Fix(&q.vis, m.idx)
-	f.state(queue, m)
+	stateOp(f, queue, m)
 	return s.commitUnlockWritten(f)
 }
 
@@ -681,17 +682,17 @@ func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
 		return 0, err
 	}
 	f := newFrame()
-	p := f.op(opPurge)
-	f.b = appendStr(f.b, queue)
-	f.end(p)
-	f.purge = queue
+	p := f.Op(opPurge)
+	f.B = appendStr(f.B, queue)
+	f.End(p)
+	f.Meta.purge = queue
 	if _, err := s.lockQueue(queue, "purge"); err != nil {
 		return 0, err
 	}
 	if err := s.commitUnlock(f); err != nil {
 		return 0, err
 	}
-	return f.purged, nil
+	return f.Meta.purged, nil
 }
 
 func countBuckets(b *bolt.Bucket) int {
@@ -763,12 +764,12 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	msg := &Message{ID: id, Body: d.Body, Attributes: d.Attributes}
 	// Room for the message with its attributes, and 512 bytes for a claim
 	// and an event, so that the frame is allocated once.
-	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+msgLen(msg)+512)}
-	off, n := f.newMsg(d.Queue, &h, msg)
+	f := wal.NewFrame[frameMeta](64 + len(d.Queue) + msgLen(msg) + 512)
+	off, n := newMsgOp(f, d.Queue, &h, msg)
 	if d.Claim != nil {
 		appendClaimOp(f, d.Claim)
 	}
-	f.inserts = append(f.inserts, insert{id: uid, h: h, n: n, off: off})
+	f.Meta.inserts = append(f.Meta.inserts, insert{id: uid, h: h, n: n, off: off})
 	var tels []telRecord
 	if d.Event != nil {
 		tels = []telRecord{tel}
@@ -784,7 +785,7 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 }
 
 // queueDelivery checks d's claim and its queue's depth and queues f, the
-// frame of its message (f.inserts[0]), claim completion and events tels.
+// frame of its message (f.Meta.inserts[0]), claim completion and events tels.
 func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []telRecord) (*walGroup, error) {
 	if c := d.Claim; c != nil {
 		// Held until the frame is queued: two deliveries under one claim
@@ -814,7 +815,7 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 		s.qmu.Unlock()
 		return nil, fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
 	}
-	n := f.inserts[0].n
+	n := f.Meta.inserts[0].n
 	if !s.memReserve(n, false) {
 		used := s.memBytes
 		s.qmu.Unlock()
@@ -822,12 +823,12 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 	}
 	q.reserved++
 	s.qmu.Unlock()
-	f.inserts[0].q = q
+	f.Meta.inserts[0].q = q
 	var g *walGroup
 	if tels != nil {
 		g, err = s.addTelemetry(f, tels, nil)
 	} else {
-		g, err = s.wal.add(f)
+		g, err = s.wal.Add(f)
 	}
 	if err != nil {
 		s.qmu.Lock()
@@ -837,7 +838,7 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 		return nil, err
 	}
 	if d.Claim != nil {
-		s.completing[d.Claim.ID] = f.lsn // s.cmu is held
+		s.completing[d.Claim.ID] = f.LSN() // s.cmu is held
 	}
 	return g, nil
 }
@@ -865,7 +866,7 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 		}
 		m.h.VisibleAt, m.h.HasReceipt, m.h.Nonce = now, false, [nonceLen]byte{}
 		heap.Fix(&q.vis, m.idx)
-		f.state(queue, m)
+		stateOp(f, queue, m)
 		released++
 	}
 	if err := s.commitUnlock(f); err != nil {

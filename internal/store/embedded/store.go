@@ -48,6 +48,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -111,19 +112,13 @@ type Options struct {
 	// did not wait for one).
 	syncTicks <-chan time.Time
 
-	// segmentBytes overrides walSegmentBytes (tests: rotation and
+	// segmentBytes overrides wal.DefaultSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
 	segmentBytes int64
 
 	// logIO, when set, replaces the log's file writes and syncs (tests:
 	// a disk that fails, then recovers).
-	logIO *logIO
-}
-
-// logIO is how the log writes and syncs its segment files.
-type logIO struct {
-	writeAt  func(f *os.File, b []byte, off int64) (int, error)
-	datasync func(f *os.File) error
+	logIO *wal.IO
 }
 
 // DefaultMemoryBudget is an ephemeral store's MemoryBudget unless set:
@@ -131,7 +126,11 @@ type logIO struct {
 const DefaultMemoryBudget = 256 << 20
 
 // ErrClosed is returned by every method called after Close.
-var ErrClosed = errors.New("embedded store: closed")
+var ErrClosed = wal.ErrClosed
+
+// ErrLogFailed wraps every write after the write-ahead log failed to
+// write or sync: the store stops accepting writes until it is reopened.
+var ErrLogFailed = wal.ErrLogFailed
 
 // maxGroup bounds how many queued writes one group commit takes.
 const maxGroup = 256
@@ -180,8 +179,8 @@ type Store struct {
 	// commits and writes count group commits and the writes they took.
 	commits, committed atomic.Uint64
 
-	// The write-ahead log and what lives there (wal.go, apply.go).
-	wal *wal
+	// The write-ahead log and what lives there (logops.go, apply.go).
+	wal *wal.Log[frameMeta]
 	ap  *applier
 	// applyEvery paces the applies (applyEvery unless a test sets it).
 	applyEvery time.Duration
@@ -344,76 +343,54 @@ func Open(opts Options) (*Store, error) {
 	if opts.applyEvery > 0 {
 		s.applyEvery = opts.applyEvery
 	}
-	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes, opts.SyncEvery); err != nil {
+	if err := s.openLog(opts, path+walSuffix); err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.wal.onSync = opts.OnLogSync
-	if opts.logIO != nil {
-		s.wal.writeAt, s.wal.datasync = opts.logIO.writeAt, opts.logIO.datasync
-	}
 	if err := s.loadArchiveLedger(); err != nil {
-		_ = s.wal.closeFiles()
+		_ = s.wal.CloseFiles()
 		db.Close()
 		return nil, err
 	}
 	s.wg.Add(1)
 	go s.committer()
-	go s.wal.flusher()
-	if s.wal.syncStop != nil {
-		go s.wal.syncLoop(opts.syncTicks)
-	}
+	s.wal.Start(opts.syncTicks)
 	go s.applyLoop()
 	signal(s.ap.kick) // delete the segments recovery left that nothing needs
 	return s, nil
 }
 
 // openLog loads the queues, recovers the write-ahead log in dir (none for
-// an ephemeral store) and opens its active segment.
-func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEvery time.Duration) error {
+// an ephemeral store), rebuilding the queues from it, and opens its
+// active segment.
+func (s *Store) openLog(opts Options, dir string) error {
 	if err := s.loadQueues(); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now,
-		failed: make(chan struct{}), writeAt: (*os.File).WriteAt, datasync: fdatasync}
-	w.cur = w.newGroup()
-	if !ephemeral {
-		w.syncEvery = syncEvery
-		w.syncStop, w.syncDone = make(chan struct{}), make(chan struct{})
-		w.unsynced = make(chan struct{}, 1)
+	applied, err := s.appliedLSN()
+	if err != nil {
+		return err
 	}
-	if w.segmentBytes <= 0 {
-		w.segmentBytes = walSegmentBytes
+	r := &recovery{s: s, applied: applied}
+	cfg := wal.Config[frameMeta]{SyncEvery: opts.SyncEvery, SegmentBytes: opts.segmentBytes, After: applied,
+		Replay: r.replay, OnCommitted: s.logCommitted, OnRotate: func() { signal(s.ap.kick) },
+		Now: s.clock.Now, OnSync: opts.OnLogSync, IO: opts.logIO}
+	if !opts.Ephemeral {
+		cfg.Dir = dir
 	}
-	w.cond = sync.NewCond(&w.mu)
-	w.onRotate = func() { signal(s.ap.kick) }
-	next := uint64(1)
-	if ephemeral {
-		s.ap = newApplier(0)
-	} else {
-		w.dir = dir
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("embedded store: create the log directory %s: %w", dir, err)
-		}
-		var err error
-		if next, w.segs, err = s.recoverLog(dir); err != nil {
-			return err
-		}
+	w, err := wal.Open(cfg)
+	if err != nil {
+		return err
 	}
-	if n := len(w.segs); n == 0 || w.segs[n-1].size != 0 {
-		seg, err := w.createSegment(next)
-		if err != nil {
-			for _, sg := range w.segs {
-				sg.f.Close()
-			}
-			return fmt.Errorf("embedded store: %w", err)
-		}
-		w.segs = append(w.segs, seg)
+	upTo, err := r.finish()
+	if err != nil {
+		_ = w.CloseFiles()
+		return err
 	}
-	w.next = next
+	s.ap = newApplier(upTo)
 	s.wal = w
 	if err := s.loadTelemetryPositions(); err != nil {
-		w.closeFiles()
+		_ = w.CloseFiles()
 		return fmt.Errorf("embedded store: load telemetry positions: %w", err)
 	}
 	return nil
@@ -421,14 +398,27 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 
 // LogStats returns the write-ahead log's counts so far.
 func (s *Store) LogStats() LogStats {
-	s.wal.mu.Lock()
-	n := len(s.wal.segs)
-	s.wal.mu.Unlock()
-	st := LogStats{Frames: s.wal.frames.Load(), Writes: s.wal.writes.Load(), Syncs: s.wal.syncs.Load(), SyncTime: time.Duration(s.wal.syncNanos.Load()), Segments: n}
+	ws := s.wal.Stats()
+	st := LogStats{Frames: ws.Frames, Writes: ws.Writes, Syncs: ws.Syncs, SyncTime: ws.SyncTime, Segments: ws.Segments}
 	if e := s.logErr.Load(); e != nil {
 		st.UpkeepError = (*e).Error()
 	}
 	return st
+}
+
+// LogStats says how the write-ahead log is doing since Open.
+type LogStats struct {
+	// Frames written in Writes group commits (0 in memory), made durable
+	// by Syncs fdatasyncs, each of everything written since the last.
+	Frames, Writes, Syncs uint64
+	// SyncTime is how long the Syncs took in all (the disk's latency
+	// under the log: SyncTime/Syncs is the mean).
+	SyncTime time.Duration
+	// Segments is the number of log files now.
+	Segments int
+	// UpkeepError is the last failure to delete or compact a segment
+	// ("" if none): the log grows until the cause is fixed.
+	UpkeepError string
 }
 
 // checkFormat stamps a new file with StoreFormat and refuses a file of
@@ -472,10 +462,7 @@ var ErrApplyFailing = errors.New("embedded store: applying the write-ahead log t
 // log cannot be applied to the file (until an apply succeeds), or
 // ErrClosed after Close.
 func (s *Store) Health() error {
-	s.wal.mu.Lock()
-	lerr := s.wal.err
-	s.wal.mu.Unlock()
-	if lerr != nil {
+	if lerr := s.wal.Err(); lerr != nil {
 		return fmt.Errorf("%w: %w", ErrLogFailed, lerr)
 	}
 	if s.closing.Load() {
@@ -504,7 +491,7 @@ func (s *Store) QueueFull(queue string) (bool, error) {
 // MemoryUse returns the bytes an ephemeral store's queued messages hold
 // and its budget (Options.MemoryBudget); both 0 on file.
 func (s *Store) MemoryUse() (used, budget int64) {
-	if !s.wal.ephemeral {
+	if !s.wal.Ephemeral() {
 		return 0, 0
 	}
 	s.qmu.Lock()
@@ -514,14 +501,14 @@ func (s *Store) MemoryUse() (used, budget int64) {
 
 // LogFailed is closed when the write-ahead log fails: from then on every
 // write is refused until the store is reopened (Health has the cause).
-func (s *Store) LogFailed() <-chan struct{} { return s.wal.failed }
+func (s *Store) LogFailed() <-chan struct{} { return s.wal.Failed() }
 
 // Path returns the store's file, or "" for an ephemeral store.
 func (s *Store) Path() string { return s.path }
 
 // LogDir returns the directory of the store's write-ahead log, beside its
 // file, or "" for an ephemeral store.
-func (s *Store) LogDir() string { return s.wal.dir }
+func (s *Store) LogDir() string { return s.wal.Dir() }
 
 // Close stops accepting writes, waits for the queued ones to commit and
 // closes the file. It is idempotent.
@@ -529,12 +516,12 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		// The log first: its queued frames are written, then applied.
-		s.wal.close()
+		s.wal.Close()
 		close(s.ap.stop)
 		<-s.ap.done
 		close(s.done)
 		s.wg.Wait()
-		err := s.wal.closeFiles()
+		err := s.wal.CloseFiles()
 		if s.closeErr = s.db.Close(); s.closeErr == nil {
 			s.closeErr = err
 		}
