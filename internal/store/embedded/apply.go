@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
 )
 
@@ -306,7 +307,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 		case opTel:
 			tenant, seq, rec, err := decodeTelOp(it.payload)
 			if err != nil {
-				return corrupt("log telemetry op", "", err)
+				return storecodec.Corrupt("log telemetry op", "", err)
 			}
 			if tenants == nil {
 				if tenants, all, err = outboxBuckets(tx); err != nil {
@@ -354,7 +355,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 			}
 			id, err := archivedID(it.payload)
 			if err != nil {
-				return corrupt("log archive op", "", err)
+				return storecodec.Corrupt("log archive op", "", err)
 			}
 			if ids.Get([]byte(id)) != nil {
 				continue
@@ -373,7 +374,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 		case opClaim:
 			c, err := decodeClaimOp(it.payload)
 			if err != nil {
-				return corrupt("log claim op", "", err)
+				return storecodec.Corrupt("log claim op", "", err)
 			}
 			// Its owner checked the claim before the message was
 			// written; a claim whose lease ran out in the meantime (a
@@ -382,7 +383,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 				return err
 			}
 		default:
-			return corrupt("log op", "", fmt.Errorf("kind %d cannot be applied", it.kind))
+			return storecodec.Corrupt("log op", "", fmt.Errorf("kind %d cannot be applied", it.kind))
 		}
 	}
 	for _, st := range streams {
@@ -415,13 +416,13 @@ func appendTelOp(f *frame, tenant []byte, seq uint64, rec []byte) {
 }
 
 func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
-	r := reader{b: p}
-	tenant = r.str(MaxTenantLen)
-	seq = r.u64()
-	if r.err == nil && len(r.b) < 17 {
-		r.fail(errShort)
+	r := storecodec.Reader{B: p}
+	tenant = r.Str(MaxTenantLen)
+	seq = r.U64()
+	if r.Err == nil && len(r.B) < 17 {
+		r.Fail(storecodec.ErrShort)
 	}
-	return tenant, seq, r.b, r.err
+	return tenant, seq, r.B, r.Err
 }
 
 func appendArchOp(f *frame, e *ArchivedEvent) {
@@ -433,23 +434,23 @@ func appendArchOp(f *frame, e *ArchivedEvent) {
 
 func appendClaimOp(f *frame, c *ClaimCompletion) {
 	p := f.Op(opClaim)
-	f.B = appendStr(f.B, c.ID)
-	f.B = appendStr(f.B, c.Owner)
-	f.B = binary.BigEndian.AppendUint64(f.B, uint64(nanos(c.ExpiresAt)))
-	f.B = binary.BigEndian.AppendUint64(f.B, uint64(nanos(c.Now)))
+	f.B = storecodec.AppendStr(f.B, c.ID)
+	f.B = storecodec.AppendStr(f.B, c.Owner)
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(storecodec.Nanos(c.ExpiresAt)))
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(storecodec.Nanos(c.Now)))
 	f.End(p)
 	f.Applies = true
 }
 
 func decodeClaimOp(p []byte) (ClaimCompletion, error) {
-	r := reader{b: p}
-	c := ClaimCompletion{ID: r.str(maxKeyLen), Owner: r.str(maxKeyLen)}
-	c.ExpiresAt = time.Unix(0, int64(r.u64())).UTC()
-	c.Now = time.Unix(0, int64(r.u64())).UTC()
-	if r.err == nil && len(r.b) != 0 {
-		r.fail(fmt.Errorf("%d trailing bytes", len(r.b)))
+	r := storecodec.Reader{B: p}
+	c := ClaimCompletion{ID: r.Str(maxKeyLen), Owner: r.Str(maxKeyLen)}
+	c.ExpiresAt = time.Unix(0, int64(r.U64())).UTC()
+	c.Now = time.Unix(0, int64(r.U64())).UTC()
+	if r.Err == nil && len(r.B) != 0 {
+		r.Fail(fmt.Errorf("%d trailing bytes", len(r.B)))
 	}
-	return c, r.err
+	return c, r.Err
 }
 
 // maintain deletes the segments nothing needs any more, and copies the
@@ -616,18 +617,18 @@ func (r *recovery) finish() (uint64, error) {
 
 // recoverOp replays one op into the in-memory queues.
 func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
-	r := reader{b: op.Payload}
+	r := storecodec.Reader{B: op.Payload}
 	switch op.Kind {
 	case opMsg:
-		name := r.str(MaxQueueNameLen)
-		if r.err != nil {
-			return r.err
+		name := r.Str(MaxQueueNameLen)
+		if r.Err != nil {
+			return r.Err
 		}
 		q := s.queues[name]
 		if q == nil {
 			return fmt.Errorf("message for unknown queue %q", name)
 		}
-		rec := r.b
+		rec := r.B
 		h, id, err := decodeMsgHeader(rec)
 		if err != nil {
 			return err
@@ -666,17 +667,17 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
 		}
 		sg.Hold(len(rec))
 	case opState:
-		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
-		if r.err == nil && len(r.b) != msgHeaderLen {
-			r.fail(fmt.Errorf("state of %d bytes", len(r.b)))
+		name, id := r.Str(MaxQueueNameLen), r.Str(maxKeyLen)
+		if r.Err == nil && len(r.B) != msgHeaderLen {
+			r.Fail(fmt.Errorf("state of %d bytes", len(r.B)))
 		}
-		if r.err != nil {
-			return r.err
+		if r.Err != nil {
+			return r.Err
 		}
-		hr := reader{b: r.b}
+		hr := storecodec.Reader{B: r.B}
 		h := readHeader(&hr)
-		if hr.err != nil {
-			return hr.err
+		if hr.Err != nil {
+			return hr.Err
 		}
 		q := s.queues[name]
 		if q == nil {
@@ -700,9 +701,9 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
 		h.Seq = m.h.Seq
 		m.h = h
 	case opDel:
-		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
-		if r.err != nil {
-			return r.err
+		name, id := r.Str(MaxQueueNameLen), r.Str(maxKeyLen)
+		if r.Err != nil {
+			return r.Err
 		}
 		if q := s.queues[name]; q != nil {
 			if m := q.msgs[id]; m != nil {
@@ -711,9 +712,9 @@ func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
 			}
 		}
 	case opPurge:
-		name := r.str(MaxQueueNameLen)
-		if r.err != nil {
-			return r.err
+		name := r.Str(MaxQueueNameLen)
+		if r.Err != nil {
+			return r.Err
 		}
 		if q := s.queues[name]; q != nil {
 			for _, m := range q.msgs {

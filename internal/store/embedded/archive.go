@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
 )
 
@@ -281,11 +282,11 @@ func (s *Store) ArchiveGet(ctx context.Context, id string) (ArchivedEvent, bool,
 		}
 		v := ev.Get(k)
 		if v == nil {
-			return corrupt("archive index", id, fmt.Errorf("no event at %x", k))
+			return storecodec.Corrupt("archive index", id, fmt.Errorf("no event at %x", k))
 		}
 		var err error
 		if e, err = decodeArchived(v); err != nil {
-			return corrupt("archived event", id, err)
+			return storecodec.Corrupt("archived event", id, err)
 		}
 		ok = true
 		return nil
@@ -331,7 +332,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 	if !q.To.IsZero() && !q.To.After(q.From) {
 		return nil, "", fmt.Errorf("archive query: To %s is not after From %s", q.To.Format(time.RFC3339Nano), q.From.Format(time.RFC3339Nano))
 	}
-	start := timeKey(nanos(q.From), 0)
+	start := timeKey(storecodec.Nanos(q.From), 0)
 	if q.PageToken != "" {
 		k, err := parsePageToken(q.PageToken)
 		if err != nil {
@@ -350,7 +351,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 		c := ev.Cursor()
 		scanned := 0
 		for k, v := c.Seek(start); k != nil; k, v = c.Next() {
-			if !q.To.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= nanos(q.To) {
+			if !q.To.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= storecodec.Nanos(q.To) {
 				return nil
 			}
 			if len(out) == limit || scanned == archiveScanLimit {
@@ -360,7 +361,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 			scanned++
 			e, err := decodeArchived(v)
 			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
 			if (q.Source == "" || e.Source == q.Source) && (q.Target == "" || e.Target == q.Target) && (q.Command == "" || e.Command == q.Command) {
 				out = append(out, e)
@@ -384,7 +385,7 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}
-	end := nanos(before)
+	end := storecodec.Nanos(before)
 	return s.purgeArchive(ctx, limit, func() pickFunc {
 		return func(k []byte, _ archHead, _ int64) (take, stop bool) {
 			stop = int64(binary.BigEndian.Uint64(k[:8])) >= end
@@ -417,7 +418,7 @@ func (s *Store) purgeArchive(ctx context.Context, limit int, newPick func() pick
 		for k, v := c.First(); k != nil && len(victims) < limit; k, v = c.Next() {
 			h, err := archivedHead(v)
 			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
 			take, stop := pick(k, h, int64(len(v)))
 			if stop {

@@ -13,11 +13,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 func TestMessageRecordRoundTrip(t *testing.T) {
-	h := msgHeader{Seq: 7, VisibleAt: 11, SentAt: nanos(t0), FirstRecv: 13, ReceiveCount: 2, HasReceipt: true, Nonce: [nonceLen]byte{9, 8, 7}}
+	h := msgHeader{Seq: 7, VisibleAt: 11, SentAt: storecodec.Nanos(t0), FirstRecv: 13, ReceiveCount: 2, HasReceipt: true, Nonce: [nonceLen]byte{9, 8, 7}}
 	m := Message{ID: "0b1e", Body: []byte("body\x00bytes"), Attributes: map[string]string{"a": "1", "": "", "long": strings.Repeat("v", 300)}}
 	rec := encodeMsg(&h, &m)
 	gh, gm, err := decodeMsg(rec)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
 )
 
@@ -89,7 +90,7 @@ func newFrame() *frame { return wal.NewFrame[frameMeta](512 - wal.HeaderLen) }
 // offset in the frame.
 func msgOp(f *frame, queue string, rec []byte) int {
 	p := f.Op(opMsg)
-	f.B = appendStr(f.B, queue)
+	f.B = storecodec.AppendStr(f.B, queue)
 	off := len(f.B)
 	f.B = append(f.B, rec...)
 	f.End(p)
@@ -100,7 +101,7 @@ func msgOp(f *frame, queue string, rec []byte) int {
 // its offset in the frame and its length.
 func newMsgOp(f *frame, queue string, h *msgHeader, m *Message) (off, n int) {
 	p := f.Op(opMsg)
-	f.B = appendStr(f.B, queue)
+	f.B = storecodec.AppendStr(f.B, queue)
 	off = len(f.B)
 	f.B = appendMsg(f.B, h, m)
 	f.End(p)
@@ -110,8 +111,8 @@ func newMsgOp(f *frame, queue string, h *msgHeader, m *Message) (off, n int) {
 // stateOp appends to f m's new state.
 func stateOp(f *frame, queue string, m *memMsg) {
 	p := f.Op(opState)
-	f.B = appendStr(f.B, queue)
-	f.B = appendStr(f.B, m.id)
+	f.B = storecodec.AppendStr(f.B, queue)
+	f.B = storecodec.AppendStr(f.B, m.id)
 	f.B = append(f.B, make([]byte, msgHeaderLen)...)
 	putHeader(f.B[len(f.B)-msgHeaderLen:], &m.h)
 	f.End(p)
@@ -120,8 +121,8 @@ func stateOp(f *frame, queue string, m *memMsg) {
 // delOp appends to f the deletion of message id.
 func delOp(f *frame, queue, id string) {
 	p := f.Op(opDel)
-	f.B = appendStr(f.B, queue)
-	f.B = appendStr(f.B, id)
+	f.B = storecodec.AppendStr(f.B, queue)
+	f.B = storecodec.AppendStr(f.B, id)
 	f.End(p)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
@@ -270,7 +271,7 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 func loadQueue(qb *bolt.Bucket, name string) (Queue, error) {
 	q, err := decodeQueue(qb.Get(kCfg))
 	if err != nil {
-		return Queue{}, corrupt("queue config", name, err)
+		return Queue{}, storecodec.Corrupt("queue config", name, err)
 	}
 	return q, nil
 }
@@ -383,7 +384,7 @@ func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
 	if s.closing.Load() {
 		return nil, ErrClosed
 	}
-	now := nanos(s.clock.Now())
+	now := storecodec.Nanos(s.clock.Now())
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	out := make([]QueueStats, 0, len(s.queues))
@@ -473,7 +474,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		vt = q.q.VisibilityTimeout
 	}
 	for scanned := 0; len(out) < max && scanned < scanLimit; scanned++ {
-		m := q.next(nanos(now))
+		m := q.next(storecodec.Nanos(now))
 		if m == nil {
 			break
 		}
@@ -486,9 +487,9 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		}
 		m.h.ReceiveCount++
 		if m.h.FirstRecv == 0 {
-			m.h.FirstRecv = nanos(now)
+			m.h.FirstRecv = storecodec.Nanos(now)
 		}
-		m.h.VisibleAt = nanos(now.Add(vt))
+		m.h.VisibleAt = storecodec.Nanos(now.Add(vt))
 		copy(m.h.Nonce[:], nonces[len(out)*nonceLen:])
 		m.h.HasReceipt = true
 		heap.Fix(&q.vis, m.idx)
@@ -508,7 +509,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		}
 		_, m, derr := decodeMsg(rec)
 		if derr != nil {
-			err = corrupt("message", queue, derr)
+			err = storecodec.Corrupt("message", queue, derr)
 			continue
 		}
 		res = append(res, Received{Message: m, ReceiptHandle: receiptOf(m.ID, o.h.Nonce), ReceiveCount: int(o.h.ReceiveCount), FirstReceivedAt: time.Unix(0, o.h.FirstRecv).UTC()})
@@ -525,7 +526,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	dq := s.queues[q.q.DeadLetterQueue]
 	if dq == nil {
-		return corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
+		return storecodec.Corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
 	}
 	rec, err := m.ref().load()
 	if err != nil {
@@ -533,7 +534,7 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	}
 	_, msg, err := decodeMsg(rec)
 	if err != nil {
-		return corrupt("message", m.id, err)
+		return storecodec.Corrupt("message", m.id, err)
 	}
 	attrs := make(map[string]string, len(msg.Attributes)+3)
 	for k, v := range msg.Attributes {
@@ -547,7 +548,7 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	drec := encodeMsg(&dh, &msg)
 	id, err := parseID(m.id)
 	if err != nil {
-		return corrupt("message", m.id, err)
+		return storecodec.Corrupt("message", m.id, err)
 	}
 	q.removeReceived(m)
 	m.seg.Drop(m.n)
@@ -658,7 +659,7 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	at := nanos(s.clock.Now().Add(visibility))
+	at := storecodec.Nanos(s.clock.Now().Add(visibility))
 	f := newFrame()
 	q, err := s.lockQueue(queue, "change visibility")
 	if err != nil {
@@ -683,7 +684,7 @@ func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
 	}
 	f := newFrame()
 	p := f.Op(opPurge)
-	f.B = appendStr(f.B, queue)
+	f.B = storecodec.AppendStr(f.B, queue)
 	f.End(p)
 	f.Meta.purge = queue
 	if _, err := s.lockQueue(queue, "purge"); err != nil {
@@ -759,7 +760,7 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
 		}
 	}
-	sent := nanos(now)
+	sent := storecodec.Nanos(now)
 	h := msgHeader{VisibleAt: sent, SentAt: sent}
 	msg := &Message{ID: id, Body: d.Body, Attributes: d.Attributes}
 	// Room for the message with its attributes, and 512 bytes for a claim
@@ -853,7 +854,7 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	now := nanos(s.clock.Now())
+	now := storecodec.Nanos(s.clock.Now())
 	f := newFrame()
 	q, err := s.lockQueue(queue, "release in-flight messages")
 	if err != nil {
