@@ -1,8 +1,6 @@
 package embedded
 
 import (
-	"bytes"
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/localqueue"
 
 	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
@@ -82,48 +82,12 @@ func signal(c chan struct{}) {
 	}
 }
 
-// logCommitted is the log's onCommitted: it runs in the flusher, in lsn
+// logCommitted is the log's OnCommitted: it runs in the flusher, in lsn
 // order, once frames are durable (or written, with a sync interval). It
-// makes their messages receivable, carries out their purges and moves,
-// and queues their ops to apply.
+// hands them to the queues (their messages become receivable) and
+// queues their ops to apply.
 func (s *Store) logCommitted(frames []*frame) {
-	s.qmu.Lock()
-	for _, f := range frames {
-		for _, in := range f.Meta.inserts {
-			var rec []byte
-			if s.wal.Ephemeral() {
-				// A copy, so that the frame (the message's event and
-				// archive too) is not kept alive by the message.
-				rec = bytes.Clone(f.B[in.off : in.off+in.n])
-			}
-			in.q.reserved = max(0, in.q.reserved-1)
-			in.q.fresh.push(freshMsg{seg: f.Segment(), seq: f.LSN(), visAt: in.h.VisibleAt, sentAt: in.h.SentAt, id: in.id,
-				off: uint32(f.Offset(in.off)), n: uint32(in.n)}, rec)
-			f.Segment().Hold(in.n)
-		}
-		for _, mv := range f.Meta.moves {
-			to := uint32(f.Offset(mv.off))
-			if mv.m != nil {
-				if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
-					mv.from.Drop(mv.m.n)
-					mv.m.seg, mv.m.off = f.Segment(), int64(to)
-					f.Segment().Hold(mv.m.n)
-				}
-				continue
-			}
-			if e := &mv.c.ents[mv.i]; mv.i >= mv.c.head && e.seg == mv.from && e.off == mv.fromOff {
-				mv.from.Drop(int(e.n))
-				e.seg, e.off = f.Segment(), to
-				f.Segment().Hold(int(e.n))
-			}
-		}
-		if f.Meta.purge != "" {
-			if q := s.queues[f.Meta.purge]; q != nil {
-				f.Meta.purged = q.clearAll(s)
-			}
-		}
-	}
-	s.qmu.Unlock()
+	s.Queues.Committed(frames)
 	a := s.ap
 	a.mu.Lock()
 	items := false
@@ -463,9 +427,8 @@ func (s *Store) maintain() {
 	defer s.maintainMu.Unlock()
 	for {
 		applied := s.ap.applied.Load()
-		s.qmu.Lock()
-		seg := s.wal.DetachOldest(applied)
-		s.qmu.Unlock()
+		var seg *segment
+		s.Queues.Locked(func() { seg = s.wal.DetachOldest(applied) })
 		if seg != nil {
 			if err := s.wal.Remove(seg); err != nil {
 				s.logErr.Store(&err)
@@ -478,10 +441,10 @@ func (s *Store) maintain() {
 		// counters, and a message keeps only its own record alive. A
 		// segment still dense with queued messages (a backlog) is not
 		// copied: that would rewrite the backlog again and again.
-		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.sparse(sealed[0]) {
+		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.Queues.Sparse(sealed[0]) {
 			return
 		}
-		moved, err := s.compact(sealed[0])
+		moved, err := s.Queues.Compact(sealed[0])
 		if err != nil {
 			s.logErr.Store(&err)
 			return
@@ -495,61 +458,6 @@ func (s *Store) maintain() {
 			return
 		}
 	}
-}
-
-// compact copies the messages still in seg to the end of the log and
-// returns how many it copied.
-func (s *Store) compact(seg *segment) (int, error) {
-	f := newFrame()
-	s.qmu.Lock()
-	var err error
-	for name, q := range s.queues {
-		for _, m := range q.msgs {
-			if m.seg != seg {
-				continue
-			}
-			rec, lerr := m.ref().load()
-			if lerr != nil {
-				s.qmu.Unlock()
-				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.Name(), m.id, lerr)
-			}
-			putHeader(rec, &m.h)
-			off := msgOp(f, name, rec)
-			f.Meta.moves = append(f.Meta.moves, move{q: q, m: m, from: seg, off: off})
-		}
-		q.fresh.each(func(c *freshChunk, i int) bool {
-			e := &c.ents[i]
-			if e.seg != seg {
-				return true
-			}
-			seg.Acquire()
-			rec, lerr := msgRef{seg: seg, off: int64(e.off), n: int(e.n)}.load()
-			if lerr != nil {
-				err = fmt.Errorf("compact log segment %s: message %s: %w", seg.Name(), e.id, lerr)
-				return false
-			}
-			// The copy carries the message's seq: recovery finds the
-			// fresh message it moves by it (recoverOp).
-			h := e.header()
-			putHeader(rec, &h)
-			off := msgOp(f, name, rec)
-			f.Meta.moves = append(f.Meta.moves, move{q: q, c: c, i: i, from: seg, fromOff: e.off, off: off})
-			return true
-		})
-		if err != nil {
-			s.qmu.Unlock()
-			return 0, err
-		}
-	}
-	return len(f.Meta.moves), s.commitUnlock(f)
-}
-
-// sparse says whether seg's queued messages fill less than a quarter of
-// it: worth copying forward so that the segment can go.
-func (s *Store) sparse(seg *segment) bool {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return seg.LiveBytes*4 < seg.Size()
 }
 
 // appliedLSN reads the lsn the file has applied the log up to.
@@ -578,34 +486,27 @@ type recovery struct {
 func (r *recovery) replay(sg *segment, lsn uint64, ops []wal.Op) (applies bool, err error) {
 	r.last = lsn
 	for _, op := range ops {
-		if err := r.s.recoverOp(sg, lsn, op); err != nil {
-			return false, err
-		}
-		if appliesToFile(op.Kind) {
-			applies = true
-			if lsn > r.applied {
-				r.pending = append(r.pending, applyItem{op.Kind, append([]byte(nil), op.Payload...)})
+		if localqueue.IsOp(op.Kind) {
+			if err := r.s.Queues.Replay(sg, lsn, op); err != nil {
+				return false, err
 			}
+			continue
+		}
+		if !appliesToFile(op.Kind) {
+			return false, fmt.Errorf("unknown op kind %d", op.Kind)
+		}
+		applies = true
+		if lsn > r.applied {
+			r.pending = append(r.pending, applyItem{op.Kind, append([]byte(nil), op.Payload...)})
 		}
 	}
 	return applies, nil
 }
 
-// finish indexes the recovered queues and applies to the file what it
-// had not applied; it returns the lsn the file is applied up to.
+// finish applies to the file what it had not applied; it returns the lsn
+// the file is applied up to.
 func (r *recovery) finish() (uint64, error) {
 	s := r.s
-	for _, q := range s.queues {
-		q.endRecovery()
-		q.vis = q.vis[:0]
-		for _, m := range q.msgs {
-			q.vis = append(q.vis, m)
-		}
-		for i, m := range q.vis {
-			m.idx = i
-		}
-		heap.Init(&q.vis)
-	}
 	upTo := max(r.last, r.applied)
 	if len(r.pending) > 0 {
 		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, r.pending, upTo) }); err != nil {
@@ -613,122 +514,4 @@ func (r *recovery) finish() (uint64, error) {
 		}
 	}
 	return upTo, nil
-}
-
-// recoverOp replays one op into the in-memory queues.
-func (s *Store) recoverOp(sg *segment, lsn uint64, op wal.Op) error {
-	r := storecodec.Reader{B: op.Payload}
-	switch op.Kind {
-	case opMsg:
-		name := r.Str(MaxQueueNameLen)
-		if r.Err != nil {
-			return r.Err
-		}
-		q := s.queues[name]
-		if q == nil {
-			return fmt.Errorf("message for unknown queue %q", name)
-		}
-		rec := r.B
-		h, id, err := decodeMsgHeader(rec)
-		if err != nil {
-			return err
-		}
-		off := op.Off + int64(len(op.Payload)-len(rec))
-		if m := q.msgs[id]; m != nil {
-			// A received message copied by compaction moves here.
-			m.seg.Drop(m.n)
-			seq := m.h.Seq
-			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
-			m.h.Seq = seq
-			sg.Hold(len(rec))
-			return nil
-		}
-		uid, err := parseID(id)
-		if err != nil {
-			return err
-		}
-		if e, ok := q.recovering[uid]; ok {
-			// A fresh message copied by compaction moves here.
-			e.seg.Drop(int(e.n))
-			e.seg, e.off, e.n = sg, uint32(off), uint32(len(rec))
-			q.recovering[uid] = e
-			sg.Hold(len(rec))
-			return nil
-		}
-		// A message put in its queue by this frame, or a copy whose
-		// earlier frames are gone with their segments.
-		if h.Seq == 0 {
-			h.Seq = lsn
-		}
-		if h.FirstRecv != 0 || h.ReceiveCount != 0 || h.HasReceipt {
-			q.msgs[id] = &memMsg{id: id, h: h, seg: sg, off: off, n: len(rec)}
-		} else {
-			q.recovering[uid] = freshMsg{seg: sg, seq: h.Seq, visAt: h.VisibleAt, sentAt: h.SentAt, id: uid, off: uint32(off), n: uint32(len(rec))}
-		}
-		sg.Hold(len(rec))
-	case opState:
-		name, id := r.Str(MaxQueueNameLen), r.Str(maxKeyLen)
-		if r.Err == nil && len(r.B) != msgHeaderLen {
-			r.Fail(fmt.Errorf("state of %d bytes", len(r.B)))
-		}
-		if r.Err != nil {
-			return r.Err
-		}
-		hr := storecodec.Reader{B: r.B}
-		h := readHeader(&hr)
-		if hr.Err != nil {
-			return hr.Err
-		}
-		q := s.queues[name]
-		if q == nil {
-			return nil
-		}
-		m := q.msgs[id]
-		if m == nil {
-			// The first receive of a fresh message.
-			uid, err := parseID(id)
-			if err != nil {
-				return err
-			}
-			e, ok := q.recovering[uid]
-			if !ok {
-				return nil // purged
-			}
-			delete(q.recovering, uid)
-			m = &memMsg{id: id, h: e.header(), seg: e.seg, off: int64(e.off), n: int(e.n)}
-			q.msgs[id] = m
-		}
-		h.Seq = m.h.Seq
-		m.h = h
-	case opDel:
-		name, id := r.Str(MaxQueueNameLen), r.Str(maxKeyLen)
-		if r.Err != nil {
-			return r.Err
-		}
-		if q := s.queues[name]; q != nil {
-			if m := q.msgs[id]; m != nil {
-				delete(q.msgs, id)
-				m.seg.Drop(m.n)
-			}
-		}
-	case opPurge:
-		name := r.Str(MaxQueueNameLen)
-		if r.Err != nil {
-			return r.Err
-		}
-		if q := s.queues[name]; q != nil {
-			for _, m := range q.msgs {
-				m.seg.Drop(m.n)
-			}
-			for _, e := range q.recovering {
-				e.seg.Drop(int(e.n))
-			}
-			clear(q.msgs)
-			clear(q.recovering)
-		}
-	case opTel, opArch, opClaim:
-	default:
-		return fmt.Errorf("unknown op kind %d", op.Kind)
-	}
-	return nil
 }

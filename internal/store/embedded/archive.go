@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/internal/store/wal"
 )
@@ -229,7 +230,7 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	}
 	// Sized once: growing a request's 10 events one by one allocated
 	// about four times the frame.
-	f := wal.NewFrame[frameMeta](size)
+	f := wal.NewFrame[localqueue.Changes](size)
 	for _, e := range events {
 		_ = checkArchived(&e) // checked above; fills the derived fields
 		appendArchOp(f, &e)
@@ -239,7 +240,7 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 		undo()
 		return err
 	}
-	return settle(ctx, g)
+	return g.Settle(ctx)
 }
 
 // checkArchived validates e and fills its derived fields.

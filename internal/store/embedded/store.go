@@ -48,6 +48,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -82,7 +83,7 @@ type Options struct {
 	SyncEvery time.Duration
 
 	// MemoryBudget bounds the bytes an ephemeral store's queued messages
-	// hold (their records, and msgOverhead each for the index): a send
+	// hold (their records, and localqueue.MsgOverhead each for the index): a send
 	// beyond it fails with ErrMemoryBudget. 0 means DefaultMemoryBudget;
 	// ignored on file, where records stay on disk.
 	MemoryBudget int64
@@ -172,15 +173,16 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	// closing is set when Close starts: the queue methods, which may not
-	// write, refuse from then on as the writing ones do.
+	// closing is set when Close starts (and the queues are closed): the
+	// methods that may not write refuse from then on as the writing
+	// ones do.
 	closing atomic.Bool
 
 	// commits and writes count group commits and the writes they took.
 	commits, committed atomic.Uint64
 
 	// The write-ahead log and what lives there (logops.go, apply.go).
-	wal *wal.Log[frameMeta]
+	wal *localqueue.Log
 	ap  *applier
 	// applyEvery paces the applies (applyEvery unless a test sets it).
 	applyEvery time.Duration
@@ -191,12 +193,10 @@ type Store struct {
 	// maintainMu runs maintain one call at a time.
 	maintainMu sync.Mutex
 
-	// qmu guards queues (memqueue.go), the segments' live counts and
-	// memBytes, what an ephemeral store's queued messages hold of
-	// memBudget (Options.MemoryBudget).
-	qmu                 sync.Mutex
-	queues              map[string]*memQueue
-	memBytes, memBudget int64
+	// Queues are the local queues (package localqueue): their
+	// configurations in the file, their messages in the log. Their
+	// methods are the store's queue methods.
+	*localqueue.Queues
 
 	// cmu guards completing: the claims whose completion is written to the
 	// log and not yet applied to the file, with the frame's lsn. A claim
@@ -239,7 +239,6 @@ var (
 	bBanLog   = []byte("banledger")
 	bBans     = []byte("bans")
 	bRollups  = []byte("rollups")
-	bQueues   = []byte("queues")
 	bOutbox   = []byte("outbox")
 	bArchive  = []byte("archive")
 )
@@ -261,7 +260,7 @@ const StoreFormat = 3
 // ErrFormat wraps Open's refusal of a file of another store format.
 var ErrFormat = errors.New("unsupported store format")
 
-var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots, bWAL}
+var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, localqueue.Bucket, bOutbox, bArchive, bRegistry, bSnapshots, bWAL}
 
 // Open opens (creating if needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
@@ -335,8 +334,9 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: initialise %s: %w", path, err)
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
-		queues: make(map[string]*memQueue), telLast: make(map[string]uint64), completing: make(map[string]uint64)}
-	s.applyEvery, s.onApplied, s.memBudget = applyEvery, opts.OnApplied, opts.MemoryBudget
+		telLast: make(map[string]uint64), completing: make(map[string]uint64)}
+	s.Queues = localqueue.New(localqueue.Config{Clock: opts.Clock, Update: s.update, MemoryBudget: opts.MemoryBudget})
+	s.applyEvery, s.onApplied = applyEvery, opts.OnApplied
 	if !opts.Ephemeral {
 		s.path = path
 	}
@@ -364,7 +364,7 @@ func Open(opts Options) (*Store, error) {
 // an ephemeral store), rebuilding the queues from it, and opens its
 // active segment.
 func (s *Store) openLog(opts Options, dir string) error {
-	if err := s.loadQueues(); err != nil {
+	if err := s.db.View(s.Queues.Load); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
 	applied, err := s.appliedLSN()
@@ -372,7 +372,7 @@ func (s *Store) openLog(opts Options, dir string) error {
 		return err
 	}
 	r := &recovery{s: s, applied: applied}
-	cfg := wal.Config[frameMeta]{SyncEvery: opts.SyncEvery, SegmentBytes: opts.segmentBytes, After: applied,
+	cfg := wal.Config[localqueue.Changes]{SyncEvery: opts.SyncEvery, SegmentBytes: opts.segmentBytes, After: applied,
 		Replay: r.replay, OnCommitted: s.logCommitted, OnRotate: func() { signal(s.ap.kick) },
 		Now: s.clock.Now, OnSync: opts.OnLogSync, IO: opts.logIO}
 	if !opts.Ephemeral {
@@ -387,6 +387,7 @@ func (s *Store) openLog(opts Options, dir string) error {
 		_ = w.CloseFiles()
 		return err
 	}
+	s.Queues.Start(w)
 	s.ap = newApplier(upTo)
 	s.wal = w
 	if err := s.loadTelemetryPositions(); err != nil {
@@ -477,28 +478,6 @@ func (s *Store) Health() error {
 	return nil
 }
 
-// QueueFull says whether queue holds its MaxDepth of messages: a send to
-// it now fails with ErrQueueFull.
-func (s *Store) QueueFull(queue string) (bool, error) {
-	q, err := s.lockQueue(queue, "")
-	if err != nil {
-		return false, err
-	}
-	defer s.qmu.Unlock()
-	return q.full(), nil
-}
-
-// MemoryUse returns the bytes an ephemeral store's queued messages hold
-// and its budget (Options.MemoryBudget); both 0 on file.
-func (s *Store) MemoryUse() (used, budget int64) {
-	if !s.wal.Ephemeral() {
-		return 0, 0
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return s.memBytes, s.memBudget
-}
-
 // LogFailed is closed when the write-ahead log fails: from then on every
 // write is refused until the store is reopened (Health has the cause).
 func (s *Store) LogFailed() <-chan struct{} { return s.wal.Failed() }
@@ -515,6 +494,7 @@ func (s *Store) LogDir() string { return s.wal.Dir() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.Queues.Close()
 		// The log first: its queued frames are written, then applied.
 		s.wal.Close()
 		close(s.ap.stop)

@@ -35,7 +35,6 @@ func testFrame(p string, applies bool) *Frame[string] {
 type replayed struct {
 	lsns     []uint64
 	payloads []string
-	applies  map[*Segment]bool
 }
 
 func (r *replayed) replay(seg *Segment, lsn uint64, ops []Op) (bool, error) {
