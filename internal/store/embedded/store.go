@@ -1,28 +1,29 @@
 // Package embedded is the durable, embedded implementation of the
 // pkg/dispatch ports that `snavio dispatch serve` runs on: flow control
-// (counters, leases, dedupe claims, bans, rollups), local queues with SQS
-// semantics, the telemetry outbox with per-tenant streams, and the archive
-// of accepted events.
+// (counters, leases, dedupe claims, bans, rollups), the registry and keys,
+// the telemetry outbox with per-tenant streams, the archive of accepted
+// events and replay snapshots, composed with the local queues of package
+// localqueue.
 //
 // The store is a bbolt file under the data directory and, beside it, a
-// write-ahead log (the file's name with "-wal": a directory of segment
-// files). See docs/store/embedded.md for the measured choices.
+// write-ahead log (package wal; the file's name with "-wal": a directory
+// of segment files). See docs/store/embedded.md for the design and the
+// measured choices.
 //
 //   - The hot path writes only to the log: a delivered message with its
-//     telemetry event and claim completion, an archived request, a
-//     telemetry append, a receive or delete is one frame, and concurrent
-//     frames share one write and one fdatasync (group commit). A write
-//     returns once its frame is durable, so an acknowledged write survives
-//     kill -9.
-//   - Queue messages live in the log only, with an index in memory (a
-//     fresh message costs a 56-byte entry, memqueue.go); Open rebuilds
-//     the index from the log. Telemetry records, archived events and claim
-//     completions are also applied to the bbolt file, by one goroutine in
-//     large transactions, where they are read (a read first waits for the
-//     writes made before it to be applied). Everything else (registry,
-//     flow control, queue configuration, telemetry cursors) is written to
-//     the bbolt file directly, one transaction per call, concurrent calls
-//     group committed, as before the log.
+//     telemetry event and claim completion (deliver.go), an archived
+//     request, a telemetry append, a receive or delete is one frame, and
+//     concurrent frames share one write and one fdatasync (group commit).
+//     A write returns once its frame is durable, so an acknowledged write
+//     survives kill -9.
+//   - Queue messages live in the log only (package localqueue indexes
+//     them in memory and rebuilds the index at Open). Telemetry records,
+//     archived events and claim completions are also applied to the bbolt
+//     file, by one goroutine in large transactions (apply.go), where they
+//     are read (a read first waits for the writes made before it to be
+//     applied). Everything else (registry, flow control, queue
+//     configuration, telemetry cursors) is written to the bbolt file
+//     directly, one transaction per call, concurrent calls group committed.
 //
 // With Options.Ephemeral the same code runs in memory: bbolt on an
 // anonymous memory file (memfd on Linux) with fsync off, and a log that
@@ -141,8 +142,8 @@ const maxGroup = 256
 // writers woken by the previous commit (the commands of the same requests)
 // queue their next writes meanwhile, and join this group instead of paying
 // for a commit each. When nothing else is runnable a yield returns at
-// once, so a lone writer is not delayed. (Two yields cut commits per
-// command by 3x under load; more gained nothing: docs/store/embedded.md.)
+// once, so a lone writer is not delayed (docs/store/embedded.md, "The
+// write path").
 const groupYields = 2
 
 // appendFill is the page fill of the buckets whose keys grow with time
