@@ -87,7 +87,7 @@ func signal(c chan struct{}) {
 // hands them to the queues (their messages become receivable) and
 // queues their ops to apply.
 func (s *Store) logCommitted(frames []*frame) {
-	s.Queues.Committed(frames)
+	s.queues.Committed(frames)
 	a := s.ap
 	a.mu.Lock()
 	items := false
@@ -428,7 +428,7 @@ func (s *Store) maintain() {
 	for {
 		applied := s.ap.applied.Load()
 		var seg *segment
-		s.Queues.Locked(func() { seg = s.wal.DetachOldest(applied) })
+		s.queues.Locked(func() { seg = s.wal.DetachOldest(applied) })
 		if seg != nil {
 			if err := s.wal.Remove(seg); err != nil {
 				s.logErr.Store(&err)
@@ -441,10 +441,10 @@ func (s *Store) maintain() {
 		// counters, and a message keeps only its own record alive. A
 		// segment still dense with queued messages (a backlog) is not
 		// copied: that would rewrite the backlog again and again.
-		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.Queues.Sparse(sealed[0]) {
+		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.queues.Sparse(sealed[0]) {
 			return
 		}
-		moved, err := s.Queues.Compact(sealed[0])
+		moved, err := s.queues.Compact(sealed[0])
 		if err != nil {
 			s.logErr.Store(&err)
 			return
@@ -487,7 +487,7 @@ func (r *recovery) replay(sg *segment, lsn uint64, ops []wal.Op) (applies bool, 
 	r.last = lsn
 	for _, op := range ops {
 		if localqueue.IsOp(op.Kind) {
-			if err := r.s.Queues.Replay(sg, lsn, op); err != nil {
+			if err := r.s.queues.Replay(sg, lsn, op); err != nil {
 				return false, err
 			}
 			continue

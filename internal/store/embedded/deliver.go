@@ -55,7 +55,7 @@ func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
 	now := s.clock.Now()
 	// 512 bytes of room for a claim and an event, so that the frame is
 	// allocated once.
-	f, id, err := s.Queues.PrepareSend(ctx, d.Queue, d.Body, d.Attributes, now, 512)
+	f, id, err := s.queues.PrepareSend(ctx, d.Queue, d.Body, d.Attributes, now, 512)
 	if err != nil {
 		return "", err
 	}
@@ -102,7 +102,7 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 			return nil, fmt.Errorf("claim %q: %w", c.ID, flow.ErrNotOwner)
 		}
 	}
-	if err := s.Queues.Reserve(f); err != nil {
+	if err := s.queues.Reserve(f); err != nil {
 		return nil, err
 	}
 	var g *walGroup
@@ -113,7 +113,7 @@ func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []
 		g, err = s.wal.Add(f)
 	}
 	if err != nil {
-		s.Queues.Unreserve(f)
+		s.queues.Unreserve(f)
 		return nil, err
 	}
 	if d.Claim != nil {

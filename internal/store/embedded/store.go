@@ -194,10 +194,10 @@ type Store struct {
 	// maintainMu runs maintain one call at a time.
 	maintainMu sync.Mutex
 
-	// Queues are the local queues (package localqueue): their
-	// configurations in the file, their messages in the log. Their
-	// methods are the store's queue methods.
-	*localqueue.Queues
+	// queues are the local queues (package localqueue): their
+	// configurations in the file, their messages in the log. The store's
+	// queue methods are theirs (queues.go).
+	queues *localqueue.Queues
 
 	// cmu guards completing: the claims whose completion is written to the
 	// log and not yet applied to the file, with the frame's lsn. A claim
@@ -336,7 +336,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
 		telLast: make(map[string]uint64), completing: make(map[string]uint64)}
-	s.Queues = localqueue.New(localqueue.Config{Clock: opts.Clock, Update: s.update, MemoryBudget: opts.MemoryBudget})
+	s.queues = localqueue.New(localqueue.Config{Clock: opts.Clock, Update: s.update, MemoryBudget: opts.MemoryBudget})
 	s.applyEvery, s.onApplied = applyEvery, opts.OnApplied
 	if !opts.Ephemeral {
 		s.path = path
@@ -365,7 +365,7 @@ func Open(opts Options) (*Store, error) {
 // an ephemeral store), rebuilding the queues from it, and opens its
 // active segment.
 func (s *Store) openLog(opts Options, dir string) error {
-	if err := s.db.View(s.Queues.Load); err != nil {
+	if err := s.db.View(s.queues.Load); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
 	applied, err := s.appliedLSN()
@@ -388,7 +388,7 @@ func (s *Store) openLog(opts Options, dir string) error {
 		_ = w.CloseFiles()
 		return err
 	}
-	s.Queues.Start(w)
+	s.queues.Start(w)
 	s.ap = newApplier(upTo)
 	s.wal = w
 	if err := s.loadTelemetryPositions(); err != nil {
@@ -495,7 +495,7 @@ func (s *Store) LogDir() string { return s.wal.Dir() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		s.Queues.Close()
+		s.queues.Close()
 		// The log first: its queued frames are written, then applied.
 		s.wal.Close()
 		close(s.ap.stop)
