@@ -450,7 +450,7 @@ func (s *Store) maintain() {
 			return
 		}
 		if moved == 0 {
-			// The segment holds no queued message, yet detachOldest
+			// The segment holds no queued message, yet DetachOldest
 			// kept it: the log is closing, a read holds the segment, or
 			// the next one's frames are not yet durable. Nothing to do
 			// until the next apply; looping would spin (and did, during

@@ -183,7 +183,7 @@ type Received struct {
 }
 
 // Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue). The
-// messages are in memory and in the write-ahead log (memqueue.go, logops.go).
+// messages are in memory and in the write-ahead log (memqueue.go, queues.go).
 var kCfg = []byte("cfg")
 
 func (c *QueueConfig) normalise() error {

@@ -564,7 +564,7 @@ func (w *Log[M]) flush(g *Group[M]) {
 	// After the callback, which counts the group's messages in their
 	// segments: a segment is deleted only once the frames up to the next
 	// one's are durable and committed, and none of its messages is
-	// queued (detachOldest).
+	// queued (DetachOldest).
 	w.committed.Store(last)
 	if w.ephemeral {
 		w.synced.Store(last)
