@@ -1,18 +1,19 @@
 package embedded
 
 import (
-	"bytes"
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/localqueue"
+
+	"github.com/snavio/snavio/internal/store/storecodec"
+	"github.com/snavio/snavio/internal/store/wal"
 )
 
 // Applying the log to the bbolt file: telemetry records, archived events
@@ -81,67 +82,31 @@ func signal(c chan struct{}) {
 	}
 }
 
-// logCommitted is the log's onCommitted: it runs in the flusher, in lsn
+// logCommitted is the log's OnCommitted: it runs in the flusher, in lsn
 // order, once frames are durable (or written, with a sync interval). It
-// makes their messages receivable, carries out their purges and moves,
-// and queues their ops to apply.
+// hands them to the queues (their messages become receivable) and
+// queues their ops to apply.
 func (s *Store) logCommitted(frames []*frame) {
-	s.qmu.Lock()
-	for _, f := range frames {
-		for _, in := range f.inserts {
-			var rec []byte
-			if s.wal.ephemeral {
-				// A copy, so that the frame (the message's event and
-				// archive too) is not kept alive by the message.
-				rec = bytes.Clone(f.b[in.off : in.off+in.n])
-			}
-			in.q.reserved = max(0, in.q.reserved-1)
-			in.q.fresh.push(freshMsg{seg: f.seg, seq: f.lsn, visAt: in.h.VisibleAt, sentAt: in.h.SentAt, id: in.id,
-				off: uint32(f.base + int64(in.off)), n: uint32(in.n)}, rec)
-			f.seg.hold(in.n)
-		}
-		for _, mv := range f.moves {
-			to := uint32(f.base + int64(mv.off))
-			if mv.m != nil {
-				if cur := mv.q.msgs[mv.m.id]; cur == mv.m && mv.m.seg == mv.from {
-					mv.from.drop(mv.m.n)
-					mv.m.seg, mv.m.off = f.seg, int64(to)
-					f.seg.hold(mv.m.n)
-				}
-				continue
-			}
-			if e := &mv.c.ents[mv.i]; mv.i >= mv.c.head && e.seg == mv.from && e.off == mv.fromOff {
-				mv.from.drop(int(e.n))
-				e.seg, e.off = f.seg, to
-				f.seg.hold(int(e.n))
-			}
-		}
-		if f.purge != "" {
-			if q := s.queues[f.purge]; q != nil {
-				f.purged = q.clearAll(s)
-			}
-		}
-	}
-	s.qmu.Unlock()
+	s.queues.Committed(frames)
 	a := s.ap
 	a.mu.Lock()
 	items := false
-	var ops []walOp
+	var ops []wal.Op
 	for _, f := range frames {
-		if !f.applies {
+		if !f.Applies {
 			continue
 		}
 		// The frame was built by this process: its ops are well formed.
-		ops, _ = splitOps(ops[:0], f.b[frameHeaderLen:], 0)
+		ops, _ = wal.SplitOps(ops[:0], f.B[wal.HeaderLen:], 0)
 		for _, op := range ops {
-			if appliesToFile(op.kind) {
-				a.items = append(a.items, applyItem{op.kind, op.payload})
+			if appliesToFile(op.Kind) {
+				a.items = append(a.items, applyItem{op.Kind, op.Payload})
 			}
 		}
-		a.lastItem = f.lsn
+		a.lastItem = f.LSN()
 		items = true
 	}
-	a.upTo = frames[len(frames)-1].lsn
+	a.upTo = frames[len(frames)-1].LSN()
 	a.mu.Unlock()
 	if items {
 		signal(a.wake)
@@ -193,7 +158,7 @@ func (s *Store) applyOnce() {
 		// The write-ahead rule, with a sync interval: what the file
 		// records (an applied lsn, a completed claim) is never ahead of
 		// what a power loss leaves in the log.
-		err = s.wal.syncThrough(upTo)
+		err = s.wal.SyncThrough(upTo)
 	}
 	if err == nil && len(items) > 0 {
 		err = s.update(context.Background(), func(tx *bolt.Tx) error { return applyTx(tx, items, upTo) })
@@ -306,7 +271,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 		case opTel:
 			tenant, seq, rec, err := decodeTelOp(it.payload)
 			if err != nil {
-				return corrupt("log telemetry op", "", err)
+				return storecodec.Corrupt("log telemetry op", "", err)
 			}
 			if tenants == nil {
 				if tenants, all, err = outboxBuckets(tx); err != nil {
@@ -354,7 +319,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 			}
 			id, err := archivedID(it.payload)
 			if err != nil {
-				return corrupt("log archive op", "", err)
+				return storecodec.Corrupt("log archive op", "", err)
 			}
 			if ids.Get([]byte(id)) != nil {
 				continue
@@ -373,7 +338,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 		case opClaim:
 			c, err := decodeClaimOp(it.payload)
 			if err != nil {
-				return corrupt("log claim op", "", err)
+				return storecodec.Corrupt("log claim op", "", err)
 			}
 			// Its owner checked the claim before the message was
 			// written; a claim whose lease ran out in the meantime (a
@@ -382,7 +347,7 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 				return err
 			}
 		default:
-			return corrupt("log op", "", fmt.Errorf("kind %d cannot be applied", it.kind))
+			return storecodec.Corrupt("log op", "", fmt.Errorf("kind %d cannot be applied", it.kind))
 		}
 	}
 	for _, st := range streams {
@@ -405,51 +370,51 @@ func applyTx(tx *bolt.Tx, items []applyItem, upTo uint64) error {
 // Op payloads.
 
 func appendTelOp(f *frame, tenant []byte, seq uint64, rec []byte) {
-	p := f.op(opTel)
-	f.b = binary.AppendUvarint(f.b, uint64(len(tenant)))
-	f.b = append(f.b, tenant...)
-	f.b = binary.BigEndian.AppendUint64(f.b, seq)
-	f.b = append(f.b, rec...)
-	f.end(p)
-	f.applies = true
+	p := f.Op(opTel)
+	f.B = binary.AppendUvarint(f.B, uint64(len(tenant)))
+	f.B = append(f.B, tenant...)
+	f.B = binary.BigEndian.AppendUint64(f.B, seq)
+	f.B = append(f.B, rec...)
+	f.End(p)
+	f.Applies = true
 }
 
 func decodeTelOp(p []byte) (tenant string, seq uint64, rec []byte, err error) {
-	r := reader{b: p}
-	tenant = r.str(MaxTenantLen)
-	seq = r.u64()
-	if r.err == nil && len(r.b) < 17 {
-		r.fail(errShort)
+	r := storecodec.Reader{B: p}
+	tenant = r.Str(MaxTenantLen)
+	seq = r.U64()
+	if r.Err == nil && len(r.B) < 17 {
+		r.Fail(storecodec.ErrShort)
 	}
-	return tenant, seq, r.b, r.err
+	return tenant, seq, r.B, r.Err
 }
 
 func appendArchOp(f *frame, e *ArchivedEvent) {
-	p := f.op(opArch)
-	f.b = appendArchived(f.b, e)
-	f.end(p)
-	f.applies = true
+	p := f.Op(opArch)
+	f.B = appendArchived(f.B, e)
+	f.End(p)
+	f.Applies = true
 }
 
 func appendClaimOp(f *frame, c *ClaimCompletion) {
-	p := f.op(opClaim)
-	f.b = appendStr(f.b, c.ID)
-	f.b = appendStr(f.b, c.Owner)
-	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.ExpiresAt)))
-	f.b = binary.BigEndian.AppendUint64(f.b, uint64(nanos(c.Now)))
-	f.end(p)
-	f.applies = true
+	p := f.Op(opClaim)
+	f.B = storecodec.AppendStr(f.B, c.ID)
+	f.B = storecodec.AppendStr(f.B, c.Owner)
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(storecodec.Nanos(c.ExpiresAt)))
+	f.B = binary.BigEndian.AppendUint64(f.B, uint64(storecodec.Nanos(c.Now)))
+	f.End(p)
+	f.Applies = true
 }
 
 func decodeClaimOp(p []byte) (ClaimCompletion, error) {
-	r := reader{b: p}
-	c := ClaimCompletion{ID: r.str(maxKeyLen), Owner: r.str(maxKeyLen)}
-	c.ExpiresAt = time.Unix(0, int64(r.u64())).UTC()
-	c.Now = time.Unix(0, int64(r.u64())).UTC()
-	if r.err == nil && len(r.b) != 0 {
-		r.fail(fmt.Errorf("%d trailing bytes", len(r.b)))
+	r := storecodec.Reader{B: p}
+	c := ClaimCompletion{ID: r.Str(maxKeyLen), Owner: r.Str(maxKeyLen)}
+	c.ExpiresAt = time.Unix(0, int64(r.U64())).UTC()
+	c.Now = time.Unix(0, int64(r.U64())).UTC()
+	if r.Err == nil && len(r.B) != 0 {
+		r.Fail(fmt.Errorf("%d trailing bytes", len(r.B)))
 	}
-	return c, r.err
+	return c, r.Err
 }
 
 // maintain deletes the segments nothing needs any more, and copies the
@@ -462,31 +427,30 @@ func (s *Store) maintain() {
 	defer s.maintainMu.Unlock()
 	for {
 		applied := s.ap.applied.Load()
-		s.qmu.Lock()
-		seg := s.wal.detachOldest(applied)
-		s.qmu.Unlock()
+		var seg *segment
+		s.queues.Locked(func() { seg = s.wal.DetachOldest(applied) })
 		if seg != nil {
-			if err := s.wal.remove(seg); err != nil {
+			if err := s.wal.Remove(seg); err != nil {
 				s.logErr.Store(&err)
 				return
 			}
 			continue
 		}
-		sealed := s.wal.sealed()
+		sealed := s.wal.Sealed()
 		// An ephemeral log has no files to delete: its segments are
 		// counters, and a message keeps only its own record alive. A
 		// segment still dense with queued messages (a backlog) is not
 		// copied: that would rewrite the backlog again and again.
-		if s.wal.ephemeral || len(sealed) <= walKeepSegments || sealed[0].maxApply > applied || !s.sparse(sealed[0]) {
+		if s.wal.Ephemeral() || len(sealed) <= walKeepSegments || s.wal.MaxApply(sealed[0]) > applied || !s.queues.Sparse(sealed[0]) {
 			return
 		}
-		moved, err := s.compact(sealed[0])
+		moved, err := s.queues.Compact(sealed[0])
 		if err != nil {
 			s.logErr.Store(&err)
 			return
 		}
 		if moved == 0 {
-			// The segment holds no queued message, yet detachOldest
+			// The segment holds no queued message, yet DetachOldest
 			// kept it: the log is closing, a read holds the segment, or
 			// the next one's frames are not yet durable. Nothing to do
 			// until the next apply; looping would spin (and did, during
@@ -496,306 +460,58 @@ func (s *Store) maintain() {
 	}
 }
 
-// compact copies the messages still in seg to the end of the log and
-// returns how many it copied.
-func (s *Store) compact(seg *segment) (int, error) {
-	f := newFrame()
-	s.qmu.Lock()
-	var err error
-	for name, q := range s.queues {
-		for _, m := range q.msgs {
-			if m.seg != seg {
-				continue
-			}
-			rec, lerr := m.ref().load()
-			if lerr != nil {
-				s.qmu.Unlock()
-				return 0, fmt.Errorf("compact log segment %s: message %s: %w", seg.name, m.id, lerr)
-			}
-			putHeader(rec, &m.h)
-			off := f.msg(name, rec)
-			f.moves = append(f.moves, move{q: q, m: m, from: seg, off: off})
-		}
-		q.fresh.each(func(c *freshChunk, i int) bool {
-			e := &c.ents[i]
-			if e.seg != seg {
-				return true
-			}
-			seg.refs.Add(1)
-			rec, lerr := msgRef{seg: seg, off: int64(e.off), n: int(e.n)}.load()
-			if lerr != nil {
-				err = fmt.Errorf("compact log segment %s: message %s: %w", seg.name, e.id, lerr)
-				return false
-			}
-			// The copy carries the message's seq: recovery finds the
-			// fresh message it moves by it (recoverOp).
-			h := e.header()
-			putHeader(rec, &h)
-			off := f.msg(name, rec)
-			f.moves = append(f.moves, move{q: q, c: c, i: i, from: seg, fromOff: e.off, off: off})
-			return true
-		})
-		if err != nil {
-			s.qmu.Unlock()
-			return 0, err
-		}
-	}
-	return len(f.moves), s.commitUnlock(f)
-}
-
-// sparse says whether seg's queued messages fill less than a quarter of
-// it: worth copying forward so that the segment can go.
-func (s *Store) sparse(seg *segment) bool {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return seg.liveBytes*4 < seg.size
-}
-
-// recoverLog rebuilds the queues from the log in dir and applies to the
-// file what it had not applied. It returns the lsn of the next frame and
-// the segments found (the last one, if empty, becomes the active one). It
-// deletes the spare files it finds (walSpareSegments).
-func (s *Store) recoverLog(dir string) (next uint64, segs []*segment, err error) {
+// appliedLSN reads the lsn the file has applied the log up to.
+func (s *Store) appliedLSN() (uint64, error) {
 	var applied uint64
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if wb := tx.Bucket(bWAL); wb != nil {
 			if v := wb.Get(kApplied); len(v) == 8 {
 				applied = binary.BigEndian.Uint64(v)
 			}
 		}
 		return nil
-	}); err != nil {
-		return 0, nil, err
-	}
-	firsts, spares, err := listSegments(dir)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, sp := range spares {
-		// Maybe left by a power loss holding frames the log lost: a
-		// later segment made from it could read them as its own. An
-		// undone delete is deleted again at the next Open.
-		_ = os.Remove(sp)
-	}
-	defer func() {
-		if err != nil {
-			for _, sg := range segs {
-				sg.f.Close()
-			}
-			segs = nil
-		}
-	}()
-	var pending []applyItem
-	var last uint64
-	// cuts are the torn tails to cut once the whole log is read; tornAt
-	// names the first segment whose tail tore before its frames reached
-	// the next segment's first.
-	type cut struct {
-		sg  *segment
-		end int64
-	}
-	var cuts []cut
-	var tornAt *cut
-	for i, first := range firsts {
-		name := segmentName(first)
-		fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
-		if err != nil {
-			return 0, segs, fmt.Errorf("open log segment %s: %w", name, err)
-		}
-		sg := &segment{first: first, f: fl, name: name}
-		sg.synced.Store(true)
-		segs = append(segs, sg)
-		end, torn, err := scanSegment(fl, first, func(lsn uint64, ops []walOp) error {
-			if lsn <= last || lsn < first {
-				return fmt.Errorf("frame %d out of order (after %d)", lsn, last)
-			}
-			last = lsn
-			for _, op := range ops {
-				if err := s.recoverOp(sg, lsn, op); err != nil {
-					return fmt.Errorf("frame %d: %w", lsn, err)
-				}
-				if appliesToFile(op.kind) {
-					sg.maxApply = lsn
-					if lsn > applied {
-						pending = append(pending, applyItem{op.kind, append([]byte(nil), op.payload...)})
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, segs, fmt.Errorf("embedded store: log segment %s: %w: the log is damaged; restore the data directory from a backup", filepath.Join(dir, name), err)
-		}
-		if tornAt != nil && end > 0 {
-			// Frames after a tear that lost some: the log is damaged.
-			return 0, segs, fmt.Errorf("embedded store: log segment %s is damaged at offset %d, and later segments follow: restore the data directory from a backup", filepath.Join(dir, tornAt.sg.name), tornAt.end)
-		}
-		sg.size = end
-		// A sealed segment made from a spare ends in its file's old
-		// life; when its frames end where the next segment's begin,
-		// nothing is missing and nothing is cut.
-		sealed := i != len(firsts)-1
-		if torn && !(sealed && firsts[i+1] == last+1) {
-			// The log's end: a write the crash interrupted, never
-			// acknowledged. It can tear a sealed segment too, when the
-			// crash came after the next segment was made (from a spare,
-			// which holds old frames only) and before this one's last
-			// frames were written; then no later segment may hold a
-			// frame, or the log is damaged.
-			cuts = append(cuts, cut{sg, end})
-			if sealed && tornAt == nil {
-				tornAt = &cut{sg, end}
-			}
-		}
-	}
-	// Cut only now: a damaged log is left as it was found.
-	for _, c := range cuts {
-		if err := c.sg.f.Truncate(c.end); err != nil {
-			return 0, segs, fmt.Errorf("truncate the torn end of log segment %s: %w", c.sg.name, err)
-		}
-		if err := c.sg.f.Sync(); err != nil {
-			return 0, segs, fmt.Errorf("sync log segment %s: %w", c.sg.name, err)
-		}
-	}
-	for _, q := range s.queues {
-		q.endRecovery()
-		q.vis = q.vis[:0]
-		for _, m := range q.msgs {
-			q.vis = append(q.vis, m)
-		}
-		for i, m := range q.vis {
-			m.idx = i
-		}
-		heap.Init(&q.vis)
-	}
-	upTo := max(last, applied)
-	if len(pending) > 0 {
-		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, pending, upTo) }); err != nil {
-			return 0, segs, fmt.Errorf("embedded store: apply the log: %w", err)
-		}
-	}
-	s.ap = newApplier(upTo)
-	next = upTo + 1
-	if n := len(segs); n > 0 && segs[n-1].size == 0 {
-		next = max(next, segs[n-1].first)
-	}
-	return next, segs, nil
+	})
+	return applied, err
 }
 
-// recoverOp replays one op into the in-memory queues.
-func (s *Store) recoverOp(sg *segment, lsn uint64, op walOp) error {
-	r := reader{b: op.payload}
-	switch op.kind {
-	case opMsg:
-		name := r.str(MaxQueueNameLen)
-		if r.err != nil {
-			return r.err
-		}
-		q := s.queues[name]
-		if q == nil {
-			return fmt.Errorf("message for unknown queue %q", name)
-		}
-		rec := r.b
-		h, id, err := decodeMsgHeader(rec)
-		if err != nil {
-			return err
-		}
-		off := op.off + int64(len(op.payload)-len(rec))
-		if m := q.msgs[id]; m != nil {
-			// A received message copied by compaction moves here.
-			m.seg.drop(m.n)
-			seq := m.h.Seq
-			m.h, m.seg, m.off, m.n = h, sg, off, len(rec)
-			m.h.Seq = seq
-			sg.hold(len(rec))
-			return nil
-		}
-		uid, err := parseID(id)
-		if err != nil {
-			return err
-		}
-		if e, ok := q.recovering[uid]; ok {
-			// A fresh message copied by compaction moves here.
-			e.seg.drop(int(e.n))
-			e.seg, e.off, e.n = sg, uint32(off), uint32(len(rec))
-			q.recovering[uid] = e
-			sg.hold(len(rec))
-			return nil
-		}
-		// A message put in its queue by this frame, or a copy whose
-		// earlier frames are gone with their segments.
-		if h.Seq == 0 {
-			h.Seq = lsn
-		}
-		if h.FirstRecv != 0 || h.ReceiveCount != 0 || h.HasReceipt {
-			q.msgs[id] = &memMsg{id: id, h: h, seg: sg, off: off, n: len(rec)}
-		} else {
-			q.recovering[uid] = freshMsg{seg: sg, seq: h.Seq, visAt: h.VisibleAt, sentAt: h.SentAt, id: uid, off: uint32(off), n: uint32(len(rec))}
-		}
-		sg.hold(len(rec))
-	case opState:
-		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
-		if r.err == nil && len(r.b) != msgHeaderLen {
-			r.fail(fmt.Errorf("state of %d bytes", len(r.b)))
-		}
-		if r.err != nil {
-			return r.err
-		}
-		hr := reader{b: r.b}
-		h := readHeader(&hr)
-		if hr.err != nil {
-			return hr.err
-		}
-		q := s.queues[name]
-		if q == nil {
-			return nil
-		}
-		m := q.msgs[id]
-		if m == nil {
-			// The first receive of a fresh message.
-			uid, err := parseID(id)
-			if err != nil {
-				return err
+// recovery rebuilds the queues from the log's frames (replay, the log's
+// Config.Replay) and collects the ops the file has not applied.
+type recovery struct {
+	s       *Store
+	applied uint64
+	last    uint64
+	pending []applyItem
+}
+
+func (r *recovery) replay(sg *segment, lsn uint64, ops []wal.Op) (applies bool, err error) {
+	r.last = lsn
+	for _, op := range ops {
+		if localqueue.IsOp(op.Kind) {
+			if err := r.s.queues.Replay(sg, lsn, op); err != nil {
+				return false, err
 			}
-			e, ok := q.recovering[uid]
-			if !ok {
-				return nil // purged
-			}
-			delete(q.recovering, uid)
-			m = &memMsg{id: id, h: e.header(), seg: e.seg, off: int64(e.off), n: int(e.n)}
-			q.msgs[id] = m
+			continue
 		}
-		h.Seq = m.h.Seq
-		m.h = h
-	case opDel:
-		name, id := r.str(MaxQueueNameLen), r.str(maxKeyLen)
-		if r.err != nil {
-			return r.err
+		if !appliesToFile(op.Kind) {
+			return false, fmt.Errorf("unknown op kind %d", op.Kind)
 		}
-		if q := s.queues[name]; q != nil {
-			if m := q.msgs[id]; m != nil {
-				delete(q.msgs, id)
-				m.seg.drop(m.n)
-			}
+		applies = true
+		if lsn > r.applied {
+			r.pending = append(r.pending, applyItem{op.Kind, append([]byte(nil), op.Payload...)})
 		}
-	case opPurge:
-		name := r.str(MaxQueueNameLen)
-		if r.err != nil {
-			return r.err
-		}
-		if q := s.queues[name]; q != nil {
-			for _, m := range q.msgs {
-				m.seg.drop(m.n)
-			}
-			for _, e := range q.recovering {
-				e.seg.drop(int(e.n))
-			}
-			clear(q.msgs)
-			clear(q.recovering)
-		}
-	case opTel, opArch, opClaim:
-	default:
-		return fmt.Errorf("unknown op kind %d", op.kind)
 	}
-	return nil
+	return applies, nil
+}
+
+// finish applies to the file what it had not applied; it returns the lsn
+// the file is applied up to.
+func (r *recovery) finish() (uint64, error) {
+	s := r.s
+	upTo := max(r.last, r.applied)
+	if len(r.pending) > 0 {
+		if err := s.db.Update(func(tx *bolt.Tx) error { return applyTx(tx, r.pending, upTo) }); err != nil {
+			return 0, fmt.Errorf("embedded store: apply the log: %w", err)
+		}
+	}
+	return upTo, nil
 }

@@ -13,6 +13,10 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/localqueue"
+	"github.com/snavio/snavio/internal/store/storecodec"
+	"github.com/snavio/snavio/internal/store/wal"
 )
 
 // The archive of accepted events, like the EventBridge archive: every event
@@ -220,23 +224,23 @@ func (s *Store) ArchiveAppendBatch(ctx context.Context, events []ArchivedEvent) 
 	if len(events) == 0 {
 		return nil
 	}
-	size := frameHeaderLen
+	size := 0
 	for i := range events {
-		size += opHeaderLen + archivedLen(&events[i])
+		size += wal.OpHeaderLen + archivedLen(&events[i])
 	}
 	// Sized once: growing a request's 10 events one by one allocated
 	// about four times the frame.
-	f := &frame{b: make([]byte, frameHeaderLen, size)}
+	f := wal.NewFrame[localqueue.Changes](size)
 	for _, e := range events {
 		_ = checkArchived(&e) // checked above; fills the derived fields
 		appendArchOp(f, &e)
 	}
-	g, err := s.wal.add(f)
+	g, err := s.wal.Add(f)
 	if err != nil {
 		undo()
 		return err
 	}
-	return settle(ctx, g)
+	return g.Settle(ctx)
 }
 
 // checkArchived validates e and fills its derived fields.
@@ -279,11 +283,11 @@ func (s *Store) ArchiveGet(ctx context.Context, id string) (ArchivedEvent, bool,
 		}
 		v := ev.Get(k)
 		if v == nil {
-			return corrupt("archive index", id, fmt.Errorf("no event at %x", k))
+			return storecodec.Corrupt("archive index", id, fmt.Errorf("no event at %x", k))
 		}
 		var err error
 		if e, err = decodeArchived(v); err != nil {
-			return corrupt("archived event", id, err)
+			return storecodec.Corrupt("archived event", id, err)
 		}
 		ok = true
 		return nil
@@ -329,7 +333,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 	if !q.To.IsZero() && !q.To.After(q.From) {
 		return nil, "", fmt.Errorf("archive query: To %s is not after From %s", q.To.Format(time.RFC3339Nano), q.From.Format(time.RFC3339Nano))
 	}
-	start := timeKey(nanos(q.From), 0)
+	start := timeKey(storecodec.Nanos(q.From), 0)
 	if q.PageToken != "" {
 		k, err := parsePageToken(q.PageToken)
 		if err != nil {
@@ -348,7 +352,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 		c := ev.Cursor()
 		scanned := 0
 		for k, v := c.Seek(start); k != nil; k, v = c.Next() {
-			if !q.To.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= nanos(q.To) {
+			if !q.To.IsZero() && int64(binary.BigEndian.Uint64(k[:8])) >= storecodec.Nanos(q.To) {
 				return nil
 			}
 			if len(out) == limit || scanned == archiveScanLimit {
@@ -358,7 +362,7 @@ func (s *Store) ArchiveQuery(ctx context.Context, q ArchiveQuery) ([]ArchivedEve
 			scanned++
 			e, err := decodeArchived(v)
 			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
 			if (q.Source == "" || e.Source == q.Source) && (q.Target == "" || e.Target == q.Target) && (q.Command == "" || e.Command == q.Command) {
 				out = append(out, e)
@@ -382,7 +386,7 @@ func (s *Store) ArchivePurge(ctx context.Context, before time.Time, limit int) (
 	if limit < 1 || limit > MaxPurgeBatch {
 		return 0, fmt.Errorf("archive purge: limit %d outside 1..%d", limit, MaxPurgeBatch)
 	}
-	end := nanos(before)
+	end := storecodec.Nanos(before)
 	return s.purgeArchive(ctx, limit, func() pickFunc {
 		return func(k []byte, _ archHead, _ int64) (take, stop bool) {
 			stop = int64(binary.BigEndian.Uint64(k[:8])) >= end
@@ -415,7 +419,7 @@ func (s *Store) purgeArchive(ctx context.Context, limit int, newPick func() pick
 		for k, v := c.First(); k != nil && len(victims) < limit; k, v = c.Next() {
 			h, err := archivedHead(v)
 			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
 			take, stop := pick(k, h, int64(len(v)))
 			if stop {

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/snavio/snavio/internal/store/storecodec"
 )
 
 // The archive's per-tenant bounds (docs/replay.md, "The archive's
@@ -151,7 +153,7 @@ func (s *Store) loadArchiveLedger() error {
 		return ev.ForEach(func(k, v []byte) error {
 			h, err := archivedHead(v)
 			if err != nil {
-				return corrupt("archived event", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("archived event", fmt.Sprintf("%x", k), err)
 			}
 			count(h.source, int64(len(v)), h.verdict)
 			return nil

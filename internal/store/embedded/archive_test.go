@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snavio/snavio/internal/store/storecodec"
 )
 
 func detail(target, name string) []byte {
@@ -256,10 +258,10 @@ func TestArchivedV1StillReads(t *testing.T) {
 
 // archivedV1 is a record as snavio wrote it before verdicts (format 1).
 func archivedV1(id, source, detailType, detail string, at time.Time) []byte {
-	b := []byte{recV1}
+	b := []byte{storecodec.V1}
 	b = binary.BigEndian.AppendUint64(b, uint64(at.UnixNano()))
 	for _, s := range []string{id, source, detailType, "", ""} {
-		b = appendStr(b, s)
+		b = storecodec.AppendStr(b, s)
 	}
 	return append(b, detail...)
 }

@@ -21,7 +21,9 @@ const benchParallelism = 8
 
 func benchStore(b *testing.B, file bool) *Store {
 	b.Helper()
-	opts := Options{Ephemeral: true}
+	// The memory budget is raised: the benchmark measures a send's cost,
+	// and b.N messages of 1.5 KiB can exceed the default.
+	opts := Options{Ephemeral: true, MemoryBudget: 8 << 30}
 	if file {
 		opts = Options{Path: filepath.Join(b.TempDir(), "bench.db")}
 	}

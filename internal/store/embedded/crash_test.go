@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -228,7 +229,7 @@ func testCrash(t *testing.T, syncEvery, segmentBytes string) {
 
 		s := openTest(t, Options{Path: path})
 		ctx := context.Background()
-		_, spares, err := listSegments(path + walSuffix)
+		_, spares, err := wal.ListSegments(path + walSuffix)
 		if err != nil {
 			t.Fatal(err)
 		}

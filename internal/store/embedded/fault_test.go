@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/smallfs"
+	"github.com/snavio/snavio/internal/store/wal"
 )
 
 // faultyDisk is a log disk that fails on demand: while full, a write
@@ -24,9 +25,9 @@ type faultyDisk struct {
 	hold, entered chan struct{}
 }
 
-func (d *faultyDisk) io() *logIO {
-	return &logIO{
-		writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+func (d *faultyDisk) io() *wal.IO {
+	return &wal.IO{
+		WriteAt: func(f *os.File, b []byte, off int64) (int, error) {
 			d.writes.Add(1)
 			if d.full.Load() {
 				if d.hold != nil {
@@ -38,7 +39,7 @@ func (d *faultyDisk) io() *logIO {
 			}
 			return f.WriteAt(b, off)
 		},
-		datasync: fdatasync,
+		Datasync: wal.Fdatasync,
 	}
 }
 
@@ -248,53 +249,5 @@ func TestQueueFull(t *testing.T) {
 	}
 	if _, err := s.QueueFull("nope"); !errors.Is(err, ErrQueueNotFound) {
 		t.Fatalf("QueueFull of a missing queue: %v", err)
-	}
-}
-
-// TestNoSyncAfterAFailedSync: once a sync failed, a later one is not
-// trusted (Linux may have dropped the pages that failed and report the
-// next fdatasync clean): a group written before the failure and still
-// waiting for its sync fails instead of being acknowledged.
-func TestNoSyncAfterAFailedSync(t *testing.T) {
-	ctx := context.Background()
-	var failSync atomic.Bool
-	disk := &logIO{
-		writeAt: (*os.File).WriteAt,
-		datasync: func(f *os.File) error {
-			if failSync.Load() {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: syscall.EIO}
-			}
-			return fdatasync(f)
-		},
-	}
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time), logIO: disk})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
-		t.Fatal(err)
-	}
-	// A consumer's receive is written and waits for the next sync.
-	if got, err := s.Receive(ctx, "q", 1, time.Minute); err != nil || len(got) != 1 {
-		t.Fatalf("receive: %d, %v", len(got), err)
-	}
-	s.wal.mu.Lock()
-	if len(s.wal.pending) != 1 {
-		s.wal.mu.Unlock()
-		t.Fatalf("%d groups wait for a sync, want the receive's", len(s.wal.pending))
-	}
-	g := s.wal.pending[0]
-	s.wal.mu.Unlock()
-	// Another syncer (the applier's syncThrough) fails.
-	failSync.Store(true)
-	if err := s.wal.sync(); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("sync on a failing disk: %v", err)
-	}
-	failSync.Store(false)
-	if err := g.wait(); !errors.Is(err, ErrLogFailed) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("the receive's group after a failed sync: %v, want ErrLogFailed with EIO", err)
-	}
-	if err := s.Health(); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("health: %v", err)
 	}
 }

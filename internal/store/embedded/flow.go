@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 )
 
@@ -62,11 +63,11 @@ func (s *Store) Take(ctx context.Context, key string, n, limit int64, expiresAt,
 		v := b.Get([]byte(key))
 		if v != nil {
 			if err := json.Unmarshal(v, &c); err != nil {
-				return corrupt("counter", key, err)
+				return storecodec.Corrupt("counter", key, err)
 			}
 		}
-		if v == nil || !live(c.ExpiresAt, nanos(now)) {
-			c = counterRec{ExpiresAt: nanos(expiresAt)}
+		if v == nil || !live(c.ExpiresAt, storecodec.Nanos(now)) {
+			c = counterRec{ExpiresAt: storecodec.Nanos(expiresAt)}
 		}
 		granted = min(n, max(0, limit-c.N))
 		c.N += granted
@@ -101,11 +102,11 @@ func (s *Store) Acquire(ctx context.Context, key, holder string, maxHolders int,
 		v := b.Get([]byte(key))
 		if v != nil {
 			if err := json.Unmarshal(v, &l); err != nil {
-				return corrupt("lease", key, err)
+				return storecodec.Corrupt("lease", key, err)
 			}
 		}
-		if v == nil || !live(l.ExpiresAt, nanos(now)) {
-			l = leaseRec{ExpiresAt: nanos(expiresAt)}
+		if v == nil || !live(l.ExpiresAt, storecodec.Nanos(now)) {
+			l = leaseRec{ExpiresAt: storecodec.Nanos(expiresAt)}
 		}
 		switch {
 		case slices.Contains(l.Holders, holder):
@@ -161,13 +162,13 @@ func claimTx(tx *bolt.Tx, rec flow.DedupeRecord, now time.Time) (bool, flow.Dedu
 		}
 		var old dedupeRec
 		if err := json.Unmarshal(v, &old); err != nil {
-			return false, flow.DedupeRecord{}, corrupt("dedupe record", k.key, err)
+			return false, flow.DedupeRecord{}, storecodec.Corrupt("dedupe record", k.key, err)
 		}
-		if live(old.ExpiresAt, nanos(now)) {
+		if live(old.ExpiresAt, storecodec.Nanos(now)) {
 			return false, old.record(k.tenant, rec.ID), nil
 		}
 	}
-	nr := dedupeRec{PayloadHash: rec.PayloadHash, State: string(rec.State), Owner: rec.Owner, ExpiresAt: nanos(rec.ExpiresAt)}
+	nr := dedupeRec{PayloadHash: rec.PayloadHash, State: string(rec.State), Owner: rec.Owner, ExpiresAt: storecodec.Nanos(rec.ExpiresAt)}
 	return true, flow.DedupeRecord{}, putJSON(b, []byte(key), nr)
 }
 
@@ -201,9 +202,9 @@ func ownedTx(tx *bolt.Tx, key, owner string, now time.Time) (dedupeRec, bool, er
 	}
 	var r dedupeRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return dedupeRec{}, false, corrupt("dedupe record", key, err)
+		return dedupeRec{}, false, storecodec.Corrupt("dedupe record", key, err)
 	}
-	ok := live(r.ExpiresAt, nanos(now)) && r.State == string(flow.ClaimInProgress) && r.Owner == owner
+	ok := live(r.ExpiresAt, storecodec.Nanos(now)) && r.State == string(flow.ClaimInProgress) && r.Owner == owner
 	return r, ok, nil
 }
 
@@ -217,7 +218,7 @@ func completeTx(tx *bolt.Tx, key, owner string, expiresAt, now time.Time) (notOw
 		return !ok, err
 	}
 	r.State = string(flow.ClaimDelivered)
-	r.ExpiresAt = nanos(expiresAt)
+	r.ExpiresAt = storecodec.Nanos(expiresAt)
 	return false, putJSON(tx.Bucket(bDedupe), []byte(key), r)
 }
 
@@ -286,24 +287,24 @@ func (s *Store) RecordBan(ctx context.Context, key flow.BanKey, at time.Time, wi
 		var times []int64
 		if v := b.Get(k); v != nil {
 			if err := json.Unmarshal(v, &times); err != nil {
-				return corrupt("ban ledger", key.Source, err)
+				return storecodec.Corrupt("ban ledger", key.Source, err)
 			}
 		}
-		from := nanos(at.Add(-window))
+		from := storecodec.Nanos(at.Add(-window))
 		kept := times[:0]
 		for _, t := range times {
 			if t > from {
 				kept = append(kept, t)
 			}
 		}
-		kept = append(kept, nanos(at))
+		kept = append(kept, storecodec.Nanos(at))
 		if len(kept) > maxBanWindowEntries {
 			slices.Sort(kept)
 			kept = kept[len(kept)-maxBanWindowEntries:]
 		}
 		count = 0
 		for _, t := range kept {
-			if t <= nanos(at) {
+			if t <= storecodec.Nanos(at) {
 				count++
 			}
 		}
@@ -327,13 +328,13 @@ func (s *Store) PutBan(ctx context.Context, b flow.Ban) error {
 		if v := bk.Get([]byte(b.Source)); v != nil {
 			var old banRec
 			if err := json.Unmarshal(v, &old); err != nil {
-				return corrupt("ban", b.Source, err)
+				return storecodec.Corrupt("ban", b.Source, err)
 			}
-			if old.Until > nanos(b.Until) {
+			if old.Until > storecodec.Nanos(b.Until) {
 				return nil
 			}
 		}
-		return putJSON(bk, []byte(b.Source), banRec{Until: nanos(b.Until), Reason: b.Reason})
+		return putJSON(bk, []byte(b.Source), banRec{Until: storecodec.Nanos(b.Until), Reason: b.Reason})
 	})
 }
 
@@ -345,9 +346,9 @@ func (s *Store) Bans(ctx context.Context, now time.Time) ([]flow.Ban, error) {
 		return tx.Bucket(bBans).ForEach(func(k, v []byte) error {
 			var r banRec
 			if err := json.Unmarshal(v, &r); err != nil {
-				return corrupt("ban", string(k), err)
+				return storecodec.Corrupt("ban", string(k), err)
 			}
-			if live(r.Until, nanos(now)) {
+			if live(r.Until, storecodec.Nanos(now)) {
 				out = append(out, flow.Ban{Source: string(k), Until: time.Unix(0, r.Until).UTC(), Reason: r.Reason})
 			}
 			return nil
@@ -378,9 +379,9 @@ func (s *Store) PutRollups(ctx context.Context, rs []flow.Rollup, expiresAt time
 		b := tx.Bucket(bRollups)
 		for _, r := range rs {
 			// Ordered by window start, then the identity.
-			k := binary.BigEndian.AppendUint64(nil, uint64(nanos(r.WindowStart)))
+			k := binary.BigEndian.AppendUint64(nil, uint64(storecodec.Nanos(r.WindowStart)))
 			k = append(k, compositeKey(r.Instance, r.Source, r.Target, r.Command)...)
-			if err := putJSON(b, k, rollupRec{R: r, ExpiresAt: nanos(expiresAt)}); err != nil {
+			if err := putJSON(b, k, rollupRec{R: r, ExpiresAt: storecodec.Nanos(expiresAt)}); err != nil {
 				return err
 			}
 		}
@@ -395,13 +396,13 @@ func (s *Store) ReadRollups(ctx context.Context, since, now time.Time) ([]flow.R
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		out = nil
 		c := tx.Bucket(bRollups).Cursor()
-		start := binary.BigEndian.AppendUint64(nil, uint64(nanos(since)))
+		start := binary.BigEndian.AppendUint64(nil, uint64(storecodec.Nanos(since)))
 		for k, v := c.Seek(start); k != nil; k, v = c.Next() {
 			var r rollupRec
 			if err := json.Unmarshal(v, &r); err != nil {
-				return corrupt("rollup", fmt.Sprintf("%x", k), err)
+				return storecodec.Corrupt("rollup", fmt.Sprintf("%x", k), err)
 			}
-			if live(r.ExpiresAt, nanos(now)) && !r.R.WindowStart.Before(since) {
+			if live(r.ExpiresAt, storecodec.Nanos(now)) && !r.R.WindowStart.Before(since) {
 				out = append(out, r.R)
 			}
 		}
@@ -431,7 +432,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 	var deleted int
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		deleted = 0
-		n := nanos(now)
+		n := storecodec.Nanos(now)
 		expiry := func(name []byte) func(v []byte) (int64, error) {
 			return func(v []byte) (int64, error) {
 				var r struct {
@@ -439,7 +440,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 					Until *int64 `json:"until"`
 				}
 				if err := json.Unmarshal(v, &r); err != nil {
-					return 0, corrupt(string(name), "", err)
+					return 0, storecodec.Corrupt(string(name), "", err)
 				}
 				switch {
 				case r.Exp != nil:
@@ -447,7 +448,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now time.Time, limit int) (int
 				case r.Until != nil:
 					return *r.Until, nil
 				}
-				return 0, corrupt(string(name), "", errors.New("no expiry"))
+				return 0, storecodec.Corrupt(string(name), "", errors.New("no expiry"))
 			}
 		}
 		for _, name := range [][]byte{bCounters, bLeases, bDedupe, bBans, bRollups} {
@@ -485,8 +486,4 @@ func putJSON(b *bolt.Bucket, k []byte, v any) error {
 }
 
 // ErrCorrupt wraps a record the store cannot decode.
-var ErrCorrupt = errors.New("embedded store: corrupt record")
-
-func corrupt(what, key string, err error) error {
-	return fmt.Errorf("%w: %s %q: %v (restore the data file from a backup, or start with a new one)", ErrCorrupt, what, key, err)
-}
+var ErrCorrupt = storecodec.ErrCorrupt

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -87,7 +88,7 @@ func TestClaimsWrittenBeforeTenantScopingStillDedupe(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := old.update(ctx, func(tx *bolt.Tx) error {
-		return putJSON(tx.Bucket(bDedupe), []byte("cmd-1"), dedupeRec{PayloadHash: "h", State: string(flow.ClaimDelivered), Owner: "old", ExpiresAt: nanos(exp)})
+		return putJSON(tx.Bucket(bDedupe), []byte("cmd-1"), dedupeRec{PayloadHash: "h", State: string(flow.ClaimDelivered), Owner: "old", ExpiresAt: storecodec.Nanos(exp)})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package embedded
 import (
 	"encoding/binary"
 	"errors"
-	"math"
-	"time"
 )
 
 // compositeKey encodes parts as a sequence of (uvarint length, bytes), so
@@ -47,17 +45,4 @@ func timeKey(nanos int64, seq uint64) []byte {
 	k := make([]byte, 0, 16)
 	k = binary.BigEndian.AppendUint64(k, uint64(max(nanos, 0)))
 	return binary.BigEndian.AppendUint64(k, seq)
-}
-
-// nanos returns t as nanoseconds since the Unix epoch, clamped to the
-// range an int64 holds from the epoch on (time.Time.UnixNano is undefined
-// outside 1678..2262, and the zero Time is in year 1).
-func nanos(t time.Time) int64 {
-	switch {
-	case t.Before(time.Unix(0, 0)):
-		return 0
-	case t.After(time.Unix(0, math.MaxInt64)):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -88,11 +88,11 @@ func TestQueuedMessageHeapCost(t *testing.T) {
 		ceiling float64 // heap bytes a queued 1 KiB message may cost
 	}{
 		// On file a queued message is its FIFO entry; its record stays on disk.
-		{"file", func(t *testing.T) Options { return Options{Path: filepath.Join(t.TempDir(), "snavio.db")} }, float64(unsafe.Sizeof(freshMsg{})) + noise/n},
+		{"file", func(t *testing.T) Options { return Options{Path: filepath.Join(t.TempDir(), "snavio.db")} }, float64(localqueue.EntryBytes) + noise/n},
 		// The budget counts the record (1024 bytes of body, the id and a
-		// header: 1112) and msgOverhead; 5% more for the heap's size
+		// header: 1112) and localqueue.MsgOverhead; 5% more for the heap's size
 		// classes and the noise of a 250 MiB measurement.
-		{"memory", func(*testing.T) Options { return Options{Ephemeral: true, MemoryBudget: 1 << 30} }, 1.05 * (1112 + msgOverhead)},
+		{"memory", func(*testing.T) Options { return Options{Ephemeral: true, MemoryBudget: 1 << 30} }, 1.05 * (1112 + localqueue.MsgOverhead)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -161,7 +161,7 @@ func TestEphemeralMemoryBudget(t *testing.T) {
 	if _, err := Open(Options{Ephemeral: true, MemoryBudget: -1}); err == nil {
 		t.Fatal("Open took a negative memory budget")
 	}
-	const budget = 100 * (1024 + msgOverhead + 100)
+	const budget = 100 * (1024 + localqueue.MsgOverhead + 100)
 	s := openTest(t, Options{Ephemeral: true, MemoryBudget: budget})
 	mustQueue(t, s, QueueConfig{Name: "q", MaxDepth: MaxMaxDepth})
 	body := make([]byte, 1024)

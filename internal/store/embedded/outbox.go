@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -114,7 +115,7 @@ func outboxBuckets(tx *bolt.Tx) (tenants, all *bolt.Bucket, err error) {
 func loadMeta(tb *bolt.Bucket, tenant string) (streamMeta, error) {
 	m, err := decodeMeta(tb.Get(kMeta))
 	if err != nil {
-		return m, corrupt("telemetry stream", tenant, err)
+		return m, storecodec.Corrupt("telemetry stream", tenant, err)
 	}
 	return m, nil
 }
@@ -142,7 +143,7 @@ func (s *Store) AppendTelemetry(ctx context.Context, entries []OutboxEntry) ([]u
 	if err != nil {
 		return nil, err
 	}
-	if err := g.wait(); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return seqs, nil
@@ -188,7 +189,7 @@ func (s *Store) addTelemetry(f *frame, recs []telRecord, seqs []uint64) (*walGro
 	}
 	// The log refuses a frame only once it is closed or failed, after
 	// which nothing is numbered again: the numbers taken need no undoing.
-	return s.wal.add(f)
+	return s.wal.Add(f)
 }
 
 // loadTelemetryPositions reads each stream's last sequence number and the
@@ -223,7 +224,7 @@ func checkPage(what string, limit int) error {
 func decodeRecord(v []byte, tenant string, seq uint64) (TelemetryRecord, error) {
 	r, err := decodeTelemetry(v)
 	if err != nil {
-		return r, corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
+		return r, storecodec.Corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
 	}
 	r.Tenant, r.Seq = tenant, seq
 	return r, nil
@@ -304,22 +305,22 @@ func (s *Store) scanAll(ctx context.Context, what string, after uint64, limit in
 			n++
 			global := binary.BigEndian.Uint64(k)
 			if len(v) < 9 {
-				return corrupt("telemetry index", fmt.Sprint(global), errors.New("short entry"))
+				return storecodec.Corrupt("telemetry index", fmt.Sprint(global), errors.New("short entry"))
 			}
 			seq, tenant := binary.BigEndian.Uint64(v[:8]), v[8:]
 			tb := tenants.Bucket(tenant)
 			if tb == nil {
-				return corrupt("telemetry index", string(tenant), errors.New("no such stream"))
+				return storecodec.Corrupt("telemetry index", string(tenant), errors.New("no such stream"))
 			}
 			rv := tb.Bucket(bEv).Get(u64(seq))
 			if rv == nil {
-				return corrupt("telemetry index", fmt.Sprintf("%s#%d", tenant, seq), errors.New("no such record"))
+				return storecodec.Corrupt("telemetry index", fmt.Sprintf("%s#%d", tenant, seq), errors.New("no such record"))
 			}
 			last = global
 			if keep != nil {
 				name, err := telemetryName(rv)
 				if err != nil {
-					return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
+					return storecodec.Corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
 				}
 				if !keep(name) {
 					continue
@@ -368,7 +369,7 @@ func (s *Store) AckTelemetry(ctx context.Context, tenant string, seq uint64) err
 			return nil
 		}
 		m.Cursor = max(m.Cursor, seq)
-		m.AckAt = nanos(now)
+		m.AckAt = storecodec.Nanos(now)
 		return tb.Put(kMeta, encodeMeta(m))
 	})
 	if err != nil {
@@ -479,7 +480,7 @@ func (s *Store) PurgeTelemetry(ctx context.Context, retention time.Duration, lim
 				seq := binary.BigEndian.Uint64(k)
 				global, at, err := decodeTelemetryHeader(v)
 				if err != nil {
-					return corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
+					return storecodec.Corrupt("telemetry record", fmt.Sprintf("%s#%d", tenant, seq), err)
 				}
 				if at > cutoff.UnixNano() {
 					break

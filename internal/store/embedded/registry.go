@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
@@ -64,7 +65,7 @@ func liveItem(items *bolt.Bucket, id registry.ID, now time.Time) (registry.Item,
 	}
 	var it registry.Item
 	if err := json.Unmarshal(v, &it); err != nil {
-		return registry.Item{}, false, corrupt("registry record", string(id), err)
+		return registry.Item{}, false, storecodec.Corrupt("registry record", string(id), err)
 	}
 	return it, registry.Live(it.ExpiresAt(), now), nil
 }
@@ -210,7 +211,7 @@ func (r *Registry) Load(ctx context.Context, now time.Time, kinds ...registry.Ki
 			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 				var it registry.Item
 				if err := json.Unmarshal(v, &it); err != nil {
-					return corrupt("registry record", string(k), err)
+					return storecodec.Corrupt("registry record", string(k), err)
 				}
 				if registry.Live(it.ExpiresAt(), now) {
 					d.Add(it)
@@ -272,7 +273,7 @@ func (r *Registry) History(ctx context.Context, id registry.ID, limit int) ([]re
 		for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8 && (limit <= 0 || len(out) < limit); k, v = c.Prev() {
 			var ch registry.Change
 			if err := json.Unmarshal(v, &ch); err != nil {
-				return corrupt("registry change", string(id), err)
+				return storecodec.Corrupt("registry change", string(id), err)
 			}
 			out = append(out, ch)
 		}

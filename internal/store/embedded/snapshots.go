@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
@@ -196,7 +197,7 @@ func (n *Snapshots) Versions(ctx context.Context, path string) ([]string, error)
 		}
 		return pb.Bucket(bOrder).ForEach(func(k, v []byte) error {
 			if len(k) != 8 {
-				return corrupt("snapshot order", path, fmt.Errorf("key %x", k))
+				return storecodec.Corrupt("snapshot order", path, fmt.Errorf("key %x", k))
 			}
 			_ = binary.BigEndian.Uint64(k)
 			out = append(out, string(v))

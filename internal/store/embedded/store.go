@@ -1,28 +1,29 @@
 // Package embedded is the durable, embedded implementation of the
 // pkg/dispatch ports that `snavio dispatch serve` runs on: flow control
-// (counters, leases, dedupe claims, bans, rollups), local queues with SQS
-// semantics, the telemetry outbox with per-tenant streams, and the archive
-// of accepted events.
+// (counters, leases, dedupe claims, bans, rollups), the registry and keys,
+// the telemetry outbox with per-tenant streams, the archive of accepted
+// events and replay snapshots, composed with the local queues of package
+// localqueue.
 //
 // The store is a bbolt file under the data directory and, beside it, a
-// write-ahead log (the file's name with "-wal": a directory of segment
-// files). See docs/store/embedded.md for the measured choices.
+// write-ahead log (package wal; the file's name with "-wal": a directory
+// of segment files). See docs/store/embedded.md for the design and the
+// measured choices.
 //
 //   - The hot path writes only to the log: a delivered message with its
-//     telemetry event and claim completion, an archived request, a
-//     telemetry append, a receive or delete is one frame, and concurrent
-//     frames share one write and one fdatasync (group commit). A write
-//     returns once its frame is durable, so an acknowledged write survives
-//     kill -9.
-//   - Queue messages live in the log only, with an index in memory (a
-//     fresh message costs a 56-byte entry, memqueue.go); Open rebuilds
-//     the index from the log. Telemetry records, archived events and claim
-//     completions are also applied to the bbolt file, by one goroutine in
-//     large transactions, where they are read (a read first waits for the
-//     writes made before it to be applied). Everything else (registry,
-//     flow control, queue configuration, telemetry cursors) is written to
-//     the bbolt file directly, one transaction per call, concurrent calls
-//     group committed, as before the log.
+//     telemetry event and claim completion (deliver.go), an archived
+//     request, a telemetry append, a receive or delete is one frame, and
+//     concurrent frames share one write and one fdatasync (group commit).
+//     A write returns once its frame is durable, so an acknowledged write
+//     survives kill -9.
+//   - Queue messages live in the log only (package localqueue indexes
+//     them in memory and rebuilds the index at Open). Telemetry records,
+//     archived events and claim completions are also applied to the bbolt
+//     file, by one goroutine in large transactions (apply.go), where they
+//     are read (a read first waits for the writes made before it to be
+//     applied). Everything else (registry, flow control, queue
+//     configuration, telemetry cursors) is written to the bbolt file
+//     directly, one transaction per call, concurrent calls group committed.
 //
 // With Options.Ephemeral the same code runs in memory: bbolt on an
 // anonymous memory file (memfd on Linux) with fsync off, and a log that
@@ -48,6 +49,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -81,7 +84,7 @@ type Options struct {
 	SyncEvery time.Duration
 
 	// MemoryBudget bounds the bytes an ephemeral store's queued messages
-	// hold (their records, and msgOverhead each for the index): a send
+	// hold (their records, and localqueue.MsgOverhead each for the index): a send
 	// beyond it fails with ErrMemoryBudget. 0 means DefaultMemoryBudget;
 	// ignored on file, where records stay on disk.
 	MemoryBudget int64
@@ -111,19 +114,13 @@ type Options struct {
 	// did not wait for one).
 	syncTicks <-chan time.Time
 
-	// segmentBytes overrides walSegmentBytes (tests: rotation and
+	// segmentBytes overrides wal.DefaultSegmentBytes (tests: rotation and
 	// compaction without writing 32 MiB).
 	segmentBytes int64
 
 	// logIO, when set, replaces the log's file writes and syncs (tests:
 	// a disk that fails, then recovers).
-	logIO *logIO
-}
-
-// logIO is how the log writes and syncs its segment files.
-type logIO struct {
-	writeAt  func(f *os.File, b []byte, off int64) (int, error)
-	datasync func(f *os.File) error
+	logIO *wal.IO
 }
 
 // DefaultMemoryBudget is an ephemeral store's MemoryBudget unless set:
@@ -131,7 +128,11 @@ type logIO struct {
 const DefaultMemoryBudget = 256 << 20
 
 // ErrClosed is returned by every method called after Close.
-var ErrClosed = errors.New("embedded store: closed")
+var ErrClosed = wal.ErrClosed
+
+// ErrLogFailed wraps every write after the write-ahead log failed to
+// write or sync: the store stops accepting writes until it is reopened.
+var ErrLogFailed = wal.ErrLogFailed
 
 // maxGroup bounds how many queued writes one group commit takes.
 const maxGroup = 256
@@ -141,8 +142,8 @@ const maxGroup = 256
 // writers woken by the previous commit (the commands of the same requests)
 // queue their next writes meanwhile, and join this group instead of paying
 // for a commit each. When nothing else is runnable a yield returns at
-// once, so a lone writer is not delayed. (Two yields cut commits per
-// command by 3x under load; more gained nothing: docs/store/embedded.md.)
+// once, so a lone writer is not delayed (docs/store/embedded.md, "The
+// write path").
 const groupYields = 2
 
 // appendFill is the page fill of the buckets whose keys grow with time
@@ -173,15 +174,16 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
-	// closing is set when Close starts: the queue methods, which may not
-	// write, refuse from then on as the writing ones do.
+	// closing is set when Close starts (and the queues are closed): the
+	// methods that may not write refuse from then on as the writing
+	// ones do.
 	closing atomic.Bool
 
 	// commits and writes count group commits and the writes they took.
 	commits, committed atomic.Uint64
 
-	// The write-ahead log and what lives there (wal.go, apply.go).
-	wal *wal
+	// The write-ahead log and what lives there (logops.go, apply.go).
+	wal *localqueue.Log
 	ap  *applier
 	// applyEvery paces the applies (applyEvery unless a test sets it).
 	applyEvery time.Duration
@@ -192,12 +194,10 @@ type Store struct {
 	// maintainMu runs maintain one call at a time.
 	maintainMu sync.Mutex
 
-	// qmu guards queues (memqueue.go), the segments' live counts and
-	// memBytes, what an ephemeral store's queued messages hold of
-	// memBudget (Options.MemoryBudget).
-	qmu                 sync.Mutex
-	queues              map[string]*memQueue
-	memBytes, memBudget int64
+	// queues are the local queues (package localqueue): their
+	// configurations in the file, their messages in the log. The store's
+	// queue methods are theirs (queues.go).
+	queues *localqueue.Queues
 
 	// cmu guards completing: the claims whose completion is written to the
 	// log and not yet applied to the file, with the frame's lsn. A claim
@@ -240,7 +240,6 @@ var (
 	bBanLog   = []byte("banledger")
 	bBans     = []byte("bans")
 	bRollups  = []byte("rollups")
-	bQueues   = []byte("queues")
 	bOutbox   = []byte("outbox")
 	bArchive  = []byte("archive")
 )
@@ -262,7 +261,7 @@ const StoreFormat = 3
 // ErrFormat wraps Open's refusal of a file of another store format.
 var ErrFormat = errors.New("unsupported store format")
 
-var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, bQueues, bOutbox, bArchive, bRegistry, bSnapshots, bWAL}
+var allBuckets = [][]byte{bCounters, bLeases, bDedupe, bBanLog, bBans, bRollups, localqueue.Bucket, bOutbox, bArchive, bRegistry, bSnapshots, bWAL}
 
 // Open opens (creating if needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
@@ -336,84 +335,64 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("embedded store: initialise %s: %w", path, err)
 	}
 	s := &Store{db: db, clock: opts.Clock, writes: make(chan *writeReq, maxGroup), done: make(chan struct{}),
-		queues: make(map[string]*memQueue), telLast: make(map[string]uint64), completing: make(map[string]uint64)}
-	s.applyEvery, s.onApplied, s.memBudget = applyEvery, opts.OnApplied, opts.MemoryBudget
+		telLast: make(map[string]uint64), completing: make(map[string]uint64)}
+	s.queues = localqueue.New(localqueue.Config{Clock: opts.Clock, Update: s.update, MemoryBudget: opts.MemoryBudget})
+	s.applyEvery, s.onApplied = applyEvery, opts.OnApplied
 	if !opts.Ephemeral {
 		s.path = path
 	}
 	if opts.applyEvery > 0 {
 		s.applyEvery = opts.applyEvery
 	}
-	if err := s.openLog(opts.Ephemeral, path+walSuffix, opts.segmentBytes, opts.SyncEvery); err != nil {
+	if err := s.openLog(opts, path+walSuffix); err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.wal.onSync = opts.OnLogSync
-	if opts.logIO != nil {
-		s.wal.writeAt, s.wal.datasync = opts.logIO.writeAt, opts.logIO.datasync
-	}
 	if err := s.loadArchiveLedger(); err != nil {
-		_ = s.wal.closeFiles()
+		_ = s.wal.CloseFiles()
 		db.Close()
 		return nil, err
 	}
 	s.wg.Add(1)
 	go s.committer()
-	go s.wal.flusher()
-	if s.wal.syncStop != nil {
-		go s.wal.syncLoop(opts.syncTicks)
-	}
+	s.wal.Start(opts.syncTicks)
 	go s.applyLoop()
 	signal(s.ap.kick) // delete the segments recovery left that nothing needs
 	return s, nil
 }
 
 // openLog loads the queues, recovers the write-ahead log in dir (none for
-// an ephemeral store) and opens its active segment.
-func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEvery time.Duration) error {
-	if err := s.loadQueues(); err != nil {
+// an ephemeral store), rebuilding the queues from it, and opens its
+// active segment.
+func (s *Store) openLog(opts Options, dir string) error {
+	if err := s.db.View(s.queues.Load); err != nil {
 		return fmt.Errorf("embedded store: load queues: %w", err)
 	}
-	w := &wal{ephemeral: ephemeral, onCommitted: s.logCommitted, flusherDone: make(chan struct{}), segmentBytes: segmentBytes, now: s.clock.Now,
-		failed: make(chan struct{}), writeAt: (*os.File).WriteAt, datasync: fdatasync}
-	w.cur = w.newGroup()
-	if !ephemeral {
-		w.syncEvery = syncEvery
-		w.syncStop, w.syncDone = make(chan struct{}), make(chan struct{})
-		w.unsynced = make(chan struct{}, 1)
+	applied, err := s.appliedLSN()
+	if err != nil {
+		return err
 	}
-	if w.segmentBytes <= 0 {
-		w.segmentBytes = walSegmentBytes
+	r := &recovery{s: s, applied: applied}
+	cfg := wal.Config[localqueue.Changes]{SyncEvery: opts.SyncEvery, SegmentBytes: opts.segmentBytes, After: applied,
+		Replay: r.replay, OnCommitted: s.logCommitted, OnRotate: func() { signal(s.ap.kick) },
+		Now: s.clock.Now, OnSync: opts.OnLogSync, IO: opts.logIO}
+	if !opts.Ephemeral {
+		cfg.Dir = dir
 	}
-	w.cond = sync.NewCond(&w.mu)
-	w.onRotate = func() { signal(s.ap.kick) }
-	next := uint64(1)
-	if ephemeral {
-		s.ap = newApplier(0)
-	} else {
-		w.dir = dir
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("embedded store: create the log directory %s: %w", dir, err)
-		}
-		var err error
-		if next, w.segs, err = s.recoverLog(dir); err != nil {
-			return err
-		}
+	w, err := wal.Open(cfg)
+	if err != nil {
+		return err
 	}
-	if n := len(w.segs); n == 0 || w.segs[n-1].size != 0 {
-		seg, err := w.createSegment(next)
-		if err != nil {
-			for _, sg := range w.segs {
-				sg.f.Close()
-			}
-			return fmt.Errorf("embedded store: %w", err)
-		}
-		w.segs = append(w.segs, seg)
+	upTo, err := r.finish()
+	if err != nil {
+		_ = w.CloseFiles()
+		return err
 	}
-	w.next = next
+	s.queues.Start(w)
+	s.ap = newApplier(upTo)
 	s.wal = w
 	if err := s.loadTelemetryPositions(); err != nil {
-		w.closeFiles()
+		_ = w.CloseFiles()
 		return fmt.Errorf("embedded store: load telemetry positions: %w", err)
 	}
 	return nil
@@ -421,14 +400,27 @@ func (s *Store) openLog(ephemeral bool, dir string, segmentBytes int64, syncEver
 
 // LogStats returns the write-ahead log's counts so far.
 func (s *Store) LogStats() LogStats {
-	s.wal.mu.Lock()
-	n := len(s.wal.segs)
-	s.wal.mu.Unlock()
-	st := LogStats{Frames: s.wal.frames.Load(), Writes: s.wal.writes.Load(), Syncs: s.wal.syncs.Load(), SyncTime: time.Duration(s.wal.syncNanos.Load()), Segments: n}
+	ws := s.wal.Stats()
+	st := LogStats{Frames: ws.Frames, Writes: ws.Writes, Syncs: ws.Syncs, SyncTime: ws.SyncTime, Segments: ws.Segments}
 	if e := s.logErr.Load(); e != nil {
 		st.UpkeepError = (*e).Error()
 	}
 	return st
+}
+
+// LogStats says how the write-ahead log is doing since Open.
+type LogStats struct {
+	// Frames written in Writes group commits (0 in memory), made durable
+	// by Syncs fdatasyncs, each of everything written since the last.
+	Frames, Writes, Syncs uint64
+	// SyncTime is how long the Syncs took in all (the disk's latency
+	// under the log: SyncTime/Syncs is the mean).
+	SyncTime time.Duration
+	// Segments is the number of log files now.
+	Segments int
+	// UpkeepError is the last failure to delete or compact a segment
+	// ("" if none): the log grows until the cause is fixed.
+	UpkeepError string
 }
 
 // checkFormat stamps a new file with StoreFormat and refuses a file of
@@ -472,10 +464,7 @@ var ErrApplyFailing = errors.New("embedded store: applying the write-ahead log t
 // log cannot be applied to the file (until an apply succeeds), or
 // ErrClosed after Close.
 func (s *Store) Health() error {
-	s.wal.mu.Lock()
-	lerr := s.wal.err
-	s.wal.mu.Unlock()
-	if lerr != nil {
+	if lerr := s.wal.Err(); lerr != nil {
 		return fmt.Errorf("%w: %w", ErrLogFailed, lerr)
 	}
 	if s.closing.Load() {
@@ -490,51 +479,30 @@ func (s *Store) Health() error {
 	return nil
 }
 
-// QueueFull says whether queue holds its MaxDepth of messages: a send to
-// it now fails with ErrQueueFull.
-func (s *Store) QueueFull(queue string) (bool, error) {
-	q, err := s.lockQueue(queue, "")
-	if err != nil {
-		return false, err
-	}
-	defer s.qmu.Unlock()
-	return q.full(), nil
-}
-
-// MemoryUse returns the bytes an ephemeral store's queued messages hold
-// and its budget (Options.MemoryBudget); both 0 on file.
-func (s *Store) MemoryUse() (used, budget int64) {
-	if !s.wal.ephemeral {
-		return 0, 0
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return s.memBytes, s.memBudget
-}
-
 // LogFailed is closed when the write-ahead log fails: from then on every
 // write is refused until the store is reopened (Health has the cause).
-func (s *Store) LogFailed() <-chan struct{} { return s.wal.failed }
+func (s *Store) LogFailed() <-chan struct{} { return s.wal.Failed() }
 
 // Path returns the store's file, or "" for an ephemeral store.
 func (s *Store) Path() string { return s.path }
 
 // LogDir returns the directory of the store's write-ahead log, beside its
 // file, or "" for an ephemeral store.
-func (s *Store) LogDir() string { return s.wal.dir }
+func (s *Store) LogDir() string { return s.wal.Dir() }
 
 // Close stops accepting writes, waits for the queued ones to commit and
 // closes the file. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.queues.Close()
 		// The log first: its queued frames are written, then applied.
-		s.wal.close()
+		s.wal.Close()
 		close(s.ap.stop)
 		<-s.ap.done
 		close(s.done)
 		s.wg.Wait()
-		err := s.wal.closeFiles()
+		err := s.wal.CloseFiles()
 		if s.closeErr = s.db.Close(); s.closeErr == nil {
 			s.closeErr = err
 		}

@@ -1,4 +1,12 @@
-package embedded
+// Package localqueue holds the local queues of the embedded store, with
+// the semantics of standard SQS queues: at-least-once, visibility timeout,
+// receipt handles, redrive to a dead-letter queue after a maximum number
+// of receives. A queue's configuration is in the store file (Bucket);
+// its messages are in the write-ahead log (package wal) only, indexed in
+// memory (memqueue.go) and rebuilt from the log at Open (Replay). Every
+// message is durable once Send returns. docs/store/embedded.md has the
+// design and its figures.
+package localqueue
 
 import (
 	"container/heap"
@@ -12,16 +20,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/storecodec"
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/internal/uuidv7"
-	"github.com/snavio/snavio/pkg/dispatch/flow"
 )
-
-// Local queues with the semantics of standard SQS queues: at-least-once,
-// visibility timeout, receipt handles, redrive to a dead-letter queue after
-// a maximum number of receives. Every message is durable once Send returns.
 
 // Queue limits, as SQS's where SQS has one.
 const (
@@ -82,7 +86,7 @@ var (
 	ErrStaleReceipt  = errors.New("receipt handle is stale")
 	ErrTooManyQueues = errors.New("too many queues")
 	// ErrMemoryBudget: an ephemeral store's queued messages hold its
-	// memory budget (Options.MemoryBudget); retry once consumers catch up.
+	// memory budget (Config.MemoryBudget); retry once consumers catch up.
 	ErrMemoryBudget = errors.New("embedded store: memory budget for queued messages spent")
 )
 
@@ -179,7 +183,7 @@ type Received struct {
 }
 
 // Per-queue bucket layout: key "cfg" holds the Queue (encodeQueue). The
-// messages are in memory and in the write-ahead log (memqueue.go, wal.go).
+// messages are in memory and in the write-ahead log (memqueue.go, queues.go).
 var kCfg = []byte("cfg")
 
 func (c *QueueConfig) normalise() error {
@@ -217,16 +221,16 @@ func (c *QueueConfig) normalise() error {
 // CreateQueue creates a queue, or returns the existing one if its
 // configuration is the same (as SQS's CreateQueue does); a different
 // configuration is ErrQueueExists.
-func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error) {
+func (qs *Queues) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error) {
 	if err := cfg.normalise(); err != nil {
 		return Queue{}, err
 	}
-	now := s.clock.Now().UTC()
+	now := qs.clock.Now().UTC()
 	var q Queue
 	var failure error
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := qs.update(ctx, func(tx *bolt.Tx) error {
 		failure = nil
-		root := tx.Bucket(bQueues)
+		root := tx.Bucket(Bucket)
 		if qb := root.Bucket([]byte(cfg.Name)); qb != nil {
 			old, err := loadQueue(qb, cfg.Name)
 			if err != nil {
@@ -257,11 +261,11 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 		return Queue{}, err
 	}
 	if failure == nil {
-		s.qmu.Lock()
-		if s.queues[q.Name] == nil {
-			s.queues[q.Name] = newMemQueue(q)
+		qs.mu.Lock()
+		if qs.queues[q.Name] == nil {
+			qs.queues[q.Name] = newMemQueue(q)
 		}
-		s.qmu.Unlock()
+		qs.mu.Unlock()
 	}
 	return q, failure
 }
@@ -269,33 +273,16 @@ func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error)
 func loadQueue(qb *bolt.Bucket, name string) (Queue, error) {
 	q, err := decodeQueue(qb.Get(kCfg))
 	if err != nil {
-		return Queue{}, corrupt("queue config", name, err)
+		return Queue{}, storecodec.Corrupt("queue config", name, err)
 	}
 	return q, nil
 }
 
-// loadQueues reads every queue's configuration into s.queues (at Open).
-func (s *Store) loadQueues() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bQueues)
-		return root.ForEachBucket(func(name []byte) error {
-			q, err := loadQueue(root.Bucket(name), string(name))
-			if err != nil {
-				return err
-			}
-			mq := newMemQueue(q)
-			mq.recovering = make(map[uuid.UUID]freshMsg)
-			s.queues[q.Name] = mq
-			return nil
-		})
-	})
-}
-
-// commitUnlock queues f to the log if it holds any op, releases s.qmu,
+// commitUnlock queues f to the log if it holds any op, releases qs.mu,
 // which the caller holds so that f's place in the log follows its changes
 // to the queues, and waits for f to be durable.
-func (s *Store) commitUnlock(f *frame) error {
-	return s.queueUnlock(f, (*walGroup).wait)
+func (qs *Queues) commitUnlock(f *Frame) error {
+	return qs.queueUnlock(f, (*group).Wait)
 }
 
 // commitUnlockWritten is commitUnlock for a queue consumer's change
@@ -303,37 +290,37 @@ func (s *Store) commitUnlock(f *frame) error {
 // synced. Undone by a power loss, such a change delivers its message
 // again, which SQS's at-least-once delivery allows; waiting for its sync
 // kept the log syncing most of the time under load (the package comment
-// of wal.go). A frame that also moves messages to a dead-letter queue
+// of package wal). A frame that also moves messages to a dead-letter queue
 // waits for its commit, as a send does: the moved messages are in the
 // dead-letter queue when the call returns.
-func (s *Store) commitUnlockWritten(f *frame) error {
-	if len(f.inserts) > 0 {
-		return s.commitUnlock(f)
+func (qs *Queues) commitUnlockWritten(f *Frame) error {
+	if len(f.Meta.inserts) > 0 {
+		return qs.commitUnlock(f)
 	}
-	f.lazy = true
-	return s.queueUnlock(f, (*walGroup).waitWritten)
+	f.Lazy = true
+	return qs.queueUnlock(f, (*group).WaitWritten)
 }
 
 // queueUnlock queues f as commitUnlock does and waits for it with wait.
-func (s *Store) queueUnlock(f *frame, wait func(*walGroup) error) error {
-	if f.empty() {
-		s.qmu.Unlock()
+func (qs *Queues) queueUnlock(f *Frame, wait func(*group) error) error {
+	if f.Empty() {
+		qs.mu.Unlock()
 		return nil
 	}
-	g, err := s.wal.add(f)
-	s.qmu.Unlock()
+	g, err := qs.log.Add(f)
+	qs.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	return wait(g)
 }
 
-// queueOf returns the queue name; s.qmu is held.
-func (s *Store) queueOf(name string) (*memQueue, error) {
-	if s.closing.Load() {
-		return nil, ErrClosed
+// queueOf returns the queue name; qs.mu is held.
+func (qs *Queues) queueOf(name string) (*memQueue, error) {
+	if qs.closed.Load() {
+		return nil, wal.ErrClosed
 	}
-	q := s.queues[name]
+	q := qs.queues[name]
 	if q == nil {
 		if err := checkQueueName(name); err != nil {
 			return nil, err
@@ -343,14 +330,14 @@ func (s *Store) queueOf(name string) (*memQueue, error) {
 	return q, nil
 }
 
-// lockQueue takes s.qmu and returns the queue name. It keeps the lock
+// lockQueue takes qs.mu and returns the queue name. It keeps the lock
 // only when it returns no error; an error is prefixed with what (the
 // operation), unless what is empty.
-func (s *Store) lockQueue(name, what string) (*memQueue, error) {
-	s.qmu.Lock()
-	q, err := s.queueOf(name)
+func (qs *Queues) lockQueue(name, what string) (*memQueue, error) {
+	qs.mu.Lock()
+	q, err := qs.queueOf(name)
 	if err != nil {
-		s.qmu.Unlock()
+		qs.mu.Unlock()
 		if what != "" {
 			err = fmt.Errorf("%s: %w", what, err)
 		}
@@ -360,13 +347,13 @@ func (s *Store) lockQueue(name, what string) (*memQueue, error) {
 }
 
 // GetQueue returns the queue name.
-func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
+func (qs *Queues) GetQueue(ctx context.Context, name string) (Queue, error) {
 	if err := ctx.Err(); err != nil {
 		return Queue{}, err
 	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	q, err := s.queueOf(name)
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	q, err := qs.queueOf(name)
 	if err != nil {
 		return Queue{}, err
 	}
@@ -375,18 +362,18 @@ func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
 
 // ListQueues returns every queue with its counts at the store clock's now,
 // in name order.
-func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
+func (qs *Queues) ListQueues(ctx context.Context) ([]QueueStats, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.closing.Load() {
-		return nil, ErrClosed
+	if qs.closed.Load() {
+		return nil, wal.ErrClosed
 	}
-	now := nanos(s.clock.Now())
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	out := make([]QueueStats, 0, len(s.queues))
-	for _, q := range s.queues {
+	now := storecodec.Nanos(qs.clock.Now())
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	out := make([]QueueStats, 0, len(qs.queues))
+	for _, q := range qs.queues {
 		st := QueueStats{Queue: q.q}
 		oldest := int64(0)
 		if e, _, ok := q.fresh.front(); ok {
@@ -431,9 +418,83 @@ func checkMessage(queue string, body []byte, attrs map[string]string) error {
 }
 
 // Send stores a message in queue and returns its id. The message is
-// durable when Send returns.
-func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error) {
-	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs})
+// durable when Send returns, or queued to the log if ctx is from
+// wal.DeferSync.
+func (qs *Queues) Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error) {
+	f, id, err := qs.PrepareSend(ctx, queue, body, attrs, qs.clock.Now(), 0)
+	if err != nil {
+		return "", err
+	}
+	if err := qs.Reserve(f); err != nil {
+		return "", fmt.Errorf("send %s to %s: %w", id, queue, err)
+	}
+	g, err := qs.log.Add(f)
+	if err != nil {
+		qs.Unreserve(f)
+		return "", fmt.Errorf("send %s to %s: %w", id, queue, err)
+	}
+	if err := g.Settle(ctx); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// PrepareSend checks a message for queue and returns a frame holding it,
+// sent at now, with room for extra more bytes of ops, and its id (a
+// UUIDv7 of now). Reserve it before adding it to the log.
+func (qs *Queues) PrepareSend(ctx context.Context, queue string, body []byte, attrs map[string]string, now time.Time, extra int) (*Frame, string, error) {
+	if err := checkMessage(queue, body, attrs); err != nil {
+		return nil, "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	uid := uuidv7.New(now)
+	id := uid.String()
+	sent := storecodec.Nanos(now)
+	h := msgHeader{VisibleAt: sent, SentAt: sent}
+	msg := &Message{ID: id, Body: body, Attributes: attrs}
+	// Room for the message with its attributes, so that the frame is
+	// allocated once.
+	f := wal.NewFrame[Changes](64 + len(queue) + msgLen(msg) + extra)
+	off, n := newMsgOp(f, queue, &h, msg)
+	f.Meta.inserts = append(f.Meta.inserts, insert{queue: queue, id: uid, h: h, n: n, off: off})
+	return f, id, nil
+}
+
+// Reserve counts the message of f (PrepareSend) against its queue's
+// MaxDepth and the memory budget until it is committed, or fails with
+// ErrQueueFull, ErrMemoryBudget or ErrQueueNotFound. Unreserve undoes
+// it if f is not added to the log.
+func (qs *Queues) Reserve(f *Frame) error {
+	in := &f.Meta.inserts[0]
+	q, err := qs.lockQueue(in.queue, "")
+	if err != nil {
+		return err
+	}
+	if q.full() {
+		n := q.depth() + q.reserved
+		qs.mu.Unlock()
+		return fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
+	}
+	if !qs.memReserve(in.n, false) {
+		used := qs.memBytes
+		qs.mu.Unlock()
+		return fmt.Errorf("%w: %d of %d bytes held by queued messages (retry after consumers catch up, or raise the budget)", ErrMemoryBudget, used, qs.memBudget)
+	}
+	q.reserved++
+	qs.mu.Unlock()
+	in.q = q
+	return nil
+}
+
+// Unreserve undoes Reserve for a frame that was not added to the log.
+func (qs *Queues) Unreserve(f *Frame) {
+	in := &f.Meta.inserts[0]
+	qs.mu.Lock()
+	in.q.reserved--
+	qs.memRelease(in.n)
+	qs.mu.Unlock()
 }
 
 // Receive returns up to max (1 to 10) visible messages of queue in the
@@ -442,7 +503,7 @@ func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[s
 // not returned: it moves to the queue's dead-letter queue with the
 // attributes AttrDLQReason, AttrDLQSourceQueue and AttrDLQReceiveCount.
 // An empty result means nothing is visible now.
-func (s *Store) Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]Received, error) {
+func (qs *Queues) Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]Received, error) {
 	if max < 1 || max > MaxReceiveBatch {
 		return nil, fmt.Errorf("receive from %s: max %d outside 1..%d", queue, max, MaxReceiveBatch)
 	}
@@ -456,14 +517,14 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 	if _, err := rand.Read(nonces); err != nil {
 		return nil, fmt.Errorf("receipt handle: %w", err)
 	}
-	now := s.clock.Now().UTC()
+	now := qs.clock.Now().UTC()
 	type got struct {
 		h   msgHeader
 		ref msgRef
 	}
 	var out []got
 	f := newFrame()
-	q, err := s.lockQueue(queue, "receive")
+	q, err := qs.lockQueue(queue, "receive")
 	if err != nil {
 		return nil, err
 	}
@@ -472,29 +533,29 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		vt = q.q.VisibilityTimeout
 	}
 	for scanned := 0; len(out) < max && scanned < scanLimit; scanned++ {
-		m := q.next(nanos(now))
+		m := q.next(storecodec.Nanos(now))
 		if m == nil {
 			break
 		}
 		if q.q.DeadLetterQueue != "" && int(m.h.ReceiveCount) >= q.q.MaxReceives {
-			if err := s.redrive(f, q, m); err != nil {
-				s.qmu.Unlock()
+			if err := qs.redrive(f, q, m); err != nil {
+				qs.mu.Unlock()
 				return nil, err
 			}
 			continue
 		}
 		m.h.ReceiveCount++
 		if m.h.FirstRecv == 0 {
-			m.h.FirstRecv = nanos(now)
+			m.h.FirstRecv = storecodec.Nanos(now)
 		}
-		m.h.VisibleAt = nanos(now.Add(vt))
+		m.h.VisibleAt = storecodec.Nanos(now.Add(vt))
 		copy(m.h.Nonce[:], nonces[len(out)*nonceLen:])
 		m.h.HasReceipt = true
 		heap.Fix(&q.vis, m.idx)
-		f.state(queue, m)
+		stateOp(f, queue, m)
 		out = append(out, got{m.h, m.ref()})
 	}
-	err = s.commitUnlockWritten(f)
+	err = qs.commitUnlockWritten(f)
 	res := make([]Received, 0, len(out))
 	for _, o := range out {
 		rec, rerr := o.ref.load()
@@ -507,7 +568,7 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 		}
 		_, m, derr := decodeMsg(rec)
 		if derr != nil {
-			err = corrupt("message", queue, derr)
+			err = storecodec.Corrupt("message", queue, derr)
 			continue
 		}
 		res = append(res, Received{Message: m, ReceiptHandle: receiptOf(m.ID, o.h.Nonce), ReceiveCount: int(o.h.ReceiveCount), FirstReceivedAt: time.Unix(0, o.h.FirstRecv).UTC()})
@@ -520,11 +581,11 @@ func (s *Store) Receive(ctx context.Context, queue string, max int, visibility t
 
 // redrive moves m from q to q's dead-letter queue in frame f, keeping its
 // id, body, attributes and sent time. The dead-letter queue's depth limit
-// does not apply: a redrive never loses a message. s.qmu is held.
-func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
-	dq := s.queues[q.q.DeadLetterQueue]
+// does not apply: a redrive never loses a message. qs.mu is held.
+func (qs *Queues) redrive(f *Frame, q *memQueue, m *memMsg) error {
+	dq := qs.queues[q.q.DeadLetterQueue]
 	if dq == nil {
-		return corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
+		return storecodec.Corrupt("queue config", q.q.Name, fmt.Errorf("dead-letter queue %s missing", q.q.DeadLetterQueue))
 	}
 	rec, err := m.ref().load()
 	if err != nil {
@@ -532,7 +593,7 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	}
 	_, msg, err := decodeMsg(rec)
 	if err != nil {
-		return corrupt("message", m.id, err)
+		return storecodec.Corrupt("message", m.id, err)
 	}
 	attrs := make(map[string]string, len(msg.Attributes)+3)
 	for k, v := range msg.Attributes {
@@ -546,16 +607,16 @@ func (s *Store) redrive(f *frame, q *memQueue, m *memMsg) error {
 	drec := encodeMsg(&dh, &msg)
 	id, err := parseID(m.id)
 	if err != nil {
-		return corrupt("message", m.id, err)
+		return storecodec.Corrupt("message", m.id, err)
 	}
 	q.removeReceived(m)
-	m.seg.drop(m.n)
-	s.memRelease(m.n)
-	f.del(q.q.Name, m.id)
-	off := f.msg(dq.q.Name, drec)
+	m.seg.Drop(m.n)
+	qs.memRelease(m.n)
+	delOp(f, q.q.Name, m.id)
+	off := msgOp(f, dq.q.Name, drec)
 	dq.reserved++
-	s.memReserve(len(drec), true)
-	f.inserts = append(f.inserts, insert{q: dq, id: id, h: dh, n: len(drec), off: off})
+	qs.memReserve(len(drec), true)
+	f.Meta.inserts = append(f.Meta.inserts, insert{q: dq, id: id, h: dh, n: len(drec), off: off})
 	return nil
 }
 
@@ -592,8 +653,8 @@ const MaxDeleteBatch = 10
 // handle from an earlier receive (the visibility timeout expired and the
 // message was received again) or of a message already deleted is
 // ErrStaleReceipt: the message is not deleted.
-func (s *Store) DeleteMessage(ctx context.Context, queue, receipt string) error {
-	errs, err := s.DeleteMessageBatch(ctx, queue, []string{receipt})
+func (qs *Queues) DeleteMessage(ctx context.Context, queue, receipt string) error {
+	errs, err := qs.DeleteMessageBatch(ctx, queue, []string{receipt})
 	if err != nil {
 		return err
 	}
@@ -606,7 +667,7 @@ func (s *Store) DeleteMessage(ctx context.Context, queue, receipt string) error 
 // malformed or stale handle, as DeleteMessage reports it), and err a
 // failure of the whole call (no such queue, storage), in which case
 // nothing was deleted.
-func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts []string) (errs []error, err error) {
+func (qs *Queues) DeleteMessageBatch(ctx context.Context, queue string, receipts []string) (errs []error, err error) {
 	if len(receipts) == 0 || len(receipts) > MaxDeleteBatch {
 		return nil, fmt.Errorf("delete from %s: %d receipt handles: give 1 to %d per call", queue, len(receipts), MaxDeleteBatch)
 	}
@@ -615,7 +676,7 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 	}
 	errs = make([]error, len(receipts))
 	f := newFrame()
-	q, err := s.lockQueue(queue, "delete")
+	q, err := qs.lockQueue(queue, "delete")
 	if err != nil {
 		return nil, err
 	}
@@ -631,11 +692,11 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 			continue
 		}
 		q.removeReceived(m)
-		m.seg.drop(m.n)
-		s.memRelease(m.n)
-		f.del(queue, id)
+		m.seg.Drop(m.n)
+		qs.memRelease(m.n)
+		delOp(f, queue, id)
 	}
-	if err := s.commitUnlockWritten(f); err != nil {
+	if err := qs.commitUnlockWritten(f); err != nil {
 		return nil, err
 	}
 	return errs, nil
@@ -646,7 +707,7 @@ func (s *Store) DeleteMessageBatch(ctx context.Context, queue string, receipts [
 // ChangeMessageVisibility: a consumer that failed to handle a message
 // gives it back sooner than its visibility timeout. A stale or malformed
 // handle is ErrStaleReceipt or a parse error; the message is unchanged.
-func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt string, visibility time.Duration) error {
+func (qs *Queues) ChangeMessageVisibility(ctx context.Context, queue, receipt string, visibility time.Duration) error {
 	if visibility < 0 || visibility > MaxVisibilityTimeout {
 		return fmt.Errorf("change visibility in %s: %v outside 0..%v", queue, visibility, MaxVisibilityTimeout)
 	}
@@ -657,41 +718,41 @@ func (s *Store) ChangeMessageVisibility(ctx context.Context, queue, receipt stri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	at := nanos(s.clock.Now().Add(visibility))
+	at := storecodec.Nanos(qs.clock.Now().Add(visibility))
 	f := newFrame()
-	q, err := s.lockQueue(queue, "change visibility")
+	q, err := qs.lockQueue(queue, "change visibility")
 	if err != nil {
 		return err
 	}
 	m := q.msgs[id]
 	if m == nil || !m.h.HasReceipt || m.h.Nonce != nonce {
-		s.qmu.Unlock()
+		qs.mu.Unlock()
 		return fmt.Errorf("change visibility of message %s in %s: %w: it was received again after its visibility timeout, or deleted", id, queue, ErrStaleReceipt)
 	}
 	m.h.VisibleAt = at
 	heap.Fix(&q.vis, m.idx)
-	f.state(queue, m)
-	return s.commitUnlockWritten(f)
+	stateOp(f, queue, m)
+	return qs.commitUnlockWritten(f)
 }
 
 // PurgeQueue deletes every message of queue, visible or in flight, and returns
 // how many it deleted.
-func (s *Store) PurgeQueue(ctx context.Context, queue string) (int, error) {
+func (qs *Queues) PurgeQueue(ctx context.Context, queue string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	f := newFrame()
-	p := f.op(opPurge)
-	f.b = appendStr(f.b, queue)
-	f.end(p)
-	f.purge = queue
-	if _, err := s.lockQueue(queue, "purge"); err != nil {
+	p := f.Op(OpPurge)
+	f.B = storecodec.AppendStr(f.B, queue)
+	f.End(p)
+	f.Meta.purge = queue
+	if _, err := qs.lockQueue(queue, "purge"); err != nil {
 		return 0, err
 	}
-	if err := s.commitUnlock(f); err != nil {
+	if err := qs.commitUnlock(f); err != nil {
 		return 0, err
 	}
-	return f.purged, nil
+	return f.Meta.purged, nil
 }
 
 func countBuckets(b *bolt.Bucket) int {
@@ -700,161 +761,19 @@ func countBuckets(b *bolt.Bucket) int {
 	return n
 }
 
-// SendAndComplete sends a message to queue and completes owner's dedupe
-// claim on claimID (turning it into a delivered record expiring at
-// expiresAt) in one durable write: either both happen or neither does, so
-// a crash between the send and the completion cannot let a retry deliver a
-// strict-mode command twice. If the claim is not owner's live in-progress
-// record the message is not sent and the error wraps flow.ErrNotOwner; if
-// the send is refused (no such queue, full) the claim is left in progress
-// for the caller to release.
-func (s *Store) SendAndComplete(ctx context.Context, queue string, body []byte, attrs map[string]string, claimKey, owner string, expiresAt, now time.Time) (string, error) {
-	return s.Deliver(ctx, Delivery{Queue: queue, Body: body, Attributes: attrs, Claim: &ClaimCompletion{ID: claimKey, Owner: owner, ExpiresAt: expiresAt, Now: now}})
-}
-
-// ClaimCompletion is a strict dedupe claim a Delivery completes. ID is the
-// claim's key in the store (flow.DedupeRecord.Key, flow.Completion.Key);
-// the log keeps it as written.
-type ClaimCompletion struct {
-	ID, Owner      string
-	ExpiresAt, Now time.Time
-}
-
-// Delivery is a message to send together with what must become durable
-// with it, in the same write.
-type Delivery struct {
-	Queue      string
-	Body       []byte
-	Attributes map[string]string
-	// Claim, when set, is completed with the send (see SendAndComplete).
-	Claim *ClaimCompletion
-	// Event, when set, is appended to its tenant's telemetry stream with
-	// the send: the transactional outbox, so a delivered message always
-	// has its delivered event and an event never tells of a message that
-	// was not sent.
-	Event *OutboxEntry
-}
-
-// Deliver sends d's message and, in the same log frame (one atomic, durable
-// write), completes its claim and appends its event: all of them happen or
-// none. It returns the message id once the frame is durable, or queued if
-// ctx is from DeferSync. Errors as Send's and SendAndComplete's;
-// an event that cannot be encoded refuses the delivery before anything is
-// written.
-func (s *Store) Deliver(ctx context.Context, d Delivery) (string, error) {
-	if err := checkMessage(d.Queue, d.Body, d.Attributes); err != nil {
-		return "", err
-	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	now := s.clock.Now()
-	uid := uuidv7.New(now)
-	id := uid.String()
-	var tel telRecord
-	var err error
-	if d.Event != nil {
-		if tel, err = encodeOutboxEntry(*d.Event, now.UTC()); err != nil {
-			return "", fmt.Errorf("send to %s: its telemetry event: %w", d.Queue, err)
-		}
-	}
-	sent := nanos(now)
-	h := msgHeader{VisibleAt: sent, SentAt: sent}
-	msg := &Message{ID: id, Body: d.Body, Attributes: d.Attributes}
-	// Room for the message with its attributes, and 512 bytes for a claim
-	// and an event, so that the frame is allocated once.
-	f := &frame{b: make([]byte, frameHeaderLen, frameHeaderLen+64+len(d.Queue)+msgLen(msg)+512)}
-	off, n := f.newMsg(d.Queue, &h, msg)
-	if d.Claim != nil {
-		appendClaimOp(f, d.Claim)
-	}
-	f.inserts = append(f.inserts, insert{id: uid, h: h, n: n, off: off})
-	var tels []telRecord
-	if d.Event != nil {
-		tels = []telRecord{tel}
-	}
-	g, err := s.queueDelivery(ctx, d, f, tels)
-	if err != nil {
-		return "", fmt.Errorf("send %s to %s: %w", id, d.Queue, err)
-	}
-	if err := settle(ctx, g); err != nil {
-		return "", err
-	}
-	return id, nil
-}
-
-// queueDelivery checks d's claim and its queue's depth and queues f, the
-// frame of its message (f.inserts[0]), claim completion and events tels.
-func (s *Store) queueDelivery(ctx context.Context, d Delivery, f *frame, tels []telRecord) (*walGroup, error) {
-	if c := d.Claim; c != nil {
-		// Held until the frame is queued: two deliveries under one claim
-		// cannot both find it theirs.
-		s.cmu.Lock()
-		defer s.cmu.Unlock()
-		owned := false
-		if _, completing := s.completing[c.ID]; !completing {
-			if err := s.view(ctx, func(tx *bolt.Tx) error {
-				var err error
-				_, owned, err = ownedTx(tx, c.ID, c.Owner, c.Now)
-				return err
-			}); err != nil {
-				return nil, err
-			}
-		}
-		if !owned {
-			return nil, fmt.Errorf("claim %q: %w", c.ID, flow.ErrNotOwner)
-		}
-	}
-	q, err := s.lockQueue(d.Queue, "")
-	if err != nil {
-		return nil, err
-	}
-	if q.full() {
-		n := q.depth() + q.reserved
-		s.qmu.Unlock()
-		return nil, fmt.Errorf("%w: %d messages, its max depth (retry after consumers catch up, or raise MaxDepth)", ErrQueueFull, n)
-	}
-	n := f.inserts[0].n
-	if !s.memReserve(n, false) {
-		used := s.memBytes
-		s.qmu.Unlock()
-		return nil, fmt.Errorf("%w: %d of %d bytes held by queued messages (retry after consumers catch up, or raise the budget)", ErrMemoryBudget, used, s.memBudget)
-	}
-	q.reserved++
-	s.qmu.Unlock()
-	f.inserts[0].q = q
-	var g *walGroup
-	if tels != nil {
-		g, err = s.addTelemetry(f, tels, nil)
-	} else {
-		g, err = s.wal.add(f)
-	}
-	if err != nil {
-		s.qmu.Lock()
-		q.reserved--
-		s.memRelease(n)
-		s.qmu.Unlock()
-		return nil, err
-	}
-	if d.Claim != nil {
-		s.completing[d.Claim.ID] = f.lsn // s.cmu is held
-	}
-	return g, nil
-}
-
 // ReleaseInFlight makes every received, undeleted message of queue
 // visible now (SQS ChangeMessageVisibility to 0 for each) and returns how
 // many it released; their receipt handles go stale. A process that owns
 // the store alone calls it at start-up for its internal queues: the
 // receivers of those messages died with the previous process, so waiting
 // out their visibility timeouts would only delay the work.
-func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) {
+func (qs *Queues) ReleaseInFlight(ctx context.Context, queue string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	now := nanos(s.clock.Now())
+	now := storecodec.Nanos(qs.clock.Now())
 	f := newFrame()
-	q, err := s.lockQueue(queue, "release in-flight messages")
+	q, err := qs.lockQueue(queue, "release in-flight messages")
 	if err != nil {
 		return 0, err
 	}
@@ -865,10 +784,10 @@ func (s *Store) ReleaseInFlight(ctx context.Context, queue string) (int, error) 
 		}
 		m.h.VisibleAt, m.h.HasReceipt, m.h.Nonce = now, false, [nonceLen]byte{}
 		heap.Fix(&q.vis, m.idx)
-		f.state(queue, m)
+		stateOp(f, queue, m)
 		released++
 	}
-	if err := s.commitUnlock(f); err != nil {
+	if err := qs.commitUnlock(f); err != nil {
 		return 0, err
 	}
 	return released, nil

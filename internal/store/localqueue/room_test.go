@@ -1,4 +1,4 @@
-package embedded
+package localqueue
 
 import (
 	"context"
@@ -9,11 +9,7 @@ import (
 // QueueRoom counts every message in the queue, never received or in
 // flight: the slow stage's admission relies on it.
 func TestQueueRoomCountsEveryMessage(t *testing.T) {
-	s, err := Open(Options{Ephemeral: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := fakeStore(t)
 	ctx := context.Background()
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q", MaxDepth: 10}); err != nil {
 		t.Fatal(err)

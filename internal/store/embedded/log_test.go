@@ -6,17 +6,19 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
+	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -24,7 +26,7 @@ import (
 
 // receiveAll receives every visible message of queue (holding them for an
 // hour), by id.
-func receiveAll(t *testing.T, s *Store, queue string) map[string]Received {
+func receiveAll(t testing.TB, s *Store, queue string) map[string]Received {
 	t.Helper()
 	out := map[string]Received{}
 	for {
@@ -189,12 +191,12 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 	if st.Segments > walKeepSegments+2 || st.UpkeepError != "" {
 		t.Fatalf("log stats %+v: segments are not deleted", st)
 	}
-	firsts, spares, err := listSegments(path + walSuffix)
+	firsts, spares, err := wal.ListSegments(path + walSuffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(firsts) != st.Segments || len(spares) > walSpareSegments {
-		t.Fatalf("%d segment files for %d segments, and %d spares (at most %d)", len(firsts), st.Segments, len(spares), walSpareSegments)
+	if len(firsts) != st.Segments || len(spares) > wal.SpareSegments {
+		t.Fatalf("%d segment files for %d segments, and %d spares (at most %d)", len(firsts), st.Segments, len(spares), wal.SpareSegments)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -232,13 +234,13 @@ func passThrough(t *testing.T, s *Store, body []byte, i int) {
 }
 
 // lastSegment returns the path of the newest segment of the store at path.
-func lastSegment(t *testing.T, path string) string {
+func lastSegment(t testing.TB, path string) string {
 	t.Helper()
-	firsts, _, err := listSegments(path + walSuffix)
+	firsts, _, err := wal.ListSegments(path + walSuffix)
 	if err != nil || len(firsts) == 0 {
 		t.Fatalf("segments: %v %v", firsts, err)
 	}
-	return filepath.Join(path+walSuffix, segmentName(firsts[len(firsts)-1]))
+	return filepath.Join(path+walSuffix, wal.SegmentName(firsts[len(firsts)-1]))
 }
 
 // TestLogTornTailIsCutAndDamageRefused: a partial frame at the end of the
@@ -293,7 +295,7 @@ func TestLogTornTailIsCutAndDamageRefused(t *testing.T) {
 	// Flip a byte inside the first frame of a segment that is followed by
 	// another: the log cannot be trusted past it.
 	broken := append([]byte(nil), whole...)
-	broken[frameHeaderLen+2] ^= 0xff
+	broken[wal.HeaderLen+2] ^= 0xff
 	if err := os.WriteFile(seg, broken, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -308,18 +310,12 @@ func TestLogTornTailIsCutAndDamageRefused(t *testing.T) {
 // durable.
 func TestLogFailureStopsWrites(t *testing.T) {
 	ctx := context.Background()
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db")})
+	disk := &failingDisk{}
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), logIO: disk.io()})
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	// Closing the active segment's file under the log makes its next
-	// write fail, as a failing disk would.
-	s.wal.mu.Lock()
-	active := s.wal.segs[len(s.wal.segs)-1]
-	s.wal.mu.Unlock()
-	if err := active.f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	disk.failed.Store(true)
 	if _, err := s.Send(ctx, "q", []byte("a"), nil); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("send over a failed log: %v", err)
 	}
@@ -329,71 +325,88 @@ func TestLogFailureStopsWrites(t *testing.T) {
 	if got := receiveAll(t, s, "q"); len(got) != 0 {
 		t.Fatalf("a message that failed to be written was queued: %+v", got)
 	}
-	// Close reports the closed file; the store is done either way.
-	s.wal.mu.Lock()
-	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
-	s.wal.mu.Unlock()
 }
 
-// FuzzRecoverSegment: recovery reads any bytes as a segment without
-// panicking: whole frames are replayed, a damaged tail is reported.
+// FuzzRecoverSegment: a store opens over any bytes as its log's segment
+// without panicking: it recovers, or refuses a damaged log. What it
+// recovered it recovers again the same after a Close (the queues' own
+// replay is fuzzed by localqueue's FuzzReplaySegment).
 func FuzzRecoverSegment(f *testing.F) {
-	fr := newFrame()
-	fr.msg("q", encodeMsg(&msgHeader{}, &Message{ID: "m1", Body: []byte("b"), Attributes: map[string]string{"a": "b"}}))
-	fr.state("q", &memMsg{id: "m1"})
-	fr.del("q", "m1")
-	appendTelOp(fr, []byte("t"), 1, encodeTelemetry(&TelemetryRecord{Name: "n", Event: []byte("{}")}))
-	appendArchOp(fr, &ArchivedEvent{EventID: "e"})
-	appendClaimOp(fr, &ClaimCompletion{ID: "c", Owner: "o"})
-	binary.BigEndian.PutUint32(fr.b[0:], uint32(len(fr.b)-frameHeaderLen))
-	binary.BigEndian.PutUint64(fr.b[8:], 1)
-	binary.BigEndian.PutUint32(fr.b[4:], crc32.Checksum(fr.b[8:], castagnoli()))
-	f.Add(fr.b, uint64(1))
-	f.Add(fr.b[:len(fr.b)-3], uint64(1))
+	// A store file with queue q, and a segment of every op kind, written
+	// by a store.
+	ctx := context.Background()
+	base := f.TempDir()
+	s, err := Open(Options{Path: filepath.Join(base, "snavio.db")})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+		f.Fatal(err)
+	}
+	now := time.Now()
+	rec := flow.DedupeRecord{Tenant: "t", ID: "c", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o", ExpiresAt: now.Add(time.Minute)}
+	if _, _, err := s.Claim(ctx, rec, now); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("b"), Attributes: map[string]string{"a": "b"},
+		Claim: &ClaimCompletion{ID: rec.Key(), Owner: "o", ExpiresAt: now.Add(time.Hour), Now: now},
+		Event: &OutboxEntry{Tenant: "t", Event: telemetry.Dropped{Tenant: "t"}}}); err != nil {
+		f.Fatal(err)
+	}
+	for _, m := range receiveAll(f, s, "q") {
+		if err := s.DeleteMessage(ctx, "q", m.ReceiptHandle); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if err := s.ArchiveAppend(ctx, ArchivedEvent{EventID: "e", Source: "t/x", DetailType: "d", Detail: []byte("{}"), ReceivedAt: now}); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := s.PurgeQueue(ctx, "q"); err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		f.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join(base, "snavio.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	seg, err := os.ReadFile(lastSegment(f, filepath.Join(base, "snavio.db")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seg, uint64(1))
+	f.Add(seg[:len(seg)-3], uint64(1))
 	f.Add([]byte{}, uint64(1))
-	f.Add(fr.b, uint64(2)) // a spare file's old frame
+	f.Add(seg, uint64(2)) // a spare file's old frames
 	f.Fuzz(func(t *testing.T, data []byte, first uint64) {
-		first = max(first, 1)
-		p := filepath.Join(t.TempDir(), segmentName(first))
-		if err := os.WriteFile(p, data, 0o600); err != nil {
+		first = min(max(first, 1), 1<<62)
+		path := filepath.Join(t.TempDir(), "snavio.db")
+		if err := os.WriteFile(path, db, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fl, err := os.Open(p)
-		if err != nil {
+		if err := os.Mkdir(path+walSuffix, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		defer fl.Close()
-		s := &Store{queues: map[string]*memQueue{"q": newMemQueue(Queue{QueueConfig: QueueConfig{Name: "q"}})}}
-		sg := &segment{first: first, f: fl}
-		var last uint64
-		end, _, _ := scanSegment(fl, first, func(lsn uint64, ops []walOp) error {
-			if lsn < first {
-				t.Fatalf("frame %d replayed in the segment whose first is %d", lsn, first)
-			}
-			if lsn <= last {
-				return errors.New("out of order")
-			}
-			last = lsn
-			for _, op := range ops {
-				if err := s.recoverOp(sg, lsn, op); err != nil {
-					return err
-				}
-				switch op.kind {
-				case opTel:
-					_, _, _, _ = decodeTelOp(op.payload)
-				case opClaim:
-					_, _ = decodeClaimOp(op.payload)
-				case opArch:
-					_, _ = archivedID(op.payload)
-				}
-			}
-			return nil
-		})
-		if end < 0 || end > int64(len(data)) {
-			t.Fatalf("end %d outside the %d bytes", end, len(data))
+		if err := os.WriteFile(filepath.Join(path+walSuffix, wal.SegmentName(first)), data, 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if sg.live != s.queues["q"].depth() {
-			t.Fatalf("live count %d for %d messages", sg.live, s.queues["q"].depth())
+		depth := func() int {
+			s, err := Open(Options{Path: path})
+			if err != nil {
+				return -1
+			}
+			defer s.Close()
+			qs, err := s.ListQueues(context.Background())
+			if err != nil || len(qs) != 1 {
+				t.Fatalf("queues %+v, %v", qs, err)
+			}
+			return qs[0].Visible + qs[0].InFlight
+		}
+		if d := depth(); d >= 0 {
+			if again := depth(); again != d {
+				t.Fatalf("%d messages recovered, then %d after reopening", d, again)
+			}
 		}
 	})
 }
@@ -404,7 +417,8 @@ func FuzzRecoverSegment(f *testing.F) {
 func TestDeferredWritesSettleOnWait(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "snavio.db")
-	s := openTest(t, Options{Path: path})
+	disk := &failingDisk{}
+	s := openTest(t, Options{Path: path, logIO: disk.io()})
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
@@ -433,10 +447,7 @@ func TestDeferredWritesSettleOnWait(t *testing.T) {
 		t.Fatalf("archived after Wait: %v %v", ok, err)
 	}
 	// A failing log: the deferred write is queued, Wait reports it.
-	s.wal.mu.Lock()
-	active := s.wal.segs[len(s.wal.segs)-1]
-	s.wal.mu.Unlock()
-	active.f.Close()
+	disk.failed.Store(true)
 	dctx, d = DeferSync(ctx)
 	if _, err := s.Send(dctx, "q", []byte("z"), nil); err != nil {
 		t.Fatalf("a deferred send fails only if it cannot be queued: %v", err)
@@ -444,9 +455,6 @@ func TestDeferredWritesSettleOnWait(t *testing.T) {
 	if err := d.Wait(); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("Wait over a failed log: %v", err)
 	}
-	s.wal.mu.Lock()
-	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
-	s.wal.mu.Unlock()
 }
 
 // TestOnAppliedWakesReaders: OnApplied is called once telemetry written to
@@ -689,8 +697,8 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 	// only once the loop is back from the first tick's sync.
 	ticks <- time.Time{}
 	ticks <- time.Time{}
-	if st := s.LogStats(); st.Syncs != 1 || s.wal.synced.Load() != s.wal.next-1 {
-		t.Fatalf("log stats %+v, synced %d of %d frames: want one sync of everything", st, s.wal.synced.Load(), s.wal.next-1)
+	if st := s.LogStats(); st.Syncs != 1 || s.wal.Stats().Synced != s.wal.Stats().Last {
+		t.Fatalf("log stats %+v, synced %d of %d frames: want one sync of everything", st, s.wal.Stats().Synced, s.wal.Stats().Last)
 	}
 	// The write-ahead rule: telemetry is applied to the file only once the
 	// log holding it is synced.
@@ -700,7 +708,7 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 	if recs, err := s.ReadTelemetry(ctx, "t", 0, MaxReadPage); err != nil || len(recs) != 1 {
 		t.Fatalf("telemetry: %d records, %v", len(recs), err)
 	}
-	if applied, synced := s.ap.applied.Load(), s.wal.synced.Load(); synced < applied {
+	if applied, synced := s.ap.applied.Load(), s.wal.Stats().Synced; synced < applied {
 		t.Fatalf("applied up to frame %d with the log synced up to %d", applied, synced)
 	}
 	// A new segment: the one before is synced first.
@@ -715,12 +723,12 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 	if st := s.LogStats(); st.Syncs < syncs+2 {
 		t.Fatalf("log stats %+v: two new segments, %d syncs before: want one sync each", st, syncs)
 	}
-	sent := s.wal.next - 1
+	sent := s.wal.Stats().Last
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s.wal.synced.Load() != sent {
-		t.Fatalf("closed with frames up to %d synced of %d", s.wal.synced.Load(), sent)
+	if s.wal.Stats().Synced != sent {
+		t.Fatalf("closed with frames up to %d synced of %d", s.wal.Stats().Synced, sent)
 	}
 	s = openTest(t, opts)
 	if _, err := s.ReleaseInFlight(ctx, "q"); err != nil {
@@ -735,9 +743,10 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 // every later write, as a failed group sync does.
 func TestSyncIntervalFailureStopsWrites(t *testing.T) {
 	ctx := context.Background()
-	s, ticks := openTickedWithASend(t, time.Hour)
+	disk := &failingDisk{}
+	s, ticks := openTickedWithASend(t, time.Hour, disk)
 	// The written frame's sync fails.
-	failActiveSegment(t, s)
+	disk.failed.Store(true)
 	ticks <- time.Time{}
 	ticks <- time.Time{}
 	if _, err := s.Send(ctx, "q", []byte("b"), nil); !errors.Is(err, ErrLogFailed) {
@@ -809,15 +818,13 @@ func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A read in progress on the first segment, as msgRef.load holds one.
-	s.wal.mu.Lock()
-	first := s.wal.segs[0]
-	s.wal.mu.Unlock()
-	first.refs.Add(1)
+	first := s.wal.Segments()[0]
+	first.Acquire()
 	body := bytes.Repeat([]byte("x"), 1000)
 	for i := range 40 {
 		passThrough(t, s, body, i)
 	}
-	if n := len(s.wal.sealed()); n <= walKeepSegments {
+	if n := len(s.wal.Sealed()); n <= walKeepSegments {
 		t.Fatalf("%d sealed segments: the test needs more than %d behind the held one", n, walKeepSegments)
 	}
 	returned := make(chan struct{})
@@ -831,7 +838,7 @@ func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 		t.Fatal("maintain did not return: it loops on a segment it can neither delete nor compact")
 	}
 	// The read ends: the next upkeep deletes every sealed segment.
-	first.refs.Add(-1)
+	first.Release()
 	s.maintain()
 	if st := s.LogStats(); st.Segments != 1 || st.UpkeepError != "" {
 		t.Fatalf("log stats %+v: want only the active segment left", st)
@@ -839,7 +846,7 @@ func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 }
 
 // TestSpareSegmentsAreReused: a deleted segment's file is kept as a spare
-// (walSpareSegments at most) and becomes a later segment. A marker written
+// (wal.SpareSegments at most) and becomes a later segment. A marker written
 // far past the first segment's frames, where a small segment never
 // writes, turns up under another name: the same file. It is looked for
 // after every round, since a reused file is deleted for good once it is
@@ -853,23 +860,30 @@ func TestSpareSegmentsAreReused(t *testing.T) {
 	}
 	const markAt = 1 << 20
 	marker := []byte("snavio-spare-marker")
-	s.wal.mu.Lock()
-	first := s.wal.segs[0]
-	first.f.WriteAt(marker, markAt)
-	s.wal.mu.Unlock()
+	first := s.wal.Segments()[0]
+	firstFile, err := os.OpenFile(filepath.Join(path+walSuffix, first.Name()), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := firstFile.WriteAt(marker, markAt); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstFile.Close(); err != nil {
+		t.Fatal(err)
+	}
 	// markedAs returns the name of the segment file, other than the
 	// first segment's, that holds the marker ("" if none).
 	markedAs := func() string {
-		firsts, spares, err := listSegments(path + walSuffix)
+		firsts, spares, err := wal.ListSegments(path + walSuffix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(spares) > walSpareSegments {
-			t.Fatalf("spares %v: at most %d", spares, walSpareSegments)
+		if len(spares) > wal.SpareSegments {
+			t.Fatalf("spares %v: at most %d", spares, wal.SpareSegments)
 		}
 		for _, f := range firsts {
-			p := filepath.Join(path+walSuffix, segmentName(f))
-			if f == first.first {
+			p := filepath.Join(path+walSuffix, wal.SegmentName(f))
+			if f == first.First() {
 				continue
 			}
 			b, err := os.ReadFile(p)
@@ -898,16 +912,42 @@ func TestSpareSegmentsAreReused(t *testing.T) {
 	t.Logf("the first segment's file is now %s", found)
 }
 
-// staleFrame is a whole, valid frame with lsn, sending a message "stale"
-// to queue q: what a spare file holds from its earlier life.
-func staleFrame(lsn uint64) []byte {
-	f := newFrame()
-	h := msgHeader{VisibleAt: 1, SentAt: 1}
-	f.newMsg("q", &h, &Message{ID: "stale", Body: []byte("from an earlier life")})
-	binary.BigEndian.PutUint32(f.b[0:], uint32(len(f.b)-frameHeaderLen))
-	binary.BigEndian.PutUint64(f.b[8:], lsn)
-	binary.BigEndian.PutUint32(f.b[4:], crc32.Checksum(f.b[8:], castagnoli()))
-	return f.b
+// staleFrame is a whole, valid frame with lsn, sending a message to queue
+// q: what a spare file holds from its earlier life.
+func staleFrame(t testing.TB, lsn uint64) []byte {
+	f, _, err := localqueue.New(localqueue.Config{}).PrepareSend(context.Background(), "q", []byte("from an earlier life"), nil, time.Unix(0, 1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealFrame(t, f, lsn)
+}
+
+// sealFrame returns f as the log writes it with lsn: written by a log of
+// its own, and read back from its segment file.
+func sealFrame(t testing.TB, f *frame, lsn uint64) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := wal.Open(wal.Config[localqueue.Changes]{Dir: dir, After: lsn - 1, OnCommitted: func([]*frame) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Start(nil)
+	g, err := w.Add(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := w.CloseFiles(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, wal.SegmentName(lsn)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // closedLogOfTenMessages sends ten 1000-byte messages to queue "q" of a
@@ -932,7 +972,7 @@ func closedLogOfTenMessages(t *testing.T, path string) []uint64 {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	firsts, _, err := listSegments(path + walSuffix)
+	firsts, _, err := wal.ListSegments(path + walSuffix)
 	if err != nil || len(firsts) < 3 {
 		t.Fatalf("segments %v, %v: the test needs three", firsts, err)
 	}
@@ -947,7 +987,7 @@ func closedLogOfTenMessages(t *testing.T, path string) []uint64 {
 func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "snavio.db")
 	firsts := closedLogOfTenMessages(t, path)
-	segPath := func(i int) string { return filepath.Join(path+walSuffix, segmentName(firsts[i])) }
+	segPath := func(i int) string { return filepath.Join(path+walSuffix, wal.SegmentName(firsts[i])) }
 	appendTo := func(p string, b []byte) int64 {
 		t.Helper()
 		fi, err := os.Stat(p)
@@ -965,8 +1005,8 @@ func TestRecoveryIgnoresASpareFilesOldFrames(t *testing.T) {
 		return fi.Size()
 	}
 	last := segPath(len(firsts) - 1)
-	lastSize := appendTo(last, staleFrame(1))
-	middleSize := appendTo(segPath(1), append(staleFrame(firsts[1]-1), staleFrame(1)...))
+	lastSize := appendTo(last, staleFrame(t, 1))
+	middleSize := appendTo(segPath(1), append(staleFrame(t, firsts[1]-1), staleFrame(t, 1)...))
 	s := openTest(t, Options{Path: path, segmentBytes: 4 << 10})
 	got := receiveAll(t, s, "q")
 	if len(got) != 10 {
@@ -1007,15 +1047,15 @@ func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	next := s.wal.next
+	next := s.wal.Stats().Last + 1
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	var lost []byte
 	for lsn := next; lsn < next+20; lsn++ {
-		lost = append(lost, staleFrame(lsn)...)
+		lost = append(lost, staleFrame(t, lsn)...)
 	}
-	spare := filepath.Join(path+walSuffix, segmentName(next)+spareSuffix)
+	spare := filepath.Join(path+walSuffix, wal.SegmentName(next)+wal.SpareSuffix)
 	if err := os.WriteFile(spare, lost, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -1023,8 +1063,8 @@ func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
 	if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the spare found at Open is still there: %v", err)
 	}
-	if len(s.wal.spares) != 0 {
-		t.Fatalf("spares to reuse after Open: %v", s.wal.spares)
+	if s.wal.Stats().Spares != 0 {
+		t.Fatalf("%d spares to reuse after Open", s.wal.Stats().Spares)
 	}
 	if got := receiveAll(t, s, "q"); len(got) != 0 {
 		t.Fatalf("the lost frames were read: %+v", got)
@@ -1042,18 +1082,18 @@ func TestRecoveryCutsASealedSegmentTornBeforeItsEnd(t *testing.T) {
 	opts := Options{Path: path, segmentBytes: 4 << 10}
 	firsts := closedLogOfTenMessages(t, path)
 	n := len(firsts)
-	sealed := filepath.Join(path+walSuffix, segmentName(firsts[n-2]))
+	sealed := filepath.Join(path+walSuffix, wal.SegmentName(firsts[n-2]))
 	b, err := os.ReadFile(sealed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Its last frame unwritten (old bytes in its place), and the newest
 	// segment holding only a spare's old frame.
-	b = append(b[:len(b)-1], staleFrame(1)...)
+	b = append(b[:len(b)-1], staleFrame(t, 1)...)
 	if err := os.WriteFile(sealed, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(path+walSuffix, segmentName(firsts[n-1])), staleFrame(1), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(path+walSuffix, wal.SegmentName(firsts[n-1])), staleFrame(t, 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -1106,7 +1146,7 @@ func TestSyncOnDemand(t *testing.T) {
 	}
 	durable := func(what string) {
 		t.Helper()
-		if synced, last := s.wal.synced.Load(), s.wal.next-1; synced != last {
+		if synced, last := s.wal.Stats().Synced, s.wal.Stats().Last; synced != last {
 			t.Fatalf("%s: synced up to frame %d of %d: want every frame durable", what, synced, last)
 		}
 	}
@@ -1148,8 +1188,8 @@ func TestSyncOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.LogStats()
-	if st.Syncs != syncs || s.wal.synced.Load() >= s.wal.next-1 {
-		t.Fatalf("log stats %+v (%d syncs before), synced %d of %d frames: want the consumer's writes written, not synced", st, syncs, s.wal.synced.Load(), s.wal.next-1)
+	if st.Syncs != syncs || s.wal.Stats().Synced >= s.wal.Stats().Last {
+		t.Fatalf("log stats %+v (%d syncs before), synced %d of %d frames: want the consumer's writes written, not synced", st, syncs, s.wal.Stats().Synced, s.wal.Stats().Last)
 	}
 	// The lazy tick syncs them; the second send on the unbuffered channel
 	// returns only once the loop is back from the first tick's sync.
@@ -1179,12 +1219,12 @@ func TestSyncOnDemand(t *testing.T) {
 	if err := s.DeleteMessage(ctx, "q", got[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
-	last := s.wal.next - 1
+	last := s.wal.Stats().Last
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s.wal.synced.Load() != last {
-		t.Fatalf("closed with frames up to %d synced of %d", s.wal.synced.Load(), last)
+	if s.wal.Stats().Synced != last {
+		t.Fatalf("closed with frames up to %d synced of %d", s.wal.Stats().Synced, last)
 	}
 }
 
@@ -1198,22 +1238,22 @@ func TestSyncLoopSleepsWhileIdle(t *testing.T) {
 	}{{"sync on demand", 0}, {"sync interval", time.Hour}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			s, ticks := openTickedWithASend(t, tc.every)
+			s, ticks := openTickedWithASend(t, tc.every, &failingDisk{})
 			// The send's round (a sync with an interval, nothing left on
 			// demand), then a tick the loop takes asleep: each send on the
 			// unbuffered channel returns once the loop has it.
 			ticks <- time.Time{}
 			ticks <- time.Time{}
-			arms, syncs := s.wal.arms.Load(), s.LogStats().Syncs
-			if s.wal.synced.Load() != s.wal.next-1 {
-				t.Fatalf("synced %d of %d frames after the send's round", s.wal.synced.Load(), s.wal.next-1)
+			arms, syncs := s.wal.Stats().SyncArms, s.LogStats().Syncs
+			if s.wal.Stats().Synced != s.wal.Stats().Last {
+				t.Fatalf("synced %d of %d frames after the send's round", s.wal.Stats().Synced, s.wal.Stats().Last)
 			}
 			idle := func(when string) {
 				t.Helper()
 				for range 3 {
 					ticks <- time.Time{}
 				}
-				if a, n := s.wal.arms.Load(), s.LogStats().Syncs; a != arms || n != syncs {
+				if a, n := s.wal.Stats().SyncArms, s.LogStats().Syncs; a != arms || n != syncs {
 					t.Fatalf("%s: %d arms and %d syncs, want %d and %d: the loop ran with nothing to sync", when, a, n, arms, syncs)
 				}
 			}
@@ -1228,16 +1268,16 @@ func TestSyncLoopSleepsWhileIdle(t *testing.T) {
 			} else if _, err := s.Send(ctx, "q", []byte("m2"), nil); err != nil {
 				t.Fatal(err)
 			}
-			if s.wal.synced.Load() >= s.wal.next-1 {
+			if s.wal.Stats().Synced >= s.wal.Stats().Last {
 				t.Fatal("the write is synced before the loop's round")
 			}
 			ticks <- time.Time{} // the armed round: sync
 			ticks <- time.Time{} // asleep again
-			if a, n := s.wal.arms.Load(), s.LogStats().Syncs; a != arms+1 || n != syncs+1 {
+			if a, n := s.wal.Stats().SyncArms, s.LogStats().Syncs; a != arms+1 || n != syncs+1 {
 				t.Fatalf("after a write: %d arms and %d syncs, want %d and %d", a, n, arms+1, syncs+1)
 			}
-			if s.wal.synced.Load() != s.wal.next-1 {
-				t.Fatalf("synced %d of %d frames after the round", s.wal.synced.Load(), s.wal.next-1)
+			if s.wal.Stats().Synced != s.wal.Stats().Last {
+				t.Fatalf("synced %d of %d frames after the round", s.wal.Stats().Synced, s.wal.Stats().Last)
 			}
 			arms, syncs = arms+1, syncs+1
 			idle("idle after the round")
@@ -1250,7 +1290,8 @@ func TestSyncLoopSleepsWhileIdle(t *testing.T) {
 // ErrLogFailed, and every later write is refused.
 func TestSyncOnDemandFailure(t *testing.T) {
 	ctx := context.Background()
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time)})
+	disk := &failingDisk{}
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time), logIO: disk.io()})
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
@@ -1271,7 +1312,7 @@ func TestSyncOnDemandFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sync fails.
-	failActiveSegment(t, s)
+	disk.failed.Store(true)
 	if err := d.Wait(); !errors.Is(err, ErrLogFailed) {
 		t.Fatalf("deferred send whose sync failed: %v", err)
 	}
@@ -1288,28 +1329,35 @@ func TestSyncOnDemandFailure(t *testing.T) {
 	}
 }
 
-// failActiveSegment closes the log's active segment file under it, as a
-// failing disk would fail it: its next write or sync fails. The segment
-// leaves the log's list, so Close does not close it again.
-func failActiveSegment(t *testing.T, s *Store) {
-	t.Helper()
-	s.wal.mu.Lock()
-	active := s.wal.segs[len(s.wal.segs)-1]
-	s.wal.segs = s.wal.segs[:len(s.wal.segs)-1]
-	s.wal.mu.Unlock()
-	if err := active.f.Close(); err != nil {
-		t.Fatal(err)
+// failingDisk is a log disk that fails every write and sync once failed
+// is set, as a failing disk would.
+type failingDisk struct{ failed atomic.Bool }
+
+func (d *failingDisk) io() *wal.IO {
+	return &wal.IO{
+		WriteAt: func(f *os.File, b []byte, off int64) (int, error) {
+			if d.failed.Load() {
+				return 0, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.EIO}
+			}
+			return f.WriteAt(b, off)
+		},
+		Datasync: func(f *os.File) error {
+			if d.failed.Load() {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: syscall.EIO}
+			}
+			return wal.Fdatasync(f)
+		},
 	}
 }
 
 // openTickedWithASend opens a file store whose sync loop runs on the
 // returned ticks (every: its SyncEvery, 0 for sync on demand), with a
 // queue "q" holding one sent message.
-func openTickedWithASend(t *testing.T, every time.Duration) (*Store, chan time.Time) {
+func openTickedWithASend(t *testing.T, every time.Duration, disk *failingDisk) (*Store, chan time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	ticks := make(chan time.Time)
-	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: every, syncTicks: ticks})
+	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: every, syncTicks: ticks, logIO: disk.io()})
 	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
-package embedded
+package localqueue
 
 import (
 	"cmp"
 	"container/heap"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -21,7 +22,7 @@ import (
 //     visible again), by id, with a heap in visibility order: deletes and
 //     visibility changes find them by their receipt's id.
 //
-// Everything here is guarded by Store.qmu.
+// Everything here is guarded by Queues.mu.
 
 // memQueue is one queue's index.
 type memQueue struct {
@@ -52,7 +53,7 @@ func (q *memQueue) endRecovery() {
 		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.seg.first, b.seg.first); c != 0 {
+		if c := cmp.Compare(a.seg.First(), b.seg.First()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.off, b.off)
@@ -88,7 +89,7 @@ type memMsg struct {
 	idx int // in vis
 }
 
-// msgRef is where a message's record is, taken under Store.qmu with a
+// msgRef is where a message's record is, taken under Queues.mu with a
 // reference on its segment; load reads it afterwards, without the lock.
 type msgRef struct {
 	seg *segment
@@ -98,19 +99,19 @@ type msgRef struct {
 }
 
 func (m *memMsg) ref() msgRef {
-	m.seg.refs.Add(1)
+	m.seg.Acquire()
 	return msgRef{m.seg, m.off, m.n, m.rec}
 }
 
 // load returns a copy of the record and releases the reference.
 func (r msgRef) load() ([]byte, error) {
-	defer r.seg.refs.Add(-1)
+	defer r.seg.Release()
 	if r.rec != nil {
 		return append([]byte(nil), r.rec...), nil
 	}
-	rec := make([]byte, r.n)
-	if _, err := r.seg.f.ReadAt(rec, r.off); err != nil {
-		return nil, fmt.Errorf("read message record from log segment %s: %w", r.seg.name, err)
+	rec, err := r.seg.ReadAt(r.off, r.n)
+	if err != nil {
+		return nil, fmt.Errorf("message record: %w", err)
 	}
 	return rec, nil
 }
@@ -141,17 +142,17 @@ func (q *memQueue) shrink() {
 
 // clearAll empties the queue (a purge), keeping the segments' live
 // counts, and returns how many messages it removed.
-func (q *memQueue) clearAll(st *Store) int {
+func (q *memQueue) clearAll(qs *Queues) int {
 	n := q.depth()
 	for _, m := range q.msgs {
-		m.seg.drop(m.n)
-		st.memRelease(m.n)
+		m.seg.Drop(m.n)
+		qs.memRelease(m.n)
 	}
 	q.msgs, q.vis, q.peak = make(map[string]*memMsg), nil, 0
 	q.fresh.each(func(c *freshChunk, i int) bool {
 		e := &c.ents[i]
-		e.seg.drop(int(e.n))
-		st.memRelease(int(e.n))
+		e.seg.Drop(int(e.n))
+		qs.memRelease(int(e.n))
 		e.seg = nil // a compaction's move in flight finds it gone
 		return true
 	})
@@ -299,36 +300,34 @@ func parseID(id string) (uuid.UUID, error) {
 	return u, nil
 }
 
-// hold counts a queued message of n bytes whose record is in s; drop
-// uncounts it.
-func (s *segment) hold(n int) { s.live++; s.liveBytes += int64(n) }
-func (s *segment) drop(n int) { s.live--; s.liveBytes -= int64(n) }
-
-// msgOverhead is what the index costs per queued message in an ephemeral
-// store's memory budget, beyond its record: its fresh entry and its
+// MsgOverhead is what the index costs per queued message in an ephemeral
+// log's memory budget, beyond its record: its fresh entry and its
 // record's slice header, with room for a received one's.
-const msgOverhead = 128
+const MsgOverhead = 128
 
-// memReserve counts a record of n bytes against an ephemeral store's (no
-// path's)
+// EntryBytes is the index entry of a queued message never received: what
+// it costs in memory on file, where its record stays on disk.
+const EntryBytes = unsafe.Sizeof(freshMsg{})
+
+// memReserve counts a record of n bytes against an ephemeral log's
 // memory budget, unless it would exceed it (a forced reserve, for a
-// message that must not be lost, always counts). s.qmu is held.
-func (s *Store) memReserve(n int, force bool) bool {
-	if s.path != "" {
+// message that must not be lost, always counts). qs.mu is held.
+func (qs *Queues) memReserve(n int, force bool) bool {
+	if !qs.ephemeral {
 		return true
 	}
-	cost := int64(n) + msgOverhead
-	if !force && s.memBytes+cost > s.memBudget {
+	cost := int64(n) + MsgOverhead
+	if !force && qs.memBytes+cost > qs.memBudget {
 		return false
 	}
-	s.memBytes += cost
+	qs.memBytes += cost
 	return true
 }
 
-// memRelease uncounts a record of n bytes. s.qmu is held.
-func (s *Store) memRelease(n int) {
-	if s.path == "" {
-		s.memBytes -= int64(n) + msgOverhead
+// memRelease uncounts a record of n bytes. qs.mu is held.
+func (qs *Queues) memRelease(n int) {
+	if qs.ephemeral {
+		qs.memBytes -= int64(n) + MsgOverhead
 	}
 }
 

@@ -1,8 +1,46 @@
-package embedded
+// Package wal is the write-ahead log of the embedded store: a directory
+// of segment files holding frames, each an atomic group of ops that the
+// log neither reads nor interprets (the store gives them their meaning).
+// A write is one frame appended to the active segment; one flusher
+// goroutine writes every frame queued meanwhile with one write (group
+// commit). A written group is in the OS's page cache, which a killed
+// process does not take with it; what a power loss can take depends on
+// when it is synced:
+//
+//   - By default (sync on demand) a group is committed (Config.OnCommitted
+//     runs for its frames) and acknowledged once synced, and the flusher
+//     syncs whatever is written as soon as a writer waits for durability
+//     (Group.Wait). A writer that waits only for its write
+//     (Group.WaitWritten, a queue consumer's change) is synced with the
+//     next such wait or within lazySyncEvery: a power loss just after it
+//     can undo it. Syncing every group instead, the consumers' writes
+//     alone kept the log syncing 80-90% of the time.
+//   - With a sync interval (Config.SyncEvery) a group is committed and
+//     acknowledged once written, and a sync loop makes it durable within
+//     the interval (SyncThrough lets the store sync before it applies
+//     anything elsewhere, so nothing is ever ahead of the log).
+//   - Without a directory (ephemeral) nothing is written: frames are
+//     committed as they are flushed, and stay in memory as long as their
+//     owner keeps them.
+//
+// A segment is deleted (DetachOldest, Remove) once its owner says nothing
+// in it is needed: every op applied elsewhere and no record pinned (the
+// Live counts). docs/store/embedded.md has the design and the figures
+// that chose it.
+//
+// A frame on disk:
+//
+//	0  length   4  (of the ops)
+//	4  crc32c   4  (Castagnoli, of lsn and ops)
+//	8  lsn      8  (log sequence number: 1, 2, 3, ... across segments)
+//	16 ops      each: kind 1, length 4, payload
+//
+// A frame's ops are atomic: recovery reads a frame whole or, at a torn
+// tail, not at all.
+package wal
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,98 +56,45 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/snavio/snavio/internal/atomicfile"
 )
 
-// The write-ahead log: the durable home of the hot path's writes (queue
-// messages and their state changes, telemetry records, archived events,
-// claim completions). A write is one frame appended to the active segment;
-// one flusher goroutine writes every frame queued meanwhile with one
-// write (group commit). A written group is in the OS's page cache, which
-// a killed process does not take with it; what a power loss can take
-// depends on when it is synced:
-//
-//   - By default (sync on demand) a group is committed (its messages made
-//     receivable, its ops queued to apply) and acknowledged once synced,
-//     and the flusher syncs whatever is written as soon as a writer waits
-//     for durability (walGroup.wait): the PutEvents requests' deferred
-//     waits, sends, telemetry. A consumer's receive, delete or visibility
-//     change waits only for its write (walGroup.waitWritten) and is
-//     synced with the next such wait or within lazySyncEvery: a power
-//     loss just after it can undo it, and the message is delivered again
-//     (at least once, as SQS may). Syncing every group instead, the
-//     consumers' writes alone kept the log syncing 80-90% of the time.
-//   - With a sync interval (Options.SyncEvery) a group is committed and
-//     acknowledged once written, and a sync loop makes it durable within
-//     the interval (the applier also syncs before it applies anything to
-//     the file, so the file is never ahead of the log).
-//
-// The queues live in the log only, indexed in memory; the
-// telemetry records, archived events and claim completions are also
-// applied to the bbolt file in large background transactions (apply.go),
-// which is where they are read. A segment is deleted once everything in
-// it is applied and none of its messages is still in a queue (compact
-// copies the last few forward). docs/store/embedded.md has the design and
-// the figures that chose it.
-//
-// A frame on disk:
-//
-//	0  length   4  (of the ops)
-//	4  crc32c   4  (Castagnoli, of lsn and ops)
-//	8  lsn      8  (log sequence number: 1, 2, 3, ... across segments)
-//	16 ops      each: kind 1, length 4, payload
-//
-// A frame's ops are atomic: recovery reads a frame whole or, at a torn
-// tail, not at all.
-
 const (
-	frameHeaderLen = 16
-	opHeaderLen    = 5
-	// walSegmentBytes is the size past which the active segment is sealed
-	// and a new one started (a larger frame still goes whole into one
-	// segment).
-	walSegmentBytes = 32 << 20
+	// HeaderLen is the length of a frame's header: a new frame's B starts
+	// with it (NewFrame), and Add fills it.
+	HeaderLen = 16
+	// OpHeaderLen is the length of an op's header: its kind and length.
+	OpHeaderLen = 5
+	// DefaultSegmentBytes is the size past which the active segment is
+	// sealed and a new one started (a larger frame still goes whole into
+	// one segment).
+	DefaultSegmentBytes = 32 << 20
 	// maxFrameBytes bounds a frame recovery accepts: the largest write (an
 	// archive batch of 1000 events of 256 KiB) with room to spare.
 	maxFrameBytes = 512 << 20
-	// walSpareBufs buffers of at most walSpareBufBytes are kept for the
-	// next groups' writes.
-	walSpareBufs     = 4
-	walSpareBufBytes = 1 << 20
-	// walKeepSegments is how many sealed segments pinned only by their
-	// messages are kept before the oldest one's messages are copied
-	// forward so that it can be deleted.
-	walKeepSegments = 4
-	// walSuffix names the log's directory beside the store file.
-	walSuffix = "-wal"
-	// walSpareSegments is how many deleted segment files are kept, as
-	// spares (spareSuffix), to become new segments: overwriting a file's
+	// spareBufs buffers of at most spareBufBytes are kept for the next
+	// groups' writes.
+	spareBufs     = 4
+	spareBufBytes = 1 << 20
+	// SpareSegments is how many deleted segment files are kept, as
+	// spares (SpareSuffix), to become new segments: overwriting a file's
 	// written blocks needs no block allocation and no change of size, so
-	// its fdatasync commits no metadata. Under make bench-serve's load
-	// (--fsync always) a sync took 144-246 µs instead of 340-422 µs
-	// (PostgreSQL recycles its WAL segments, and RocksDB its logs, for
-	// the same reason). Recovery tells a spare's old frames by their lsn,
-	// below the segment's first (scanSegment): within one run of the
-	// store every lsn in a spare is below the next one. Spares found at
-	// Open are deleted, not reused: after a power loss one may hold
-	// frames of writes the log lost, whose lsns the log reuses. A file
-	// grown past twice the segment size by a large frame is deleted, not
-	// kept.
-	walSpareSegments = 2
-	spareSuffix      = ".spare"
-)
-
-// Op kinds inside a frame.
-const (
-	opMsg   byte = 1 // queue, then a message record (encodeMsg): a new message, or a message moved by compaction
-	opState byte = 2 // queue, id, then a message header (msgHeaderLen): the message's new state
-	opDel   byte = 3 // queue, id: the message is gone (deleted, or moved to a dead-letter queue)
-	opPurge byte = 4 // queue: every message sent before this frame is gone
-	opTel   byte = 5 // tenant, seq, then a telemetry record (encodeTelemetry)
-	opArch  byte = 6 // an archived event (encodeArchived)
-	opClaim byte = 7 // claim id, owner, expires_at, now: a strict dedupe claim completed
+	// its fdatasync commits no metadata (PostgreSQL recycles its WAL
+	// segments, and RocksDB its logs, for the same reason; the figures
+	// are in docs/store/embedded.md). Recovery tells a spare's old frames
+	// by their lsn, below the segment's first (ScanSegment): within one
+	// run of the log every lsn in a spare is below the next one. Spares
+	// found at Open are deleted, not reused: after a power loss one may
+	// hold frames of writes the log lost, whose lsns the log reuses. A
+	// file grown past twice the segment size by a large frame is deleted,
+	// not kept.
+	SpareSegments = 2
+	// SpareSuffix ends the name of a spare file.
+	SpareSuffix = ".spare"
+	// flushYields is how many times the flusher, before it takes a group,
+	// lets the writers the last group woke queue their next frames: they
+	// join this group instead of paying for a write each.
+	flushYields = 2
 )
 
 // castagnoli is made on first use, not at package init (start-up cost:
@@ -117,124 +102,81 @@ const (
 var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // ErrLogFailed wraps every write after the log failed to write or sync:
-// after a failed fsync the file's state is unknown, so the store stops
+// after a failed fsync the file's state is unknown, so the log stops
 // accepting writes until it is reopened (recovery then reads what is
 // really there).
 var ErrLogFailed = errors.New("embedded store: write-ahead log failed; reopen the store")
 
-// frame is one atomic write being built: its ops, and what the store does
-// once it is durable.
-type frame struct {
-	b []byte
-	// inserts are messages to add to their queues once durable; moves
-	// messages whose record compaction copied.
-	inserts []insert
-	moves   []move
-	// purge, when set, empties the queue of every message sent before
-	// this frame; purged is how many it removed.
-	purge  string
-	purged int
-	// applies: some of its ops are applied to the bbolt file (applied).
-	applies bool
-	// lazy: its writer waits only for its write (waitWritten).
-	lazy bool
+// ErrClosed is returned by Add once Close started.
+var ErrClosed = errors.New("embedded store: closed")
 
-	// Set by add: the frame's lsn, segment and offset in it.
+// Frame is one atomic write being built: its ops in B, and Meta, what
+// its owner does once it is committed (Config.OnCommitted).
+type Frame[M any] struct {
+	// B is the frame as written: HeaderLen bytes that Add fills, then
+	// the ops (Op and End).
+	B []byte
+	// Meta is the owner's: the log only hands it back.
+	Meta M
+	// Applies: some of its ops are applied elsewhere; a segment's
+	// MaxApply is the lsn of its last such frame.
+	Applies bool
+	// Lazy: its writer waits only for its write (Group.WaitWritten), so
+	// it alone does not start a sync's writeback.
+	Lazy bool
+
+	// Set by Add: the frame's lsn, segment and offset in it.
 	lsn  uint64
-	seg  *segment
+	seg  *Segment
 	base int64
 }
 
-// insert is a message to put in q: its id and header, and its record's
-// offset in the frame and length.
-type insert struct {
-	q   *memQueue
-	id  uuid.UUID
-	h   msgHeader
-	n   int
-	off int
+// NewFrame returns an empty frame with room for size bytes of ops.
+func NewFrame[M any](size int) *Frame[M] {
+	return &Frame[M]{B: make([]byte, HeaderLen, HeaderLen+size)}
 }
 
-// move is a record compaction copied to the frame at off: of the received
-// message m, or else of the fresh one at c.ents[i] (at fromOff in from).
-type move struct {
-	q       *memQueue
-	m       *memMsg
-	c       *freshChunk
-	i       int
-	from    *segment
-	fromOff uint32
-	off     int
+// Op appends an op header of kind and returns the offset of its payload;
+// End closes it.
+func (f *Frame[M]) Op(kind byte) int {
+	f.B = append(f.B, kind, 0, 0, 0, 0)
+	return len(f.B)
 }
 
-func newFrame() *frame { return &frame{b: make([]byte, frameHeaderLen, 512)} }
-
-// op appends an op header of kind and returns the offset of its payload;
-// end closes it.
-func (f *frame) op(kind byte) int {
-	f.b = append(f.b, kind, 0, 0, 0, 0)
-	return len(f.b)
+// End closes the op whose payload starts at start (Op's result).
+func (f *Frame[M]) End(start int) {
+	binary.BigEndian.PutUint32(f.B[start-4:], uint32(len(f.B)-start))
 }
 
-func (f *frame) end(start int) {
-	binary.BigEndian.PutUint32(f.b[start-4:], uint32(len(f.b)-start))
-}
+// Empty says whether f holds no op.
+func (f *Frame[M]) Empty() bool { return len(f.B) == HeaderLen }
 
-func (f *frame) empty() bool { return len(f.b) == frameHeaderLen }
+// LSN is f's log sequence number, set by Add.
+func (f *Frame[M]) LSN() uint64 { return f.lsn }
 
-// msg appends a message record for queue and returns the record's offset
-// in the frame.
-func (f *frame) msg(queue string, rec []byte) int {
-	p := f.op(opMsg)
-	f.b = appendStr(f.b, queue)
-	off := len(f.b)
-	f.b = append(f.b, rec...)
-	f.end(p)
-	return off
-}
+// Segment is the segment f went to, set by Add.
+func (f *Frame[M]) Segment() *Segment { return f.seg }
 
-// newMsg appends the record of a message sent to queue and returns its
-// offset in the frame and its length.
-func (f *frame) newMsg(queue string, h *msgHeader, m *Message) (off, n int) {
-	p := f.op(opMsg)
-	f.b = appendStr(f.b, queue)
-	off = len(f.b)
-	f.b = appendMsg(f.b, h, m)
-	f.end(p)
-	return off, len(f.b) - off
-}
+// Offset is the offset of f's byte at i in its segment.
+func (f *Frame[M]) Offset(i int) int64 { return f.base + int64(i) }
 
-func (f *frame) state(queue string, m *memMsg) {
-	p := f.op(opState)
-	f.b = appendStr(f.b, queue)
-	f.b = appendStr(f.b, m.id)
-	f.b = append(f.b, make([]byte, msgHeaderLen)...)
-	putHeader(f.b[len(f.b)-msgHeaderLen:], &m.h)
-	f.end(p)
-}
-
-func (f *frame) del(queue, id string) {
-	p := f.op(opDel)
-	f.b = appendStr(f.b, queue)
-	f.b = appendStr(f.b, id)
-	f.end(p)
-}
-
-// segment is one log file.
-type segment struct {
+// Segment is one log file.
+type Segment struct {
 	first uint64   // lsn of its first frame; its name
 	f     *os.File // nil in an ephemeral log
 	name  string
 	// size is the offset the next frame goes to (frames queued for the
-	// flusher included). Guarded by wal.mu.
+	// flusher included). Guarded by Log.mu.
 	size int64
 	// maxApply is the highest lsn of a frame here with ops to apply.
-	// Guarded by wal.mu.
+	// Guarded by Log.mu.
 	maxApply uint64
-	// live counts the queued messages whose record is here, liveBytes
-	// their records' bytes. Guarded by Store.qmu.
-	live      int
-	liveBytes int64
+	// Live counts the records here that the owner still needs (queued
+	// messages), LiveBytes their bytes: a segment is not detached while
+	// Live > 0. The owner guards them, and holds its lock around
+	// DetachOldest.
+	Live      int
+	LiveBytes int64
 	// refs counts reads in progress; a segment is deleted only without.
 	refs atomic.Int32
 	// synced: the directory entry of a new file was synced.
@@ -242,13 +184,47 @@ type segment struct {
 	synced atomic.Bool
 }
 
-func segmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
+// SegmentName is the file name of the segment whose first lsn is first.
+func SegmentName(first uint64) string { return fmt.Sprintf("%020d.log", first) }
 
-// walGroup is the frames one flush writes, and that are synced and
+// First is the lsn of s's first frame.
+func (s *Segment) First() uint64 { return s.first }
+
+// Name is s's file name.
+func (s *Segment) Name() string { return s.name }
+
+// Size is the offset of s's next frame. The caller holds the owner's lock
+// or reads a sealed segment, whose size no longer changes.
+func (s *Segment) Size() int64 { return s.size }
+
+// Hold counts a live record of n bytes in s; Drop uncounts it.
+func (s *Segment) Hold(n int) { s.Live++; s.LiveBytes += int64(n) }
+
+// Drop uncounts a live record of n bytes (Hold).
+func (s *Segment) Drop(n int) { s.Live--; s.LiveBytes -= int64(n) }
+
+// Acquire takes a reference on s for a read: s is not deleted until
+// Release.
+func (s *Segment) Acquire() { s.refs.Add(1) }
+
+// Release returns Acquire's reference.
+func (s *Segment) Release() { s.refs.Add(-1) }
+
+// ReadAt reads the n bytes at off in s's file. The caller holds a
+// reference (Acquire).
+func (s *Segment) ReadAt(off int64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := s.f.ReadAt(b, off); err != nil {
+		return nil, fmt.Errorf("read from log segment %s: %w", s.name, err)
+	}
+	return b, nil
+}
+
+// Group is the frames one flush writes, and that are synced and
 // committed together.
-type walGroup struct {
-	log    *wal
-	frames []*frame
+type Group[M any] struct {
+	log    *Log[M]
+	frames []*Frame[M]
 	chunks []chunk
 	// written is closed once the group is written (werr: its failure);
 	// done once it is committed and durable (err: its failure).
@@ -259,23 +235,70 @@ type walGroup struct {
 }
 
 type chunk struct {
-	seg *segment
+	seg *Segment
 	off int64
 	b   []byte
 }
 
-// wal is the log writer.
-type wal struct {
+// Config configures Open.
+type Config[M any] struct {
+	// Dir is the log's directory, created with mode 0700 if missing. ""
+	// makes an ephemeral log: nothing is written, and nothing survives.
+	Dir string
+	// SyncEvery is 0 to sync on demand (the package comment), or the
+	// longest a written group waits for its sync.
+	SyncEvery time.Duration
+	// SegmentBytes is the size past which a segment is sealed. Default:
+	// DefaultSegmentBytes (tests set less, to rotate without writing
+	// 32 MiB).
+	SegmentBytes int64
+	// After is an lsn the log continues after even if it holds none that
+	// high: the last lsn whose ops its owner applied elsewhere, whose
+	// segments may all be deleted.
+	After uint64
+	// Replay is called at Open for every frame found, in lsn order, with
+	// the segment holding it; it returns whether the frame has ops
+	// applied elsewhere (Frame.Applies). Ops alias a buffer reused for
+	// the next frame.
+	Replay func(seg *Segment, lsn uint64, ops []Op) (applies bool, err error)
+	// OnCommitted runs in the flusher, in lsn order, after a group is
+	// durable (or written, with SyncEvery; or flushed, ephemeral) and
+	// before its writers are woken. Required.
+	OnCommitted func(frames []*Frame[M])
+	// OnRotate, when set, is called (on a goroutine of its own) when a
+	// segment is sealed.
+	OnRotate func()
+	// Now times the syncs. Default: time.Now.
+	Now func() time.Time
+	// OnSync, when set, is given each sync's duration; it runs on the
+	// flusher or the sync loop and must not block.
+	OnSync func(time.Duration)
+	// IO, when set, replaces the segment files' writes and syncs (tests:
+	// a disk that fails, then recovers).
+	IO *IO
+}
+
+// IO is how the log writes and syncs its segment files.
+type IO struct {
+	WriteAt  func(f *os.File, b []byte, off int64) (int, error)
+	Datasync func(f *os.File) error
+}
+
+// Fdatasync is the datasync the log uses unless Config.IO replaces it.
+func Fdatasync(f *os.File) error { return fdatasync(f) }
+
+// Log is the log writer. Build it with Open and start it with Start.
+type Log[M any] struct {
 	dir       string // "" for an ephemeral log (memory files)
 	ephemeral bool
-	// segmentBytes is walSegmentBytes but in tests.
+	// segmentBytes is DefaultSegmentBytes but in tests.
 	segmentBytes int64
 
 	mu      sync.Mutex
 	cond    *sync.Cond
 	next    uint64 // the next frame's lsn
-	segs    []*segment
-	cur     *walGroup
+	segs    []*Segment
+	cur     *Group[M]
 	spare   []chunk // a flushed group's chunks, reused
 	closing bool
 	// err is the failure that stopped the log (nil while it works);
@@ -283,25 +306,24 @@ type wal struct {
 	err    error
 	failed chan struct{}
 	// spares are the paths of deleted segments' files kept for reuse
-	// (walSpareSegments at most).
+	// (SpareSegments at most).
 	spares []string
 
 	synced atomic.Uint64 // every frame up to it is durable
 
-	// syncEvery is 0 to sync on demand (the package comment), or the
-	// longest a written group waits for its sync (Options.SyncEvery).
+	// syncEvery is Config.SyncEvery.
 	syncEvery time.Duration
 	// On demand (onDemand: a file log without syncEvery), written groups
 	// wait in pending until a sync, which the flusher makes once demand
 	// (the highest lsn a writer waits to be durable) is past committed.
 	// Both are guarded by mu.
-	pending []*walGroup
+	pending []*Group[M]
 	demand  uint64
 	// committed is the lsn of the last frame onCommitted has run for.
 	committed atomic.Uint64
 	// The segments written since the last sync and the lsn of the last
 	// frame written (guarded by mu); syncMu orders syncs.
-	dirty   []*segment
+	dirty   []*Segment
 	written uint64
 	syncMu  sync.Mutex
 	// syncStop ends the sync loop; syncDone is closed when it has.
@@ -314,39 +336,40 @@ type wal struct {
 	// onCommitted runs in the flusher, in lsn order, after a group is
 	// durable (or written, with syncEvery) and before its writers are
 	// woken.
-	onCommitted func(frames []*frame)
+	onCommitted func(frames []*Frame[M])
 	// onRotate is called (without locks) when a segment is sealed.
 	onRotate func()
 
-	// now times the syncs (the store's clock); onSync, when not nil, is
-	// given each sync's duration (Options.OnLogSync).
+	// now times the syncs; onSync, when not nil, is given each sync's
+	// duration.
 	now    func() time.Time
 	onSync func(time.Duration)
 	// writeAt and datasync write and sync a segment's file: f.WriteAt
-	// and fdatasync, or a test's failing disk (Options.logIO).
+	// and fdatasync, or a test's failing disk (Config.IO).
 	writeAt  func(f *os.File, b []byte, off int64) (int, error)
 	datasync func(f *os.File) error
 
 	frames, writes, syncs atomic.Uint64
 	syncNanos             atomic.Int64 // the syncs' total duration
 	flusherDone           chan struct{}
+	closeOnce             sync.Once
 }
 
 // onDemand says whether the log syncs on demand: a file log without
 // syncEvery (the package comment).
-func (w *wal) onDemand() bool { return !w.ephemeral && w.syncEvery == 0 }
+func (w *Log[M]) onDemand() bool { return !w.ephemeral && w.syncEvery == 0 }
 
 // lastLSN is the lsn of g's last frame. g must have one (a group is
 // flushed only with frames); while g is w.cur, call it under w.mu.
-func (g *walGroup) lastLSN() uint64 { return g.frames[len(g.frames)-1].lsn }
+func (g *Group[M]) lastLSN() uint64 { return g.frames[len(g.frames)-1].lsn }
 
-func (w *wal) newGroup() *walGroup {
-	return &walGroup{log: w, written: make(chan struct{}), done: make(chan struct{})}
+func (w *Log[M]) newGroup() *Group[M] {
+	return &Group[M]{log: w, written: make(chan struct{}), done: make(chan struct{})}
 }
 
-// add queues f (finishing its header) and returns the group to wait on.
+// Add queues f (finishing its header) and returns the group to wait on.
 // The caller holds the locks that order f against the in-memory state.
-func (w *wal) add(f *frame) (*walGroup, error) {
+func (w *Log[M]) Add(f *Frame[M]) (*Group[M], error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -356,7 +379,7 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 		return nil, ErrClosed
 	}
 	seg := w.segs[len(w.segs)-1]
-	if seg.size > 0 && seg.size+int64(len(f.b)) > w.segmentBytes {
+	if seg.size > 0 && seg.size+int64(len(f.B)) > w.segmentBytes {
 		ns, err := w.createSegment(w.next)
 		if err != nil {
 			w.fail(err)
@@ -370,26 +393,26 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	}
 	f.lsn, f.seg, f.base = w.next, seg, seg.size
 	w.next++
-	binary.BigEndian.PutUint32(f.b[0:], uint32(len(f.b)-frameHeaderLen))
-	binary.BigEndian.PutUint64(f.b[8:], f.lsn)
-	binary.BigEndian.PutUint32(f.b[4:], crc32.Checksum(f.b[8:], castagnoli()))
-	seg.size += int64(len(f.b))
-	if f.applies {
+	binary.BigEndian.PutUint32(f.B[0:], uint32(len(f.B)-HeaderLen))
+	binary.BigEndian.PutUint64(f.B[8:], f.lsn)
+	binary.BigEndian.PutUint32(f.B[4:], crc32.Checksum(f.B[8:], castagnoli()))
+	seg.size += int64(len(f.B))
+	if f.Applies {
 		seg.maxApply = f.lsn
 	}
 	g := w.cur
-	g.durable = g.durable || !f.lazy
+	g.durable = g.durable || !f.Lazy
 	if w.ephemeral {
 		// Nothing is written: no copy to make.
 	} else if n := len(g.chunks); n > 0 && g.chunks[n-1].seg == seg {
-		g.chunks[n-1].b = append(g.chunks[n-1].b, f.b...)
+		g.chunks[n-1].b = append(g.chunks[n-1].b, f.B...)
 	} else {
 		var buf []byte
 		if k := len(w.spare); k > 0 {
 			buf = w.spare[k-1].b[:0]
 			w.spare = w.spare[:k-1]
 		}
-		g.chunks = append(g.chunks, chunk{seg: seg, off: f.base, b: append(buf, f.b...)})
+		g.chunks = append(g.chunks, chunk{seg: seg, off: f.base, b: append(buf, f.B...)})
 	}
 	g.frames = append(g.frames, f)
 	w.frames.Add(1)
@@ -399,9 +422,9 @@ func (w *wal) add(f *frame) (*walGroup, error) {
 	return g, nil
 }
 
-// wait returns once g is committed and durable (or failed). On a log
+// Wait returns once g is committed and durable (or failed). On a log
 // that syncs on demand it asks for the sync.
-func (g *walGroup) wait() error {
+func (g *Group[M]) Wait() error {
 	if w := g.log; w.onDemand() {
 		select {
 		case <-g.done:
@@ -420,21 +443,21 @@ func (g *walGroup) wait() error {
 	return g.err
 }
 
-// waitWritten returns once g is written (or failed): safe from a crash of
+// WaitWritten returns once g is written (or failed): safe from a crash of
 // the process, and on a log that syncs on demand not yet from a power
 // loss (the package comment says which writes wait only for this).
-func (g *walGroup) waitWritten() error {
+func (g *Group[M]) WaitWritten() error {
 	<-g.written
 	return g.werr
 }
 
 // lazySyncEvery bounds how long a write that waited only for its write
-// (waitWritten) stays unsynced on a log that syncs on demand.
+// (WaitWritten) stays unsynced on a log that syncs on demand.
 const lazySyncEvery = 10 * time.Millisecond
 
 // flusher writes groups until the log closes, and on a log that syncs on
 // demand syncs and commits them when they are waited for.
-func (w *wal) flusher() {
+func (w *Log[M]) flusher() {
 	defer close(w.flusherDone)
 	for {
 		w.mu.Lock()
@@ -443,10 +466,9 @@ func (w *wal) flusher() {
 		}
 		if len(w.cur.frames) > 0 {
 			// Let the writers the last group woke queue their next
-			// frames first, as the committer does (store.go's
-			// groupYields): nothing waits for a write but the write.
+			// frames first, as the committer does (flushYields): nothing waits for a write but the write.
 			w.mu.Unlock()
-			for range groupYields {
+			for range flushYields {
 				runtime.Gosched()
 			}
 			w.mu.Lock()
@@ -479,12 +501,12 @@ func (w *wal) flusher() {
 
 // syncDue says whether a writer waits for a written group's sync. The
 // caller holds w.mu.
-func (w *wal) syncDue() bool {
+func (w *Log[M]) syncDue() bool {
 	return w.onDemand() && len(w.pending) > 0 && w.demand > w.committed.Load()
 }
 
 // fail stops the log with err, the first failure; the caller holds w.mu.
-func (w *wal) fail(err error) {
+func (w *Log[M]) fail(err error) {
 	if w.err == nil {
 		w.err = err
 		close(w.failed)
@@ -495,7 +517,7 @@ func (w *wal) fail(err error) {
 // on a log that syncs on demand g waits in pending for its sync. After a
 // failure nothing more is written: a group written past a torn one would
 // be acknowledged and then lost, as recovery stops at the torn frame.
-func (w *wal) flush(g *walGroup) {
+func (w *Log[M]) flush(g *Group[M]) {
 	w.mu.Lock()
 	err := w.err
 	w.mu.Unlock()
@@ -510,7 +532,7 @@ func (w *wal) flush(g *walGroup) {
 	for _, c := range g.chunks {
 		// A few buffers of a usual group's size are kept: a burst's
 		// large ones would stay in the heap after it.
-		if cap(c.b) <= walSpareBufBytes && len(w.spare) < walSpareBufs {
+		if cap(c.b) <= spareBufBytes && len(w.spare) < spareBufs {
 			w.spare = append(w.spare, chunk{b: c.b[:0]})
 		}
 	}
@@ -542,7 +564,7 @@ func (w *wal) flush(g *walGroup) {
 	// After the callback, which counts the group's messages in their
 	// segments: a segment is deleted only once the frames up to the next
 	// one's are durable and committed, and none of its messages is
-	// queued (detachOldest).
+	// queued (DetachOldest).
 	w.committed.Store(last)
 	if w.ephemeral {
 		w.synced.Store(last)
@@ -551,7 +573,7 @@ func (w *wal) flush(g *walGroup) {
 }
 
 // signalUnsynced wakes the sync loop, if any, after a write.
-func (w *wal) signalUnsynced() {
+func (w *Log[M]) signalUnsynced() {
 	if w.unsynced != nil {
 		signal(w.unsynced)
 	}
@@ -559,7 +581,7 @@ func (w *wal) signalUnsynced() {
 
 // commitSynced syncs the pending groups, then commits them in order and
 // wakes their waiters.
-func (w *wal) commitSynced() {
+func (w *Log[M]) commitSynced() {
 	w.mu.Lock()
 	gs := w.pending
 	w.pending = nil
@@ -586,11 +608,10 @@ func (w *wal) commitSynced() {
 	w.committed.Store(last)
 }
 
-func (w *wal) write(g *walGroup) error {
+func (w *Log[M]) write(g *Group[M]) error {
 	if w.ephemeral {
-		// Nothing to write: an ephemeral store keeps its messages'
-		// records in memory (memMsg.rec) and its ops to apply in the
-		// frames.
+		// Nothing to write: the owner of an ephemeral log keeps what
+		// it needs of the frames in memory.
 		return nil
 	}
 	w.writes.Add(1)
@@ -635,7 +656,7 @@ func (w *wal) write(g *walGroup) error {
 
 // syncSegments makes what was written to segs durable, with their
 // directory entries.
-func (w *wal) syncSegments(segs []*segment) error {
+func (w *Log[M]) syncSegments(segs []*Segment) error {
 	start := w.now()
 	for _, s := range segs {
 		if err := w.datasync(s.f); err != nil {
@@ -660,7 +681,7 @@ func (w *wal) syncSegments(segs []*segment) error {
 // sync makes every frame written so far durable. A failure fails the
 // log, as a failed group sync does, and is returned as it came (the
 // callers wrap it in ErrLogFailed).
-func (w *wal) sync() error {
+func (w *Log[M]) sync() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	w.mu.Lock()
@@ -691,8 +712,8 @@ func (w *wal) sync() error {
 	return nil
 }
 
-// syncThrough returns once every frame up to lsn is durable.
-func (w *wal) syncThrough(lsn uint64) error {
+// SyncThrough returns once every frame up to lsn is durable.
+func (w *Log[M]) SyncThrough(lsn uint64) error {
 	if w.ephemeral || w.synced.Load() >= lsn {
 		return nil
 	}
@@ -709,7 +730,7 @@ func (w *wal) syncThrough(lsn uint64) error {
 // `dispatch serve` about 370 times a second). Each write signals unsynced;
 // the first one after a sync arms a timer. ticks, when not nil, replaces
 // the timer (tests): a tick while idle does nothing.
-func (w *wal) syncLoop(ticks <-chan time.Time) {
+func (w *Log[M]) syncLoop(ticks <-chan time.Time) {
 	defer close(w.syncDone)
 	every := w.syncEvery
 	if w.onDemand() {
@@ -755,14 +776,14 @@ func (w *wal) syncLoop(ticks <-chan time.Time) {
 			// Wait for the newest written group as a writer would:
 			// the flusher syncs and commits everything written.
 			w.mu.Lock()
-			var g *walGroup
+			var g *Group[M]
 			if n := len(w.pending); n > 0 {
 				g = w.pending[n-1]
 			}
 			w.mu.Unlock()
 			if g != nil {
 				// A failure fails the log, as in the flusher.
-				_ = g.wait()
+				_ = g.Wait()
 			}
 			continue
 		}
@@ -773,10 +794,10 @@ func (w *wal) syncLoop(ticks <-chan time.Time) {
 
 // createSegment creates the segment whose first frame is lsn first, from
 // a spare file when there is one. The caller holds w.mu (or is Open).
-func (w *wal) createSegment(first uint64) (*segment, error) {
-	name := segmentName(first)
+func (w *Log[M]) createSegment(first uint64) (*Segment, error) {
+	name := SegmentName(first)
 	if w.ephemeral {
-		return &segment{first: first, name: name}, nil
+		return &Segment{first: first, name: name}, nil
 	}
 	for len(w.spares) > 0 {
 		sp := w.spares[0]
@@ -791,18 +812,22 @@ func (w *wal) createSegment(first uint64) (*segment, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open recycled log segment %s: %w", name, err)
 		}
-		return &segment{first: first, f: f, name: name}, nil
+		return &Segment{first: first, f: f, name: name}, nil
 	}
 	f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create log segment %s: %w", name, err)
 	}
-	return &segment{first: first, f: f, name: name}, nil
+	return &Segment{first: first, f: f, name: name}, nil
 }
 
-// close stops accepting frames and waits for the flusher to write what was
-// queued.
-func (w *wal) close() {
+// Close stops accepting frames and waits for the flusher to write what was
+// queued. It is idempotent; CloseFiles then closes the files.
+func (w *Log[M]) Close() {
+	w.closeOnce.Do(w.close)
+}
+
+func (w *Log[M]) close() {
 	w.mu.Lock()
 	w.closing = true
 	w.cond.Broadcast()
@@ -818,8 +843,8 @@ func (w *wal) close() {
 	}
 }
 
-// closeFiles closes every segment file.
-func (w *wal) closeFiles() error {
+// CloseFiles closes every segment file.
+func (w *Log[M]) CloseFiles() error {
 	var first error
 	for _, s := range w.segs {
 		if s.f == nil {
@@ -832,11 +857,11 @@ func (w *wal) closeFiles() error {
 	return first
 }
 
-// detachOldest takes the oldest segment out of the log if it is sealed
+// DetachOldest takes the oldest segment out of the log if it is sealed
 // and nothing needs it: all its ops applied (applied), no message in it
-// (the caller holds Store.qmu, which guards the count) and no read in
+// (Live is 0; the caller holds the lock that guards it) and no read in
 // progress. The caller deletes it with remove, without holding locks.
-func (w *wal) detachOldest(applied uint64) *segment {
+func (w *Log[M]) DetachOldest(applied uint64) *Segment {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.segs) < 2 || w.closing {
@@ -845,16 +870,16 @@ func (w *wal) detachOldest(applied uint64) *segment {
 	s := w.segs[0]
 	// Its frames are all durable and counted once the frame before the
 	// next segment's first is synced and committed.
-	if before := w.segs[1].first - 1; s.maxApply > applied || s.live > 0 || s.refs.Load() > 0 || before > w.synced.Load() || before > w.committed.Load() {
+	if before := w.segs[1].first - 1; s.maxApply > applied || s.Live > 0 || s.refs.Load() > 0 || before > w.synced.Load() || before > w.committed.Load() {
 		return nil
 	}
 	w.segs = w.segs[1:]
 	return s
 }
 
-// remove closes and deletes a detached segment's file. (The directory's
+// Remove closes and deletes a detached segment's file. (The directory's
 // sync is slow; it must not hold the locks every write takes.)
-func (w *wal) remove(s *segment) error {
+func (w *Log[M]) Remove(s *Segment) error {
 	if w.ephemeral {
 		return nil
 	}
@@ -868,10 +893,10 @@ func (w *wal) remove(s *segment) error {
 	// segment's name can then not come back holding a later segment's
 	// frames.
 	w.mu.Lock()
-	room := len(w.spares) < walSpareSegments && s.size <= 2*w.segmentBytes
+	room := len(w.spares) < SpareSegments && s.size <= 2*w.segmentBytes
 	w.mu.Unlock()
 	if room {
-		sp := filepath.Join(w.dir, s.name+spareSuffix)
+		sp := filepath.Join(w.dir, s.name+SpareSuffix)
 		if err := os.Rename(filepath.Join(w.dir, s.name), sp); err == nil {
 			if err := atomicfile.SyncDir(w.dir); err != nil {
 				return err // not reused; the next Open deletes it
@@ -888,67 +913,77 @@ func (w *wal) remove(s *segment) error {
 	return atomicfile.SyncDir(w.dir)
 }
 
-// sealed returns the sealed segments, oldest first.
-func (w *wal) sealed() []*segment {
+// Segments returns the segments, oldest first: the sealed ones, then the
+// active one.
+func (w *Log[M]) Segments() []*Segment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.segs)
+}
+
+// Sealed returns the sealed segments, oldest first.
+func (w *Log[M]) Sealed() []*Segment {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.segs[:len(w.segs)-1])
 }
 
-// LogStats says how the write-ahead log is doing since Open.
-type LogStats struct {
+// Stats says how the write-ahead log is doing since Open.
+type Stats struct {
 	// Frames written in Writes group commits (0 in memory), made durable
 	// by Syncs fdatasyncs, each of everything written since the last.
 	Frames, Writes, Syncs uint64
 	// SyncTime is how long the Syncs took in all (the disk's latency
 	// under the log: SyncTime/Syncs is the mean).
 	SyncTime time.Duration
-	// Segments is the number of log files now.
-	Segments int
-	// UpkeepError is the last failure to delete or compact a segment
-	// ("" if none): the log grows until the cause is fixed.
-	UpkeepError string
+	// Segments is the number of log files now, Spares the deleted ones
+	// kept for reuse.
+	Segments, Spares int
+	// Last is the lsn of the last frame added, Synced the lsn every
+	// frame up to which is durable.
+	Last, Synced uint64
+	// SyncArms counts the times the sync loop woke from idle to sync a
+	// write (it sleeps while nothing written waits for it).
+	SyncArms uint64
 }
 
 // --- reading (recovery) ---
 
-// walOp is one op of a frame read back.
-type walOp struct {
-	kind byte
-	// payload aliases the frame; off is its offset in the segment.
-	payload []byte
-	off     int64
+// Op is one op of a frame read back.
+type Op struct {
+	Kind byte
+	// Payload aliases the frame; Off is its offset in the segment.
+	Payload []byte
+	Off     int64
 }
 
-// splitOps appends to ops the ops of a frame's body p, which starts at
+// SplitOps appends to ops the ops of a frame's body p, which starts at
 // offset base in its segment.
-func splitOps(ops []walOp, p []byte, base int64) ([]walOp, error) {
+func SplitOps(ops []Op, p []byte, base int64) ([]Op, error) {
 	for len(p) > 0 {
-		if len(p) < opHeaderLen {
+		if len(p) < OpHeaderLen {
 			return ops, errors.New("truncated op")
 		}
 		k, l := p[0], binary.BigEndian.Uint32(p[1:])
-		if int64(l) > int64(len(p)-opHeaderLen) {
+		if int64(l) > int64(len(p)-OpHeaderLen) {
 			return ops, fmt.Errorf("op of %d bytes past the frame's end", l)
 		}
-		ops = append(ops, walOp{kind: k, payload: p[opHeaderLen : opHeaderLen+l], off: base + opHeaderLen})
-		base += int64(opHeaderLen + l)
-		p = p[opHeaderLen+l:]
+		ops = append(ops, Op{Kind: k, Payload: p[OpHeaderLen : OpHeaderLen+l], Off: base + OpHeaderLen})
+		base += int64(OpHeaderLen + l)
+		p = p[OpHeaderLen+l:]
 	}
 	return ops, nil
 }
 
-// appliesToFile reports whether ops of kind are applied to the bbolt file.
-func appliesToFile(kind byte) bool { return kind == opTel || kind == opArch || kind == opClaim }
-
-// listSegments returns the segment files of dir, oldest first.
-func listSegments(dir string) (firsts []uint64, spares []string, err error) {
+// ListSegments returns the lsns of the segment files of dir (their
+// names), oldest first, and the paths of its spare files.
+func ListSegments(dir string) (firsts []uint64, spares []string, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read log directory %s: %w", dir, err)
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), spareSuffix) && e.Type().IsRegular() {
+		if strings.HasSuffix(e.Name(), SpareSuffix) && e.Type().IsRegular() {
 			spares = append(spares, filepath.Join(dir, e.Name()))
 			continue
 		}
@@ -957,7 +992,7 @@ func listSegments(dir string) (firsts []uint64, spares []string, err error) {
 			continue
 		}
 		n, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || segmentName(n) != e.Name() {
+		if err != nil || SegmentName(n) != e.Name() {
 			return nil, nil, fmt.Errorf("log directory %s: unexpected file %s: move it away", dir, e.Name())
 		}
 		firsts = append(firsts, n)
@@ -966,16 +1001,16 @@ func listSegments(dir string) (firsts []uint64, spares []string, err error) {
 	return firsts, spares, nil
 }
 
-// scanSegment reads the frames of f, the segment whose first lsn is
+// ScanSegment reads the frames of f, the segment whose first lsn is
 // first, in order, calling fn with each frame's lsn and ops. It returns
 // the offset after the last whole frame and whether the file goes on past
 // it: a torn or corrupt tail, or a frame below first, which a spare file
-// kept from its earlier life (walSpareSegments).
-func scanSegment(f *os.File, first uint64, fn func(lsn uint64, ops []walOp) error) (end int64, torn bool, err error) {
+// kept from its earlier life (SpareSegments).
+func ScanSegment(f *os.File, first uint64, fn func(lsn uint64, ops []Op) error) (end int64, torn bool, err error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, 1<<62), 1<<20)
-	var hdr [frameHeaderLen]byte
+	var hdr [HeaderLen]byte
 	var buf []byte
-	var ops []walOp
+	var ops []Op
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if err == io.EOF {
@@ -1004,66 +1039,15 @@ func scanSegment(f *os.File, first uint64, fn func(lsn uint64, ops []walOp) erro
 		lsn := binary.BigEndian.Uint64(hdr[8:])
 		if lsn < first {
 			// A whole frame of the file's earlier life as another
-			// segment (walSpareSegments): what follows is older still.
+			// segment (SpareSegments): what follows is older still.
 			return end, true, nil
 		}
-		if ops, err = splitOps(ops[:0], buf[8:], end+frameHeaderLen); err != nil {
+		if ops, err = SplitOps(ops[:0], buf[8:], end+HeaderLen); err != nil {
 			return end, false, fmt.Errorf("frame %d: %w", lsn, err)
 		}
 		if err := fn(lsn, ops); err != nil {
 			return end, false, err
 		}
-		end += frameHeaderLen + int64(n)
+		end += HeaderLen + int64(n)
 	}
-}
-
-// --- deferred durability ---
-
-// Deferred collects the log groups of the writes made with a context
-// from DeferSync: those writes return once their frames are queued, and
-// Wait returns once all of them are durable. A PutEvents request's
-// archive, deliveries and hand-offs are queued together this way and
-// meet in one or two group commits, instead of each waiting for its own
-// in turn. Until Wait returns nothing may be acknowledged to anyone.
-type Deferred struct {
-	mu     sync.Mutex
-	groups []*walGroup
-}
-
-type deferredKey struct{}
-
-// DeferSync returns a context whose log writes do not wait, and the
-// Deferred to wait on for them.
-func DeferSync(ctx context.Context) (context.Context, *Deferred) {
-	d := &Deferred{}
-	return context.WithValue(ctx, deferredKey{}, d), d
-}
-
-// Wait returns once every write deferred so far is durable, with the
-// first failure.
-func (d *Deferred) Wait() error {
-	d.mu.Lock()
-	gs := d.groups
-	d.groups = nil
-	d.mu.Unlock()
-	var first error
-	for _, g := range gs {
-		if err := g.wait(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// settle waits for g unless ctx defers it.
-func settle(ctx context.Context, g *walGroup) error {
-	if d, ok := ctx.Value(deferredKey{}).(*Deferred); ok {
-		d.mu.Lock()
-		if n := len(d.groups); n == 0 || d.groups[n-1] != g {
-			d.groups = append(d.groups, g)
-		}
-		d.mu.Unlock()
-		return nil
-	}
-	return g.wait()
 }
