@@ -20,10 +20,8 @@ package control
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -31,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -39,40 +38,14 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-// Principal is who calls.
-type Principal struct {
-	// Name identifies the caller in the changelog.
-	Name string
-	// Operator may do everything.
-	Operator bool
-	// Tenant is the tenant id of a tenant token.
-	Tenant string
-}
-
-// Authenticator authenticates a request.
-type Authenticator interface {
-	Authenticate(r *http.Request) (Principal, error)
-}
-
-// ContextAuth is the Authenticator behind the server's authentication
-// middleware: the principal the middleware put in the request's context.
-type ContextAuth struct{}
-
-// Authenticate returns the request's principal, named as in the changelog.
-func (ContextAuth) Authenticate(r *http.Request) (Principal, error) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		return Principal{}, errors.New("no authenticated principal")
-	}
-	return Principal{Name: p.String(), Operator: p.Operator, Tenant: p.Tenant}, nil
-}
-
 // Options configure the API.
 type Options struct {
 	Registry registry.Store
-	Auth     Authenticator
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Auth authenticates requests (controlapi.ContextAuth behind the
+	// server's bearer-token middleware).
+	Auth   controlapi.Authenticator
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// KeyPolicy is the rotation policy (overlap, cadence).
 	KeyPolicy keys.Policy
 	// KeyHistory is how long a rotation keeps a version after it stopped
@@ -98,6 +71,7 @@ type Options struct {
 // API serves the control endpoints.
 type API struct {
 	o   Options
+	ep  controlapi.Endpoints
 	mux *http.ServeMux
 }
 
@@ -121,7 +95,7 @@ func New(o Options) (*API, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = spec.MaxFileBytes
 	}
-	a := &API{o: o, mux: http.NewServeMux()}
+	a := &API{o: o, ep: controlapi.Endpoints{Auth: o.Auth, Errors: registryErrors, Logger: o.Logger}, mux: http.NewServeMux()}
 	a.Register(a.mux)
 	return a, nil
 }
@@ -129,93 +103,44 @@ func New(o Options) (*API, error) {
 // Register adds the API's endpoints to mux (Go 1.22 method and path
 // patterns under /v1/).
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/registry", a.auth(false, a.list))
-	mux.HandleFunc("GET /v1/registry/item", a.auth(false, a.get))
-	mux.HandleFunc("PUT /v1/registry/item", a.auth(true, a.put))
-	mux.HandleFunc("DELETE /v1/registry/item", a.auth(true, a.delete))
-	mux.HandleFunc("GET /v1/registry/history", a.auth(false, a.history))
-	mux.HandleFunc("POST /v1/registry/apply", a.auth(true, a.apply))
-	mux.HandleFunc("POST /v1/registry/acl/revoke", a.auth(true, a.revoke))
-	mux.HandleFunc("POST /v1/keys/create", a.auth(true, a.createKey))
-	mux.HandleFunc("POST /v1/keys/rotate", a.auth(true, a.rotateKey))
-	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.auth(false, a.tenantConfig))
+	mux.HandleFunc("GET /v1/registry", a.ep.Handle(controlapi.AnyPrincipal, a.list))
+	mux.HandleFunc("GET /v1/registry/item", a.ep.Handle(controlapi.AnyPrincipal, a.get))
+	mux.HandleFunc("PUT /v1/registry/item", a.ep.Handle(operator, a.put))
+	mux.HandleFunc("DELETE /v1/registry/item", a.ep.Handle(operator, a.delete))
+	mux.HandleFunc("GET /v1/registry/history", a.ep.Handle(controlapi.AnyPrincipal, a.history))
+	mux.HandleFunc("POST /v1/registry/apply", a.ep.Handle(operator, a.apply))
+	mux.HandleFunc("POST /v1/registry/acl/revoke", a.ep.Handle(operator, a.revoke))
+	mux.HandleFunc("POST /v1/keys/create", a.ep.Handle(operator, a.createKey))
+	mux.HandleFunc("POST /v1/keys/rotate", a.ep.Handle(operator, a.rotateKey))
+	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.ep.Handle(controlapi.AnyPrincipal, a.tenantConfig))
 }
 
 // Handler returns the API's HTTP handler (its own mux, with every
 // endpoint Register adds).
 func (a *API) Handler() http.Handler { return a.mux }
 
-// apiError is an error with its status and a fix.
-type apiError struct {
-	status int
-	msg    string
-	fix    string
-}
+// operator is the access of registry and key changes.
+var operator = controlapi.OperatorOnly("change the registry or keys: registry and key changes need the operator token", "run the command with the operator profile")
 
-func (e *apiError) Error() string { return e.msg }
-
-func bad(msg, fix string) *apiError { return &apiError{http.StatusBadRequest, msg, fix} }
-
-type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
-
-func (a *API) auth(write bool, h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.o.Auth.Authenticate(r)
-		if err != nil {
-			writeErr(w, &apiError{http.StatusUnauthorized, err.Error(), "send Authorization: Bearer <token>; the operator token is in the data directory"})
-			return
-		}
-		if write && !p.Operator {
-			writeErr(w, &apiError{http.StatusForbidden, "registry and key changes need the operator token", "run the command with the operator profile"})
-			return
-		}
-		if err := h(w, r, p); err != nil {
-			a.fail(w, err)
-		}
-	}
-}
-
-func (a *API) fail(w http.ResponseWriter, err error) {
-	var ae *apiError
+// registryErrors maps the registry's errors to refusals.
+func registryErrors(err error) *controlapi.Error {
 	switch {
-	case errors.As(err, &ae):
 	case errors.Is(err, registry.ErrNotFound):
-		ae = &apiError{http.StatusNotFound, err.Error(), "list what exists with GET /v1/registry"}
+		return controlapi.Refuse(http.StatusNotFound, err.Error(), "list what exists with GET /v1/registry")
 	case errors.Is(err, registry.ErrConflict):
-		ae = &apiError{http.StatusConflict, err.Error(), "read the record again and retry with its current version"}
+		return controlapi.Refuse(http.StatusConflict, err.Error(), "read the record again and retry with its current version")
 	case errors.Is(err, registry.ErrInvalid):
-		ae = bad(err.Error(), "fix the fields named; see docs/registry")
-	default:
-		a.o.Logger.Error("control API error", "err", err)
-		ae = &apiError{http.StatusInternalServerError, "internal error: " + err.Error(), "retry; if it persists, check the server log"}
-	}
-	writeErr(w, ae)
-}
-
-func writeErr(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.status, map[string]string{"error": e.msg, "fix": e.fix})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func (a *API) decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, a.o.MaxBody+1))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bad("request body: "+err.Error(), "send the JSON documented for this endpoint")
-	}
-	if dec.More() {
-		return bad("request body: more than one JSON value", "send one JSON object")
+		return controlapi.BadRequest(err.Error(), "fix the fields named; see docs/registry")
 	}
 	return nil
 }
 
-func (a *API) actor(p Principal) registry.Actor {
-	return registry.Actor{Who: p.Name, At: a.o.Clock.Now()}
+func (a *API) decode(r *http.Request, v any) error {
+	return controlapi.Decode(r, a.o.MaxBody, v, "send the JSON documented for this endpoint")
+}
+
+func (a *API) actor(p server.Principal) registry.Actor {
+	return registry.Actor{Who: p.String(), At: a.o.Clock.Now()}
 }
 
 // Items is a list of registry records.
@@ -223,12 +148,12 @@ type Items struct {
 	Items []registry.Item `json:"items"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var kinds []registry.Kind
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kind := registry.Kind(k)
 		if !kind.Valid() {
-			return bad(fmt.Sprintf("unknown kind %q", k), "use route, acl, key, ban or quota")
+			return controlapi.BadRequest(fmt.Sprintf("unknown kind %q", k), "use route, acl, key, ban or quota")
 		}
 		kinds = append(kinds, kind)
 	}
@@ -259,7 +184,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
 			out.Items[i] = redactKey(out.Items[i]) // secrets only via tenant config
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -271,13 +196,13 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, p Principal) error {
 
 // canRead reports whether p may read a record owned by tenant ("" for a
 // shared record).
-func canRead(p Principal, tenant string) bool {
+func canRead(p server.Principal, tenant string) bool {
 	return p.Operator || tenant == "" || tenant == p.Tenant
 }
 
-func otherTenant(p Principal, tenant string) error {
-	return &apiError{http.StatusForbidden, fmt.Sprintf("%s may not read the records of tenant %q: a tenant token reads routes and its own tenant's ACLs, keys, bans and quotas", p.Name, tenant),
-		"name your own tenant's sources, or use the operator token"}
+func otherTenant(p server.Principal, tenant string) error {
+	return controlapi.Refuse(http.StatusForbidden, fmt.Sprintf("%s may not read the records of tenant %q: a tenant token reads routes and its own tenant's ACLs, keys, bans and quotas", p, tenant),
+		"name your own tenant's sources, or use the operator token")
 }
 
 // itemTenant returns the tenant owning it: the part of its source before
@@ -350,12 +275,12 @@ func redactKey(it registry.Item) registry.Item {
 func idParam(r *http.Request) (registry.ID, error) {
 	id := registry.ID(r.URL.Query().Get("id"))
 	if id == "" || !id.Kind().Valid() {
-		return "", bad(fmt.Sprintf("invalid id %q", id), "use an id such as \"route mailer send\" or \"acl acme/billing mailer send\"")
+		return "", controlapi.BadRequest(fmt.Sprintf("invalid id %q", id), "use an id such as \"route mailer send\" or \"acl acme/billing mailer send\"")
 	}
 	return id, nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) get(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
@@ -370,7 +295,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if t := itemTenant(it); !canRead(p, t) { // an id spelled oddly
 		return otherTenant(p, t)
 	}
-	writeJSON(w, http.StatusOK, redactKey(it))
+	controlapi.WriteJSON(w, http.StatusOK, redactKey(it))
 	return nil
 }
 
@@ -380,13 +305,13 @@ type PutRequest struct {
 	Item registry.Item `json:"item"`
 }
 
-func (a *API) put(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) put(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req PutRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
 	if req.Item.Kind() == registry.KindKey {
-		return bad("keys are not written directly", "use POST /v1/keys/create or /v1/keys/rotate")
+		return controlapi.BadRequest("keys are not written directly", "use POST /v1/keys/create or /v1/keys/rotate")
 	}
 	if rt := req.Item.Route; rt != nil {
 		if err := registry.ValidateItem(req.Item); err != nil {
@@ -400,7 +325,7 @@ func (a *API) put(w http.ResponseWriter, r *http.Request, p Principal) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, redactChange(ch))
+	controlapi.WriteJSON(w, http.StatusOK, redactChange(ch))
 	return nil
 }
 
@@ -416,20 +341,20 @@ func redactChange(c registry.Change) registry.Change {
 	return c
 }
 
-func (a *API) delete(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) delete(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
 	}
 	v, err := strconv.ParseInt(r.URL.Query().Get("version"), 10, 64)
 	if err != nil || v <= 0 {
-		return bad("missing or invalid version", "pass the stored version you delete, e.g. ?version=3 (see GET /v1/registry/item)")
+		return controlapi.BadRequest("missing or invalid version", "pass the stored version you delete, e.g. ?version=3 (see GET /v1/registry/item)")
 	}
 	ch, err := a.o.Registry.Delete(r.Context(), a.actor(p), id, v)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, redactChange(ch))
+	controlapi.WriteJSON(w, http.StatusOK, redactChange(ch))
 	return nil
 }
 
@@ -438,7 +363,7 @@ type History struct {
 	Changes []registry.Change `json:"changes"`
 }
 
-func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) history(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
@@ -449,7 +374,7 @@ func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error
 	limit := 50
 	if l := r.URL.Query().Get("limit"); l != "" {
 		if limit, err = strconv.Atoi(l); err != nil || limit <= 0 || limit > 1000 {
-			return bad("invalid limit "+strconv.Quote(l), "use 1 to 1000")
+			return controlapi.BadRequest("invalid limit "+strconv.Quote(l), "use 1 to 1000")
 		}
 	}
 	cs, err := a.o.Registry.History(r.Context(), id, limit)
@@ -464,7 +389,7 @@ func (a *API) history(w http.ResponseWriter, r *http.Request, p Principal) error
 		}
 		cs[i] = redactChange(cs[i])
 	}
-	writeJSON(w, http.StatusOK, History{Changes: cs})
+	controlapi.WriteJSON(w, http.StatusOK, History{Changes: cs})
 	return nil
 }
 
@@ -482,7 +407,7 @@ type ApplyResult struct {
 	Applied []registry.Change `json:"applied"`
 }
 
-func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) apply(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req ApplyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -490,7 +415,7 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var d registry.Data
 	for i, it := range req.Items {
 		if k := it.Kind(); k != registry.KindRoute && k != registry.KindACL {
-			return bad(fmt.Sprintf("item %d is a %q: apply takes routes and ACLs", i, k), "manage keys, bans and quotas with their own commands")
+			return controlapi.BadRequest(fmt.Sprintf("item %d is a %q: apply takes routes and ACLs", i, k), "manage keys, bans and quotas with their own commands")
 		}
 		d.Add(it)
 	}
@@ -515,7 +440,7 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
 	}
 	res := ApplyResult{Plan: plan, Applied: []registry.Change{}}
 	if req.DryRun {
-		writeJSON(w, http.StatusOK, res)
+		controlapi.WriteJSON(w, http.StatusOK, res)
 		return nil
 	}
 	by := a.actor(p)
@@ -534,26 +459,18 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, p Principal) error {
 		if err != nil {
 			// What was applied stays applied and is reported; a re-run
 			// plans only the rest.
-			writeJSON(w, statusOf(err), map[string]any{"error": fmt.Sprintf("applying %s: %v", c.ID, err),
+			status := http.StatusInternalServerError
+			if ae := registryErrors(err); ae != nil {
+				status = ae.Status
+			}
+			controlapi.WriteJSON(w, status, map[string]any{"error": fmt.Sprintf("applying %s: %v", c.ID, err),
 				"fix": "run apply again: it plans only what is still different", "applied": res.Applied})
 			return nil
 		}
 		res.Applied = append(res.Applied, ch)
 	}
-	writeJSON(w, http.StatusOK, res)
+	controlapi.WriteJSON(w, http.StatusOK, res)
 	return nil
-}
-
-func statusOf(err error) int {
-	switch {
-	case errors.Is(err, registry.ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, registry.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, registry.ErrNotFound):
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
 }
 
 // RevokeRequest names the ACL grant to revoke.
@@ -563,7 +480,7 @@ type RevokeRequest struct {
 	Command string `json:"command"`
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req RevokeRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -575,7 +492,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error 
 		return err
 	}
 	if !it.ACL.Allow {
-		return &apiError{http.StatusConflict, "the grant is already revoked", "nothing to do"}
+		return controlapi.Refuse(http.StatusConflict, "the grant is already revoked", "nothing to do")
 	}
 	// The revoked record stays for RevokeRetain so that caches learn the
 	// revocation time (the executed_after_acl_revoked audit).
@@ -584,7 +501,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ch)
+	controlapi.WriteJSON(w, http.StatusOK, ch)
 	return nil
 }
 
@@ -612,14 +529,14 @@ func newSecret() ([]byte, error) {
 	return b, nil
 }
 
-func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
 	now := a.o.Clock.Now()
 	if _, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now); err == nil {
-		return &apiError{http.StatusConflict, "source " + req.Source + " already has keys", "rotate them with POST /v1/keys/rotate (snavio key rotate --service " + req.Source + ")"}
+		return controlapi.Refuse(http.StatusConflict, "source "+req.Source+" already has keys", "rotate them with POST /v1/keys/rotate (snavio key rotate --service "+req.Source+")")
 	} else if !errors.Is(err, registry.ErrNotFound) {
 		return err
 	}
@@ -631,11 +548,11 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, p Principal) err
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &registry.ServiceKey{Source: req.Source, Versions: []registry.KeyVersion{v}}}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	controlapi.WriteJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 
-func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -658,7 +575,7 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 		at = now
 	}
 	if !at.After(last.ActivatedAt) {
-		return bad("activate_at is not after the latest version's activation", "give a later time, or omit it for now")
+		return controlapi.BadRequest("activate_at is not after the latest version's activation", "give a later time, or omit it for now")
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -672,7 +589,7 @@ func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p Principal) err
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	controlapi.WriteJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 
@@ -696,10 +613,10 @@ func keptVersions(vs []registry.KeyVersion, now time.Time, keep time.Duration) [
 	return vs[from:]
 }
 
-func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.PathValue("tenant")
 	if !p.Operator && p.Tenant != tenant {
-		return &apiError{http.StatusForbidden, "a tenant reads only its own configuration", "use tenant " + p.Tenant + "'s token, or the operator's"}
+		return controlapi.Refuse(http.StatusForbidden, "a tenant reads only its own configuration", "use tenant "+p.Tenant+"'s token, or the operator's")
 	}
 	return a.writeTenantConfig(w, r, tenant)
 }
@@ -725,12 +642,12 @@ func (a *API) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant s
 	}
 	tc, err := ring.TenantConfig(tenant, now)
 	if errors.Is(err, keys.ErrNoKeys) {
-		return &apiError{http.StatusNotFound, "tenant " + tenant + " has no service with an HMAC key",
-			"create one: POST /v1/keys/create (snavio key create --service " + tenant + "/<service>)"}
+		return controlapi.Refuse(http.StatusNotFound, "tenant "+tenant+" has no service with an HMAC key",
+			"create one: POST /v1/keys/create (snavio key create --service "+tenant+"/<service>)")
 	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, tc)
+	controlapi.WriteJSON(w, http.StatusOK, tc)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -30,7 +31,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	clk := clock.NewFake(t0)
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Auth: ContextAuth{}})
+	api, err := New(Options{Registry: reg, Clock: clk, Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
@@ -107,7 +108,7 @@ func (a *API) testRouting(ctx context.Context, routes []*registry.Route) error {
 	} else {
 		msg += strings.Join(problems, "; ")
 	}
-	return &apiError{http.StatusUnprocessableEntity, msg, strings.Join(fixes, "; ") + "; nothing was written"}
+	return controlapi.Refuse(http.StatusUnprocessableEntity, msg, strings.Join(fixes, "; ")+"; nothing was written")
 }
 
 // inheritProfiles gives each ACL without a sensitivity profile its route's:
@@ -141,7 +142,7 @@ func parseFilter(q url.Values) (filter, error) {
 	f := filter{source: q.Get("source"), target: q.Get("target"), command: q.Get("command"), tenant: q.Get("tenant")}
 	for name, v := range map[string]string{"source": f.source, "target": f.target, "command": f.command, "tenant": f.tenant} {
 		if len(v) > 256 || strings.ContainsAny(v, " \t\n") {
-			return filter{}, bad(fmt.Sprintf("invalid %s filter %q", name, v), "give one exact value without spaces")
+			return filter{}, controlapi.BadRequest(fmt.Sprintf("invalid %s filter %q", name, v), "give one exact value without spaces")
 		}
 	}
 	return f, nil

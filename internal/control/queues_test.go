@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -34,7 +35,7 @@ func newQueueEnv(t *testing.T) *env {
 		}
 	}
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Queues: EmbeddedQueues(st), Auth: ContextAuth{}})
+	api, err := New(Options{Registry: reg, Clock: clk, Queues: EmbeddedQueues(st), Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func fifo(context.Context, string) (QueueInfo, error) {
 func TestTestRoutingPortFailures(t *testing.T) {
 	for name, q := range map[string]Queues{"failing": failingQueues{}, "fifo": QueuesFunc(fifo)} {
 		t.Run(name, func(t *testing.T) {
-			api, err := New(Options{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: ContextAuth{}})
+			api, err := New(Options{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: controlapi.ContextAuth{}})
 			if err != nil {
 				t.Fatal(err)
 			}

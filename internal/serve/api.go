@@ -2,7 +2,7 @@ package serve
 
 import (
 	"crypto/ed25519"
-	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/sqsapi"
@@ -59,9 +60,10 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
 		mux.Handle(p, s.recordPolls(ctl.Handler()))
 	}
-	mux.HandleFunc("GET /v1/whoami", s.whoami)
-	mux.HandleFunc("GET /v1/alerts", s.recentAlerts)
-	mux.Handle("GET /v1/serve/stats", server.RequireOperator(http.HandlerFunc(s.stats)))
+	ep := controlapi.Endpoints{Logger: s.log}
+	mux.HandleFunc("GET /v1/whoami", ep.Handle(controlapi.AnyPrincipal, s.whoami))
+	mux.HandleFunc("GET /v1/alerts", ep.Handle(controlapi.AnyPrincipal, s.recentAlerts))
+	mux.HandleFunc("GET /v1/serve/stats", ep.Handle(controlapi.Operator, s.stats))
 	// API packages register here (one line each).
 	if err := registerTelemetry(mux, s.deps); err != nil {
 		return nil, err
@@ -159,12 +161,9 @@ type Whoami struct {
 	ServerTime time.Time `json:"server_time"`
 }
 
-func (s *Serve) whoami(w http.ResponseWriter, r *http.Request) {
-	p, _ := server.PrincipalFrom(r.Context())
-	b, _ := json.Marshal(Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b)
+func (s *Serve) whoami(w http.ResponseWriter, _ *http.Request, p server.Principal) error {
+	controlapi.WriteJSON(w, http.StatusOK, Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
+	return nil
 }
 
 // registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
@@ -189,11 +188,10 @@ type Stats struct {
 	TelemetryLost int64 `json:"telemetry_lost"`
 }
 
-func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
+func (s *Serve) stats(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	qs, err := s.store.ListQueues(r.Context())
 	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "reading the queues failed: "+err.Error(), "retry; the server log has the cause")
-		return
+		return fmt.Errorf("reading the queues: %w", err)
 	}
 	st := Stats{Node: s.node.Stats(), TelemetryLost: s.sink.lost.Load()}
 	for _, q := range qs {
@@ -202,23 +200,20 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 			st.HandoffInFlight += q.InFlight
 		}
 	}
-	b, _ := json.Marshal(st)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	controlapi.WriteJSON(w, http.StatusOK, st)
+	return nil
 }
 
 // recentAlerts answers GET /v1/alerts: the dashboard-log channel's recent
 // alerts and channel delivery failures, newest last; a tenant sees its own.
-func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
-	p, _ := server.PrincipalFrom(r.Context())
+func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	switch {
 	case p.Operator:
 	case tenant == "":
 		tenant = p.Tenant
 	case tenant != p.Tenant:
-		server.WriteAPIError(w, http.StatusForbidden, "a tenant token reads its own alerts only", "omit ?tenant= or use the operator token")
-		return
+		return controlapi.Refuse(http.StatusForbidden, "a tenant token reads its own alerts only", "omit ?tenant= or use the operator token")
 	}
 	recent := s.alerts.Dashboard().Recent(tenant)
 	if recent == nil {
@@ -233,13 +228,8 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 			failures[i].Error = ""
 		}
 	}
-	b, err := json.Marshal(map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
-	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "encoding alerts: "+err.Error(), "retry")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	controlapi.WriteJSON(w, http.StatusOK, map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
+	return nil
 }
 
 // sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).

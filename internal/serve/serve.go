@@ -29,6 +29,7 @@ import (
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
 	"github.com/snavio/snavio/internal/node"
@@ -368,7 +369,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: control.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
+	ctl, err := control.New(control.Options{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}

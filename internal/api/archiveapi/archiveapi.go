@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -39,7 +40,10 @@ type Options struct {
 }
 
 // API serves GET /v1/archive.
-type API struct{ o Options }
+type API struct {
+	o  Options
+	ep controlapi.Endpoints
+}
 
 // New returns the API.
 func New(o Options) (*API, error) {
@@ -49,7 +53,7 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Mount builds the API from o and registers it on mux.
@@ -64,7 +68,7 @@ func Mount(mux *http.ServeMux, o Options) error {
 
 // Register mounts GET /v1/archive on mux, for the operator only.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("GET /v1/archive", server.RequireOperator(http.HandlerFunc(a.list)))
+	mux.HandleFunc("GET /v1/archive", a.ep.Handle(controlapi.Operator, a.list))
 }
 
 // Event is one archived event as the API returns it. Detail is the JSON
@@ -147,21 +151,17 @@ func ParseQuery(v url.Values) (embedded.ArchiveQuery, error) {
 	return q, nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) {
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	q, err := ParseQuery(r.URL.Query())
 	if err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "fix the query parameter named; see GET /v1/archive in docs/replay.md")
-		return
+		return controlapi.BadRequest(err.Error(), "fix the query parameter named; see GET /v1/archive in docs/replay.md")
 	}
 	evs, next, err := a.o.Archive.ArchiveQuery(r.Context(), q)
 	if err != nil {
 		if q.PageToken != "" && strings.Contains(err.Error(), "page token") {
-			server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass next_page_token from the previous page unchanged, with the same other parameters")
-			return
+			return controlapi.BadRequest(err.Error(), "pass next_page_token from the previous page unchanged, with the same other parameters")
 		}
-		a.o.Logger.Error("archive query failed", "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "archive query failed: "+err.Error(), "retry; if it persists, check the server log")
-		return
+		return fmt.Errorf("archive query: %w", err)
 	}
 	p := Page{Events: make([]Event, len(evs)), NextPageToken: next}
 	for i, e := range evs {
@@ -174,7 +174,6 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Events[i] = Event{ID: e.EventID, Source: e.Source, DetailType: e.DetailType, ReceivedAt: e.ReceivedAt.UTC(), Target: e.Target, Command: e.Command, Detail: detail}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(p)
+	controlapi.WriteJSON(w, http.StatusOK, p)
+	return nil
 }

@@ -23,24 +23,22 @@
 // most Options.MaxCredentials (default 10000), beyond which creating is
 // refused with 409 until some are revoked.
 //
-// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input,
+// Errors are JSON {"error","fix"} (controlapi.Error): 400 bad input,
 // 401/403 authentication, 404 no such credential, 409 too many, 413 body
 // too large, 500 storage failure.
 package credentialapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -80,7 +78,8 @@ type Options struct {
 
 // API serves the credential endpoints.
 type API struct {
-	o Options
+	o  Options
+	ep controlapi.Endpoints
 	// mu makes "count, then create" one step, so MaxCredentials holds.
 	mu sync.Mutex
 }
@@ -99,14 +98,14 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux, behind the server's authentication.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/credentials", a.create)
-	mux.HandleFunc("GET /v1/credentials", a.list)
-	mux.HandleFunc("DELETE /v1/credentials/{id}", a.revoke)
+	mux.HandleFunc("POST /v1/credentials", a.ep.Handle(controlapi.AnyPrincipal, a.create))
+	mux.HandleFunc("GET /v1/credentials", a.ep.Handle(controlapi.AnyPrincipal, a.list))
+	mux.HandleFunc("DELETE /v1/credentials/{id}", a.ep.Handle(controlapi.AnyPrincipal, a.revoke))
 }
 
 // CreateRequest is the body of POST /v1/credentials.
@@ -126,20 +125,12 @@ func CheckAccessKeyID(what, id string) error {
 // DecodeCreateRequest parses and validates the body of POST
 // /v1/credentials: one JSON object, no unknown fields, a valid tenant id.
 func DecodeCreateRequest(b []byte) (CreateRequest, error) {
-	if strings.TrimSpace(string(b)) == "" {
-		return CreateRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
-	}
 	var req CreateRequest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return CreateRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
-	}
-	if dec.More() {
-		return CreateRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
+	if err := controlapi.DecodeJSON(b, &req, tokenapi.SendTenant); err != nil {
+		return CreateRequest{}, err
 	}
 	if err := tokenapi.CheckTenant("tenant", req.Tenant); err != nil {
-		return CreateRequest{}, err
+		return CreateRequest{}, controlapi.BadRequest(err.Error(), tokenapi.SendTenant)
 	}
 	return req, nil
 }
@@ -174,80 +165,57 @@ type Revoked struct {
 	Revoked bool `json:"revoked"`
 }
 
-// allowed checks that the caller may act for tenant; it answers and
-// returns false if not.
-func allowed(w http.ResponseWriter, r *http.Request, tenant, what string) (server.Principal, bool) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-		return p, false
-	}
+// allowed refuses p acting for tenant unless it is the operator or that
+// tenant.
+func allowed(p server.Principal, tenant, what string) error {
 	if !p.CanAccessTenant(tenant) {
-		server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not "+what+" of tenant "+strconv.Quote(tenant)+": a tenant token manages its own tenant's credentials only",
+		return controlapi.Refuse(http.StatusForbidden, p.String()+" may not "+what+" of tenant "+strconv.Quote(tenant)+": a tenant token manages its own tenant's credentials only",
 			"use a token of tenant "+strconv.Quote(tenant)+" or the operator token")
-		return p, false
 	}
-	return p, true
+	return nil
 }
 
-func (a *API) create(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, a.o.MaxBody)
-	body, err := io.ReadAll(r.Body)
+func (a *API) create(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	body, err := controlapi.ReadBody(r, a.o.MaxBody, tokenapi.SendTenant)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			server.WriteAPIError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", a.o.MaxBody), `send {"tenant":"<tenant>"}`)
-			return
-		}
-		server.WriteAPIError(w, http.StatusBadRequest, "reading the request body: "+err.Error(), "resend the request")
-		return
+		return err
 	}
 	req, err := DecodeCreateRequest(body)
 	if err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), `send {"tenant":"<tenant>"} with a valid tenant id`)
-		return
+		return err
 	}
-	p, ok := allowed(w, r, req.Tenant, "create credentials")
-	if !ok {
-		return
+	if err := allowed(p, req.Tenant, "create credentials"); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	if n := len(a.o.Credentials.List()); n >= a.o.MaxCredentials {
 		a.mu.Unlock()
-		server.WriteAPIError(w, http.StatusConflict, fmt.Sprintf("the server holds %d ingress credentials, its limit", n),
+		return controlapi.Refuse(http.StatusConflict, fmt.Sprintf("the server holds %d ingress credentials, its limit", n),
 			"revoke credentials no longer in use (`snavio tenant credentials list`, `snavio tenant credentials revoke ID`)")
-		return
 	}
 	c, err := a.o.Credentials.Create(req.Tenant)
 	a.mu.Unlock()
 	if err != nil {
-		a.o.Logger.Error("credential API: creating a credential failed", "tenant", req.Tenant, "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "creating the credential failed: "+err.Error(), "retry; if it persists, check the data directory is writable and the server log")
-		return
+		return fmt.Errorf("creating a credential for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("ingress credential created", "by", p.String(), "tenant", c.Tenant, "access_key_id", c.AccessKeyID)
-	server.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: Notice})
+	controlapi.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: Notice})
+	return nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-		return
-	}
+func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
 		if err := tokenapi.CheckTenant("tenant", tenant); err != nil {
-			server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass ?tenant=<tenant> or omit it")
-			return
+			return controlapi.BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
 		}
 	}
 	if !p.Operator {
 		if tenant == "" {
 			tenant = p.Tenant
 		}
-		if _, ok := allowed(w, r, tenant, "list the credentials"); !ok {
-			return
+		if err := allowed(p, tenant, "list the credentials"); err != nil {
+			return err
 		}
 	}
 	out := List{Credentials: []Credential{}}
@@ -256,37 +224,31 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 			out.Credentials = append(out.Credentials, credentialOf(c))
 		}
 	}
-	server.WriteJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
+func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
 	if err := CheckAccessKeyID("access key id", id); err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass an access key id from GET /v1/credentials")
-		return
+		return controlapi.BadRequest(err.Error(), "pass an access key id from GET /v1/credentials")
 	}
-	notFound := func() {
-		server.WriteAPIError(w, http.StatusNotFound, "no ingress credential has access key id "+id,
-			"it may be revoked already; list them with `snavio tenant credentials list`")
-	}
+	notFound := controlapi.Refuse(http.StatusNotFound, "no ingress credential has access key id "+id,
+		"it may be revoked already; list them with `snavio tenant credentials list`")
 	info, ok := a.o.Credentials.Get(id)
 	if !ok {
-		notFound()
-		return
+		return notFound
 	}
-	p, ok := allowed(w, r, info.Tenant, "revoke credentials")
-	if !ok {
-		return
+	if err := allowed(p, info.Tenant, "revoke credentials"); err != nil {
+		return err
 	}
 	if _, err := a.o.Credentials.Revoke(id); err != nil {
 		if errors.Is(err, server.ErrNoSuchCredential) {
-			notFound()
-			return
+			return notFound
 		}
-		a.o.Logger.Error("credential API: revoking a credential failed", "access_key_id", id, "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "revoking the credential failed: "+err.Error(), "retry; if it persists, check the data directory is writable and the server log")
-		return
+		return fmt.Errorf("revoking credential %s: %w", id, err)
 	}
 	a.o.Logger.Info("ingress credential revoked", "by", p.String(), "tenant", info.Tenant, "access_key_id", id)
-	server.WriteJSON(w, http.StatusOK, Revoked{Credential: credentialOf(info), Revoked: true})
+	controlapi.WriteJSON(w, http.StatusOK, Revoked{Credential: credentialOf(info), Revoked: true})
+	return nil
 }

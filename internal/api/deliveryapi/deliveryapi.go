@@ -11,12 +11,12 @@ package deliveryapi
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -35,7 +35,10 @@ type Options struct {
 }
 
 // API serves GET /v1/delivery-keys/{target}.
-type API struct{ o Options }
+type API struct {
+	o  Options
+	ep controlapi.Endpoints
+}
 
 // New returns the API.
 func New(o Options) (*API, error) {
@@ -48,7 +51,7 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Mount builds the API from o and registers it on mux.
@@ -63,7 +66,7 @@ func Mount(mux *http.ServeMux, o Options) error {
 
 // Register mounts the endpoint on mux, for the operator only.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("GET /v1/delivery-keys/{target}", server.RequireOperator(http.HandlerFunc(a.get)))
+	mux.HandleFunc("GET /v1/delivery-keys/{target}", a.ep.Handle(controlapi.Operator, a.get))
 }
 
 // Key is the answer: what a target's consumer needs to verify its messages.
@@ -79,18 +82,15 @@ type Key struct {
 	Routes int `json:"routes"`
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request) {
+func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	target := r.PathValue("target")
 	if !envelope.ValidTarget(target) {
-		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("invalid target %.80q", target),
+		return controlapi.BadRequest(fmt.Sprintf("invalid target %.80q", target),
 			"name a target as routes do: 1-64 of [a-z0-9._-], starting with a letter or digit, e.g. orders")
-		return
 	}
 	d, err := a.o.Registry.Load(r.Context(), a.o.Clock.Now(), registry.KindRoute)
 	if err != nil {
-		a.o.Logger.Error("delivery keys: reading the routes failed", "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "reading the routes failed: "+err.Error(), "retry; if it persists, check the server log")
-		return
+		return fmt.Errorf("reading the routes: %w", err)
 	}
 	routes := 0
 	for i := range d.Routes {
@@ -99,18 +99,13 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if routes == 0 {
-		server.WriteAPIError(w, http.StatusNotFound, "no route delivers to target "+target,
+		return controlapi.Refuse(http.StatusNotFound, "no route delivers to target "+target,
 			"check the name with `snavio route list`; a target's key does not change when routes are added, so fetch it once a route names the target")
-		return
 	}
 	k, err := a.o.Signer.Key(target)
 	if err != nil { // cannot happen: the target is valid
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "name a valid target")
-		return
+		return controlapi.BadRequest(err.Error(), "name a valid target")
 	}
-	b, _ := json.Marshal(Key{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	_, _ = w.Write(b)
+	controlapi.WriteJSON(w, http.StatusOK, Key{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
+	return nil
 }

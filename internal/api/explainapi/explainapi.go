@@ -11,10 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -36,7 +36,10 @@ type Options struct {
 }
 
 // API serves POST /v1/explain.
-type API struct{ o Options }
+type API struct {
+	o  Options
+	ep controlapi.Endpoints
+}
 
 // New returns the API.
 func New(o Options) (*API, error) {
@@ -48,7 +51,7 @@ func New(o Options) (*API, error) {
 
 // Register adds POST /v1/explain to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/explain", a.explain)
+	mux.HandleFunc("POST /v1/explain", a.ep.Handle(controlapi.AnyPrincipal, a.explain))
 }
 
 // Request is the body of POST /v1/explain: the bus source and the event
@@ -58,47 +61,24 @@ type Request struct {
 	Detail string `json:"detail"`
 }
 
-func (a *API) explain(w http.ResponseWriter, r *http.Request) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-		return
-	}
+func (a *API) explain(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req Request
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, "request body: "+err.Error(), `send {"source":"<tenant>/<service>","detail":"<the signed envelope as a JSON string>"}`)
-		return
-	}
-	if dec.More() {
-		server.WriteAPIError(w, http.StatusBadRequest, "request body: more than one JSON value", "send one JSON object")
-		return
+	if err := controlapi.Decode(r, maxBody, &req, `send {"source":"<tenant>/<service>","detail":"<the signed envelope as a JSON string>"}`); err != nil {
+		return err
 	}
 	if !envelope.ValidSource(req.Source) {
-		server.WriteAPIError(w, http.StatusBadRequest, "source "+quote(req.Source)+" is not <tenant-id>/<service>", "give the bus source the command would be sent with, e.g. acme/billing")
-		return
+		return controlapi.BadRequest("source "+quote(req.Source)+" is not <tenant-id>/<service>", "give the bus source the command would be sent with, e.g. acme/billing")
 	}
 	if req.Detail == "" {
-		server.WriteAPIError(w, http.StatusBadRequest, "detail is empty", "give the signed envelope, as it would be the event's Detail")
-		return
+		return controlapi.BadRequest("detail is empty", "give the signed envelope, as it would be the event's Detail")
 	}
 	tenant, _, _ := strings.Cut(req.Source, "/")
 	if !p.CanAccessTenant(tenant) {
-		server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not explain commands of tenant "+tenant,
+		return controlapi.Refuse(http.StatusForbidden, p.String()+" may not explain commands of tenant "+tenant,
 			"use tenant "+tenant+"'s token, or the operator's")
-		return
 	}
-	tr := a.o.Dispatcher.Explain(r.Context(), req.Source, []byte(req.Detail))
-	body, err := json.Marshal(tr)
-	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "encoding the trace: "+err.Error(), "retry; if it persists, check the server log")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	controlapi.WriteJSON(w, http.StatusOK, a.o.Dispatcher.Explain(r.Context(), req.Source, []byte(req.Detail)))
+	return nil
 }
 
 func quote(s string) string {

@@ -13,7 +13,7 @@
 //
 // # Who may do what
 //
-// Every request is authenticated by the server (server.PrincipalFrom).
+// Every request is authenticated (controlapi.Endpoints.Handle).
 // Tenants may list and get queues: names, configuration and counts, the
 // operational metadata a producing or consuming team needs to see whether
 // its commands are landing or backing up, and nothing of the messages.
@@ -33,7 +33,7 @@
 // receive is refused with 429 and Retry-After, so long polls can never
 // take every control-API slot of the server.
 //
-// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input
+// Errors are JSON {"error","fix"} (controlapi.Error): 400 bad input
 // (including a change to a reserved queue), 401/403 authentication, 404
 // no such queue, 409 a queue exists with another configuration or the
 // store is full of queues, 429 too many waiting receives, 500 storage
@@ -43,10 +43,8 @@ package queueapi
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -56,6 +54,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -124,6 +123,7 @@ type Options struct {
 // API serves the queue endpoints.
 type API struct {
 	o       Options
+	ep      controlapi.Endpoints
 	waiting atomic.Int64
 }
 
@@ -153,116 +153,50 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Errors: queueErrors, Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux. The mux must sit behind the
 // server's authentication middleware.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/queues", a.handle(false, a.list))
-	mux.HandleFunc("GET /v1/queues/{name}", a.handle(false, a.get))
-	mux.HandleFunc("POST /v1/queues", a.handle(true, a.create))
-	mux.HandleFunc("POST /v1/queues/{name}/receive", a.handle(true, a.receive))
-	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.handle(true, a.deleteMessages))
-	mux.HandleFunc("POST /v1/queues/{name}/purge", a.handle(true, a.purge))
+	mux.HandleFunc("GET /v1/queues", a.ep.Handle(controlapi.AnyPrincipal, a.list))
+	mux.HandleFunc("GET /v1/queues/{name}", a.ep.Handle(controlapi.AnyPrincipal, a.get))
+	mux.HandleFunc("POST /v1/queues", a.ep.Handle(operator, a.create))
+	mux.HandleFunc("POST /v1/queues/{name}/receive", a.ep.Handle(operator, a.receive))
+	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.ep.Handle(operator, a.deleteMessages))
+	mux.HandleFunc("POST /v1/queues/{name}/purge", a.ep.Handle(operator, a.purge))
 }
 
-// apiError is a refusal with its status and fix.
-type apiError struct {
-	status     int
-	msg, fix   string
-	retryAfter time.Duration
-	err        error // a sentinel callers test with errors.Is, or nil
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func (e *apiError) Unwrap() error { return e.err }
+// operator is the access of everything but list and get.
+var operator = controlapi.OperatorOnly("do this: creating queues and receiving, deleting or purging messages needs the operator",
+	"use the operator token (operator.token in the server's data directory); tenants may only list queues")
 
 // ErrTooManyWaiters: Poll found Options.MaxWaiters receives already waiting.
 var ErrTooManyWaiters = errors.New("too many receives waiting")
 
-func bad(msg, fix string) *apiError {
-	return &apiError{status: http.StatusBadRequest, msg: msg, fix: fix}
-}
-
-func (a *API) handle(operator bool, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := server.PrincipalFrom(r.Context())
-		if !ok {
-			server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-			return
-		}
-		if operator && !p.Operator {
-			server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not do this: creating queues and receiving, deleting or purging messages needs the operator",
-				"use the operator token (operator.token in the server's data directory); tenants may only list queues")
-			return
-		}
-		if err := h(w, r); err != nil {
-			a.fail(w, r, err)
-		}
-	}
-}
-
-func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
+// queueErrors maps the store's queue errors to refusals.
+func queueErrors(err error) *controlapi.Error {
 	switch {
-	case errors.As(err, &ae):
 	case errors.Is(err, embedded.ErrQueueNotFound):
-		ae = &apiError{status: http.StatusNotFound, msg: err.Error(), fix: "list the queues with `snavio queue list`, or create it with `snavio queue create`"}
+		return controlapi.Refuse(http.StatusNotFound, err.Error(), "list the queues with `snavio queue list`, or create it with `snavio queue create`")
 	case errors.Is(err, embedded.ErrQueueExists):
-		ae = &apiError{status: http.StatusConflict, msg: err.Error(), fix: "create it with the same settings, or use another name"}
+		return controlapi.Refuse(http.StatusConflict, err.Error(), "create it with the same settings, or use another name")
 	case errors.Is(err, embedded.ErrTooManyQueues):
-		ae = &apiError{status: http.StatusConflict, msg: err.Error(), fix: "a local server holds at most " + strconv.Itoa(embedded.MaxQueues) + " queues; reuse one"}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		ae = &apiError{status: http.StatusServiceUnavailable, msg: "the request was cancelled: " + err.Error(), fix: "retry", retryAfter: time.Second}
+		return controlapi.Refuse(http.StatusConflict, err.Error(), "a local server holds at most "+strconv.Itoa(embedded.MaxQueues)+" queues; reuse one")
 	case errors.Is(err, embedded.ErrClosed):
-		ae = &apiError{status: http.StatusServiceUnavailable, msg: "the store is closed: the server is shutting down", fix: "retry once the server is back", retryAfter: time.Second}
-	default:
-		a.o.Logger.Error("queue API: storage failure", "method", r.Method, "path", r.URL.Path, "err", err)
-		ae = &apiError{status: http.StatusInternalServerError, msg: "storage failure: " + err.Error(), fix: "retry; if it persists, check the server log and the data directory"}
+		return &controlapi.Error{Status: http.StatusServiceUnavailable, Msg: "the store is closed: the server is shutting down", Fix: "retry once the server is back", RetryAfter: time.Second}
 	}
-	if ae.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((ae.retryAfter+time.Second-1)/time.Second)))
-	}
-	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode the answer: %w", err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 	return nil
 }
 
 // decode reads one JSON object of at most MaxBody bytes into v, refusing
 // unknown fields. An empty body leaves v as it is.
 func (a *API) decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, a.o.MaxBody+1))
-	if err != nil {
-		return bad("reading the request body: "+err.Error(), "resend the request")
+	b, err := controlapi.ReadBody(r, a.o.MaxBody, "send fewer items per request")
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return err
 	}
-	if int64(len(b)) > a.o.MaxBody {
-		return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the request body is over %d bytes", a.o.MaxBody), fix: "send fewer items per request"}
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bad("request body: "+err.Error(), "send the JSON object this endpoint documents")
-	}
-	if dec.More() {
-		return bad("request body: more than one JSON value", "send one JSON object")
-	}
-	return nil
+	return controlapi.DecodeJSON(b, v, "send the JSON object this endpoint documents")
 }
 
 // Info is a queue with its configuration and current counts.
@@ -299,19 +233,19 @@ type List struct {
 	Next   *string `json:"next,omitempty"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	q := r.URL.Query()
 	limit := DefaultPage
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxPage {
-			return bad(fmt.Sprintf("limit %q is not a number from 1 to %d", s, MaxPage), "pass ?limit=1.."+strconv.Itoa(MaxPage))
+			return controlapi.BadRequest(fmt.Sprintf("limit %q is not a number from 1 to %d", s, MaxPage), "pass ?limit=1.."+strconv.Itoa(MaxPage))
 		}
 		limit = n
 	}
 	after := q.Get("after")
 	if len(after) > embedded.MaxQueueNameLen {
-		return bad("after is longer than a queue name", "pass the next value of the previous page")
+		return controlapi.BadRequest("after is longer than a queue name", "pass the next value of the previous page")
 	}
 	all, err := a.o.Queues.ListQueues(r.Context())
 	if err != nil {
@@ -330,13 +264,14 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Queues = append(out.Queues, a.info(s))
 	}
-	return writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // stats returns the queue name with its counts.
 func (a *API) stats(ctx context.Context, name string) (Info, error) {
 	if err := CheckName("queue", name); err != nil {
-		return Info{}, bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+		return Info{}, controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	all, err := a.o.Queues.ListQueues(ctx)
 	if err != nil {
@@ -350,12 +285,13 @@ func (a *API) stats(ctx context.Context, name string) (Info, error) {
 	return Info{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	in, err := a.stats(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, in)
+	controlapi.WriteJSON(w, http.StatusOK, in)
+	return nil
 }
 
 func (a *API) reserved(name string) bool { return a.o.Reserved != nil && a.o.Reserved(name) }
@@ -363,8 +299,8 @@ func (a *API) reserved(name string) bool { return a.o.Reserved != nil && a.o.Res
 // refuseReserved refuses changes to a reserved queue.
 func (a *API) refuseReserved(name string) error {
 	if a.reserved(name) {
-		return &apiError{status: http.StatusBadRequest, msg: "queue " + name + " is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
-			fix: "leave it to the dispatcher; its backlog is in `snavio queue list`"}
+		return controlapi.BadRequest("queue "+name+" is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
+			"leave it to the dispatcher; its backlog is in `snavio queue list`")
 	}
 	return nil
 }
@@ -445,14 +381,14 @@ type CreateResult struct {
 	Info
 }
 
-func (a *API) create(w http.ResponseWriter, r *http.Request) error {
+func (a *API) create(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	var req CreateRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
 	cfg, err := req.Validate()
 	if err != nil {
-		return bad(err.Error(), "fix the field named; see `snavio queue create --help`")
+		return controlapi.BadRequest(err.Error(), "fix the field named; see `snavio queue create --help`")
 	}
 	if err := a.refuseReserved(cfg.Name); err != nil {
 		return err
@@ -476,7 +412,8 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if existed {
 		status = http.StatusOK
 	}
-	return writeJSON(w, status, CreateResult{Created: !existed, Info: in})
+	controlapi.WriteJSON(w, status, CreateResult{Created: !existed, Info: in})
+	return nil
 }
 
 // ReceiveRequest is the body of POST /v1/queues/{name}/receive.
@@ -521,10 +458,10 @@ func message(m embedded.Received) Message {
 	return out
 }
 
-func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
+func (a *API) receive(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
-		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
 		return err
@@ -537,14 +474,14 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 		req.Max = 1
 	}
 	if req.Max < 1 || req.Max > embedded.MaxReceiveBatch {
-		return bad(fmt.Sprintf("max %d: must be 1 to %d", req.Max, embedded.MaxReceiveBatch), "ask for at most 10 messages per receive, as SQS")
+		return controlapi.BadRequest(fmt.Sprintf("max %d: must be 1 to %d", req.Max, embedded.MaxReceiveBatch), "ask for at most 10 messages per receive, as SQS")
 	}
 	maxVT := int(embedded.MaxVisibilityTimeout / time.Second)
 	if req.VisibilityTimeoutSeconds < 0 || req.VisibilityTimeoutSeconds > maxVT {
-		return bad(fmt.Sprintf("visibility timeout %d s: must be 0 to %d s", req.VisibilityTimeoutSeconds, maxVT), "pass 0 for the queue's own timeout")
+		return controlapi.BadRequest(fmt.Sprintf("visibility timeout %d s: must be 0 to %d s", req.VisibilityTimeoutSeconds, maxVT), "pass 0 for the queue's own timeout")
 	}
 	if req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > MaxWait {
-		return bad(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(MaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
+		return controlapi.BadRequest(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(MaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
 	}
 	msgs, err := a.Poll(r.Context(), name, req.Max, time.Duration(req.VisibilityTimeoutSeconds)*time.Second, time.Duration(req.WaitSeconds)*time.Second)
 	if err != nil {
@@ -554,7 +491,8 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range msgs {
 		out.Messages = append(out.Messages, message(m))
 	}
-	return writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // Poll receives from queue, waiting up to wait for a message to become
@@ -571,9 +509,9 @@ func (a *API) Poll(ctx context.Context, queue string, n int, vt, wait time.Durat
 	}
 	if a.waiting.Add(1) > int64(a.o.MaxWaiters) {
 		a.waiting.Add(-1)
-		return nil, &apiError{status: http.StatusTooManyRequests, retryAfter: time.Second, err: ErrTooManyWaiters,
-			msg: fmt.Sprintf("%d receives are already waiting, the most this server holds at once", a.o.MaxWaiters),
-			fix: "retry after the Retry-After delay, or receive without --wait"}
+		return nil, &controlapi.Error{Status: http.StatusTooManyRequests, RetryAfter: time.Second, Err: ErrTooManyWaiters,
+			Msg: fmt.Sprintf("%d receives are already waiting, the most this server holds at once", a.o.MaxWaiters),
+			Fix: "retry after the Retry-After delay, or receive without --wait"}
 	}
 	defer a.waiting.Add(-1)
 	deadline := a.o.Clock.Now().Add(wait)
@@ -627,10 +565,10 @@ type DeleteResult struct {
 	Results []DeleteOutcome `json:"results"`
 }
 
-func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request) error {
+func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
-		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
 		return err
@@ -640,11 +578,11 @@ func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if n := len(req.ReceiptHandles); n < 1 || n > MaxDeleteBatch {
-		return bad(fmt.Sprintf("%d receipt handles: send 1 to %d", n, MaxDeleteBatch), "split the handles into batches of at most 10")
+		return controlapi.BadRequest(fmt.Sprintf("%d receipt handles: send 1 to %d", n, MaxDeleteBatch), "split the handles into batches of at most 10")
 	}
 	for i, h := range req.ReceiptHandles {
 		if h == "" || len(h) > MaxReceiptLen {
-			return bad(fmt.Sprintf("receipt handle %d is empty or longer than %d bytes", i+1, MaxReceiptLen), "pass the receipt handles a receive returned, unchanged")
+			return controlapi.BadRequest(fmt.Sprintf("receipt handle %d is empty or longer than %d bytes", i+1, MaxReceiptLen), "pass the receipt handles a receive returned, unchanged")
 		}
 	}
 	if _, err := a.stats(r.Context(), name); err != nil {
@@ -668,7 +606,8 @@ func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Results = append(out.Results, o)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // PurgeResult is the answer of a purge.
@@ -677,10 +616,10 @@ type PurgeResult struct {
 	Purged int    `json:"purged"`
 }
 
-func (a *API) purge(w http.ResponseWriter, r *http.Request) error {
+func (a *API) purge(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
-		return bad(err.Error(), "pass a queue name as `snavio queue list` shows it")
+		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
 		return err
@@ -689,7 +628,8 @@ func (a *API) purge(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, PurgeResult{Queue: name, Purged: n})
+	controlapi.WriteJSON(w, http.StatusOK, PurgeResult{Queue: name, Purged: n})
+	return nil
 }
 
 // Mount builds the API from o and registers it on mux (New, then

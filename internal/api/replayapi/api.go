@@ -21,13 +21,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -91,7 +91,8 @@ type Options struct {
 
 // API serves the replay endpoints.
 type API struct {
-	o Options
+	o  Options
+	ep controlapi.Endpoints
 
 	mu       sync.Mutex
 	active   map[string]context.CancelFunc
@@ -135,7 +136,7 @@ func New(o Options) (*API, error) {
 	if o.Sleep == nil {
 		o.Sleep = clock.Sleep
 	}
-	return &API{o: o, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Errors: replayErrors, Logger: o.Logger}, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
 }
 
 // Mount builds the API from o and registers it on mux.
@@ -151,12 +152,12 @@ func Mount(mux *http.ServeMux, o Options) error {
 // Register mounts the endpoints on mux (behind the server's bearer-token
 // middleware); all are operator-only.
 func (a *API) Register(mux *http.ServeMux) {
-	op := func(h http.HandlerFunc) http.Handler { return server.RequireOperator(h) }
-	mux.Handle("POST /v1/replays/plan", op(a.plan))
-	mux.Handle("POST /v1/replays", op(a.start))
-	mux.Handle("POST /v1/replays/{id}/resume", op(a.resume))
-	mux.Handle("GET /v1/replays", op(a.list))
-	mux.Handle("GET /v1/replays/{id}", op(a.get))
+	op := func(h controlapi.HandlerFunc) http.HandlerFunc { return a.ep.Handle(controlapi.Operator, h) }
+	mux.HandleFunc("POST /v1/replays/plan", op(a.plan))
+	mux.HandleFunc("POST /v1/replays", op(a.start))
+	mux.HandleFunc("POST /v1/replays/{id}/resume", op(a.resume))
+	mux.HandleFunc("GET /v1/replays", op(a.list))
+	mux.HandleFunc("GET /v1/replays/{id}", op(a.get))
 }
 
 // Close interrupts every running replay (each records its audit as
@@ -229,46 +230,19 @@ type List struct {
 	Replays []replay.Audit `json:"replays"`
 }
 
-type apiErr struct {
-	status   int
-	msg, fix string
-}
-
-func (e *apiErr) Error() string { return e.msg }
-
-func bad(msg, fix string) *apiErr { return &apiErr{http.StatusBadRequest, msg, fix} }
-
-func (a *API) fail(w http.ResponseWriter, err error) {
-	var ae *apiErr
+// replayErrors maps the audits' and queues' errors.
+func replayErrors(err error) *controlapi.Error {
 	switch {
-	case errors.As(err, &ae):
 	case errors.Is(err, replay.ErrNotFound):
-		ae = &apiErr{http.StatusNotFound, err.Error(), "list the replays with `snavio replay list`"}
+		return controlapi.Refuse(http.StatusNotFound, err.Error(), "list the replays with `snavio replay list`")
 	case errors.Is(err, embedded.ErrQueueNotFound):
-		ae = &apiErr{http.StatusNotFound, err.Error(), "name an existing dead-letter queue: `snavio queue list` shows them"}
-	default:
-		a.o.Logger.Error("replay API error", "err", err)
-		ae = &apiErr{http.StatusInternalServerError, "internal error: " + err.Error(), "retry; if it persists, check the server log"}
-	}
-	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
-}
-
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bad("request body: "+err.Error(), "send the JSON object documented in internal/api/replayapi")
-	}
-	if dec.More() {
-		return bad("request body: more than one JSON value", "send one JSON object")
+		return controlapi.Refuse(http.StatusNotFound, err.Error(), "name an existing dead-letter queue: `snavio queue list` shows them")
 	}
 	return nil
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v)
+func decode(r *http.Request, v any) error {
+	return controlapi.Decode(r, maxBody, v, "send the JSON object documented in internal/api/replayapi")
 }
 
 // prepared is a validated request.
@@ -280,12 +254,12 @@ type prepared struct {
 func (a *API) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
 	origin, err := replay.ParseOrigin(req.From)
 	if err != nil {
-		return prepared{}, bad(err.Error(), "pass --from archive or --from dlq:QUEUE")
+		return prepared{}, controlapi.BadRequest(err.Error(), "pass --from archive or --from dlq:QUEUE")
 	}
 	now := a.o.Clock.Now()
 	mode, err := replay.ParseDedupeMode(req.Dedupe)
 	if err != nil {
-		return prepared{}, bad(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
+		return prepared{}, controlapi.BadRequest(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
 	}
 	opts := replay.Options{
 		Filter: replay.Filter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
@@ -300,10 +274,10 @@ func (a *API) prepare(ctx context.Context, req Request, operator string) (prepar
 	}
 	if origin.IsArchive() {
 		if opts.Filter.Start.IsZero() {
-			return prepared{}, bad("replaying the archive needs --start", "give the start of the range, such as --start 1h or --start 2026-11-21T12:00:00Z")
+			return prepared{}, controlapi.BadRequest("replaying the archive needs --start", "give the start of the range, such as --start 1h or --start 2026-11-21T12:00:00Z")
 		}
 		if opts.Filter.Reason != "" {
-			return prepared{}, bad("--reason filters a DLQ by failure reason; archived events have none", "drop --reason, or replay --from dlq:QUEUE")
+			return prepared{}, controlapi.BadRequest("--reason filters a DLQ by failure reason; archived events have none", "drop --reason, or replay --from dlq:QUEUE")
 		}
 		if opts.Filter.End.IsZero() || opts.Filter.End.After(now) {
 			// A replay never reads what it (or anything after it) put.
@@ -313,7 +287,7 @@ func (a *API) prepare(ctx context.Context, req Request, operator string) (prepar
 		return prepared{}, err
 	}
 	if err := opts.Validate(); err != nil {
-		return prepared{}, bad(err.Error(), "fix the flag named; see `snavio replay --help`")
+		return prepared{}, controlapi.BadRequest(err.Error(), "fix the flag named; see `snavio replay --help`")
 	}
 	return prepared{origin: origin, opts: opts}, nil
 }
@@ -339,52 +313,43 @@ func (a *API) source(p prepared, lease time.Duration, view *registryView) (repla
 	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock}), nil
 }
 
-func operatorName(r *http.Request) string {
-	p, _ := server.PrincipalFrom(r.Context())
-	return p.String()
-}
-
-func (a *API) plan(w http.ResponseWriter, r *http.Request) {
+func (a *API) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	var req Request
 	if err := decode(r, &req); err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
-	p, err := a.prepare(r.Context(), req, operatorName(r))
+	p, err := a.prepare(r.Context(), req, who.String())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	e, view, err := a.engine(r.Context())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	src, err := a.source(p, peekLease, view)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	plan, err := e.Plan(r.Context(), src, p.opts)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
-	writeJSON(w, PlanResponse{Plan: plan, End: p.opts.Filter.End})
+	controlapi.WriteJSON(w, http.StatusOK, PlanResponse{Plan: plan, End: p.opts.Filter.End})
+	return nil
 }
 
 // claim registers a run of id; false if it runs already or the API is
 // closed or full.
-func (a *API) claim(id string, cancel context.CancelFunc) *apiErr {
+func (a *API) claim(id string, cancel context.CancelFunc) *controlapi.Error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
 	case a.closed:
-		return &apiErr{http.StatusServiceUnavailable, "the server is shutting down", "resume the replay once the server is back: snavio replay --resume " + id}
+		return controlapi.Refuse(http.StatusServiceUnavailable, "the server is shutting down", "resume the replay once the server is back: snavio replay --resume "+id)
 	case a.active[id] != nil:
-		return &apiErr{http.StatusConflict, "replay " + id + " is running already", "wait for it, or stop the client running it (Ctrl-C) and resume"}
+		return controlapi.Refuse(http.StatusConflict, "replay "+id+" is running already", "wait for it, or stop the client running it (Ctrl-C) and resume")
 	case len(a.active) >= a.o.MaxRuns:
-		return &apiErr{http.StatusTooManyRequests, fmt.Sprintf("%d replays are running, the most this server runs at once", a.o.MaxRuns), "wait for one to finish (snavio replay list) and retry"}
+		return controlapi.Refuse(http.StatusTooManyRequests, fmt.Sprintf("%d replays are running, the most this server runs at once", a.o.MaxRuns), "wait for one to finish (snavio replay list) and retry")
 	}
 	a.active[id] = cancel
 	return nil
@@ -425,57 +390,50 @@ func stream(w http.ResponseWriter) func(Update) {
 	}
 }
 
-func (a *API) start(w http.ResponseWriter, r *http.Request) {
+func (a *API) start(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	var req Request
 	if err := decode(r, &req); err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
-	p, err := a.prepare(r.Context(), req, operatorName(r))
+	p, err := a.prepare(r.Context(), req, who.String())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	e, view, err := a.engine(r.Context())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	peek, err := a.source(p, peekLease, view)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	src, err := a.source(p, a.o.Lease, view)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	ctx, cancel := a.runContext(r)
 	defer cancel()
 	plan, err := e.Plan(ctx, peek, p.opts)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	if !p.origin.IsArchive() {
 		// Let the plan's receives expire so the run sees every message.
 		if err := a.o.Sleep(ctx, 2*peekLease); err != nil {
-			return
+			return nil // the client went away
 		}
 	}
 	audit, err := e.Begin(ctx, p.origin.String(), p.opts, plan.Total)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	if ae := a.claim(audit.ID, cancel); ae != nil {
-		a.fail(w, ae)
-		return
+		return ae
 	}
 	defer a.release(audit.ID)
 	a.o.Logger.Info("replay started", "replay_id", audit.ID, "origin", audit.Origin, "operator", audit.Operator, "reason", audit.Reason, "planned", audit.Planned)
 	a.run(ctx, w, e, src, audit, p.opts.Limit)
+	return nil
 }
 
 func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
@@ -493,71 +451,62 @@ func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, 
 }
 
 // replayID returns the {id} path value, checked.
-func replayID(r *http.Request) (string, *apiErr) {
+func replayID(r *http.Request) (string, *controlapi.Error) {
 	id := r.PathValue("id")
 	if !envelope.ValidID(id) {
-		return "", bad(fmt.Sprintf("invalid replay id %.60q", id), "use the id `snavio replay list` shows, a UUID")
+		return "", controlapi.BadRequest(fmt.Sprintf("invalid replay id %.60q", id), "use the id `snavio replay list` shows, a UUID")
 	}
 	return id, nil
 }
 
-func (a *API) resume(w http.ResponseWriter, r *http.Request) {
+func (a *API) resume(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	id, ae := replayID(r)
 	if ae != nil {
-		a.fail(w, ae)
-		return
+		return ae
 	}
 	var req ResumeRequest
 	if r.ContentLength != 0 {
 		if err := decode(r, &req); err != nil {
-			a.fail(w, err)
-			return
+			return err
 		}
 	}
 	if req.Limit < 0 {
-		a.fail(w, bad(fmt.Sprintf("invalid --limit %d", req.Limit), "use 0 (no limit) or a positive count"))
-		return
+		return controlapi.BadRequest(fmt.Sprintf("invalid --limit %d", req.Limit), "use 0 (no limit) or a positive count")
 	}
 	audit, err := a.o.Audits.Get(r.Context(), id)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	if err := replay.Resumable(audit); err != nil {
-		a.fail(w, &apiErr{http.StatusConflict, err.Error(), "see `snavio replay show " + id + "`"})
-		return
+		return controlapi.Refuse(http.StatusConflict, err.Error(), "see `snavio replay show "+id+"`")
 	}
 	origin, err := replay.ParseOrigin(audit.Origin)
 	if err != nil {
-		a.fail(w, fmt.Errorf("replay %s has a corrupt origin: %w", id, err))
-		return
+		return fmt.Errorf("replay %s has a corrupt origin: %w", id, err)
 	}
 	if !origin.IsArchive() {
 		if _, err := a.o.Queues.GetQueue(r.Context(), origin.Queue); err != nil {
-			a.fail(w, err)
-			return
+			return err
 		}
 	}
 	e, view, err := a.engine(r.Context())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	src, err := a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease, view)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	ctx, cancel := a.runContext(r)
 	defer cancel()
 	if ae := a.claim(id, cancel); ae != nil {
-		a.fail(w, ae)
-		return
+		return ae
 	}
 	defer a.release(id)
 	audit.Status, audit.Resumes, audit.Error = replay.StatusRunning, audit.Resumes+1, ""
-	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", operatorName(r))
+	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", who.String())
 	a.run(ctx, w, e, src, audit, req.Limit)
+	return nil
 }
 
 // view is an audit as the API shows it: without the sent ids (a resume
@@ -579,29 +528,28 @@ func strip(au replay.Audit) replay.Audit {
 	return au
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) {
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	all, err := a.o.Audits.List(r.Context())
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
 	out := List{Replays: make([]replay.Audit, 0, len(all))}
 	for _, au := range all {
 		out.Replays = append(out.Replays, a.view(au))
 	}
-	writeJSON(w, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request) {
+func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	id, ae := replayID(r)
 	if ae != nil {
-		a.fail(w, ae)
-		return
+		return ae
 	}
 	au, err := a.o.Audits.Get(r.Context(), id)
 	if err != nil {
-		a.fail(w, err)
-		return
+		return err
 	}
-	writeJSON(w, a.view(au))
+	controlapi.WriteJSON(w, http.StatusOK, a.view(au))
+	return nil
 }

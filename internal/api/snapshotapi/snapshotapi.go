@@ -19,7 +19,7 @@
 // versions and fetch the public key: neither reveals registry content,
 // and anyone holding a snapshot file should be able to check it.
 //
-// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad kind,
+// Errors are JSON {"error","fix"} (controlapi.Error): 400 bad kind,
 // 401/403, 404 nothing published yet, 422 the registry cannot be
 // snapshotted (invalid, or above the size cap), 500 storage failure.
 package snapshotapi
@@ -29,15 +29,14 @@ import (
 	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -73,7 +72,10 @@ type Options struct {
 }
 
 // API serves the snapshot endpoints.
-type API struct{ o Options }
+type API struct {
+	o  Options
+	ep controlapi.Endpoints
+}
 
 // New returns the API.
 func New(o Options) (*API, error) {
@@ -93,72 +95,34 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Errors: snapshotErrors, Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux, which must sit behind the
 // server's authentication middleware.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/snapshots/generate", a.handle(true, a.generate))
-	mux.HandleFunc("GET /v1/snapshots", a.handle(false, a.list))
-	mux.HandleFunc("GET /v1/snapshots/public-key", a.handle(false, a.publicKey))
-	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.handle(true, a.latest))
+	mux.HandleFunc("POST /v1/snapshots/generate", a.ep.Handle(operator, a.generate))
+	mux.HandleFunc("GET /v1/snapshots", a.ep.Handle(controlapi.AnyPrincipal, a.list))
+	mux.HandleFunc("GET /v1/snapshots/public-key", a.ep.Handle(controlapi.AnyPrincipal, a.publicKey))
+	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.ep.Handle(operator, a.latest))
 }
 
-type apiError struct {
-	status   int
-	msg, fix string
-}
+// operator is the access of generating and fetching documents.
+var operator = controlapi.OperatorOnly("do this: snapshot documents hold every tenant's keys and grants, so generating and reading them needs the operator",
+	"use the operator token (operator.token in the server's data directory); tenants may list versions and fetch the public key")
 
-func (e *apiError) Error() string { return e.msg }
-
-func (a *API) handle(operator bool, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := server.PrincipalFrom(r.Context())
-		if !ok {
-			server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-			return
-		}
-		if operator && !p.Operator {
-			server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not do this: snapshot documents hold every tenant's keys and grants, so generating and reading them needs the operator",
-				"use the operator token (operator.token in the server's data directory); tenants may list versions and fetch the public key")
-			return
-		}
-		if err := h(w, r); err != nil {
-			a.fail(w, r, err)
-		}
-	}
-}
-
-func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
+// snapshotErrors maps the snapshot store's and generator's errors.
+func snapshotErrors(err error) *controlapi.Error {
 	switch {
-	case errors.As(err, &ae):
 	case errors.Is(err, snapshot.ErrNotFound):
-		ae = &apiError{http.StatusNotFound, "no snapshot has been published yet: " + err.Error(), "run `snavio snapshot generate`, or wait for the generation job"}
+		return controlapi.Refuse(http.StatusNotFound, "no snapshot has been published yet: "+err.Error(), "run `snavio snapshot generate`, or wait for the generation job")
 	case errors.Is(err, snapshot.ErrTooLargeToPublish):
-		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; remove unused routes and ACLs, or raise the platform's snapshot size cap"}
+		return controlapi.Refuse(http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; remove unused routes and ACLs, or raise the platform's snapshot size cap")
 	case errors.Is(err, registry.ErrInvalid):
-		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; fix or delete the records named (`snavio route get`, `snavio route delete`)"}
+		return controlapi.Refuse(http.StatusUnprocessableEntity, err.Error(), "the previous snapshot stays published; fix or delete the records named (`snavio route get`, `snavio route delete`)")
 	case errors.Is(err, snapshot.ErrTooLarge):
-		ae = &apiError{http.StatusUnprocessableEntity, err.Error(), "the stored document is above this server's read cap; regenerate a smaller one"}
-	default:
-		a.o.Logger.Error("snapshot API failure", "method", r.Method, "path", r.URL.Path, "err", err)
-		ae = &apiError{http.StatusInternalServerError, err.Error(), "retry; if it persists, check the server log"}
+		return controlapi.Refuse(http.StatusUnprocessableEntity, err.Error(), "the stored document is above this server's read cap; regenerate a smaller one")
 	}
-	server.WriteAPIError(w, ae.status, ae.msg, ae.fix)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode the answer: %w", err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 	return nil
 }
 
@@ -182,12 +146,13 @@ type Generated struct {
 	Bytes       map[snapshot.Kind]int `json:"bytes"`
 }
 
-func (a *API) generate(w http.ResponseWriter, r *http.Request) error {
+func (a *API) generate(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	pub, err := a.o.Generator.Generate(r.Context())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, Generated{VersionID: pub.VersionID, GeneratedAt: pub.GeneratedAt, Bytes: pub.Bytes})
+	controlapi.WriteJSON(w, http.StatusOK, Generated{VersionID: pub.VersionID, GeneratedAt: pub.GeneratedAt, Bytes: pub.Bytes})
+	return nil
 }
 
 // Document describes one document kind's versions.
@@ -210,7 +175,7 @@ type List struct {
 	Documents []Document `json:"documents"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	out := List{KeyID: a.o.KeyID, Documents: make([]Document, 0, len(kinds))}
 	for _, k := range kinds {
 		d := Document{Kind: k, Path: a.o.Paths.Of(k), Recent: []string{}}
@@ -232,28 +197,24 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Documents = append(out.Documents, d)
 	}
-	return writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // VersionHeader names the version of the document GET .../latest returns.
 const VersionHeader = "X-Snavio-Snapshot-Version"
 
-func (a *API) latest(w http.ResponseWriter, r *http.Request) error {
+func (a *API) latest(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	k, err := ParseKind(r.PathValue("kind"))
 	if err != nil {
-		return &apiError{http.StatusBadRequest, err.Error(), "ask for /v1/snapshots/full/latest, acl/latest or hmac/latest"}
+		return controlapi.BadRequest(err.Error(), "ask for /v1/snapshots/full/latest, acl/latest or hmac/latest")
 	}
 	version, body, err := a.o.Store.Latest(r.Context(), a.o.Paths.Of(k), a.o.MaxBytes)
 	if err != nil {
 		return err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	h.Set(VersionHeader, version)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	w.Header().Set(VersionHeader, version)
+	controlapi.WriteBody(w, http.StatusOK, "application/json", body)
 	return nil
 }
 
@@ -281,12 +242,13 @@ func NewPublicKey(id string, pub ed25519.PublicKey) (PublicKey, error) {
 	}, nil
 }
 
-func (a *API) publicKey(w http.ResponseWriter, _ *http.Request) error {
+func (a *API) publicKey(w http.ResponseWriter, _ *http.Request, _ server.Principal) error {
 	pk, err := NewPublicKey(a.o.KeyID, a.o.PublicKey)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, pk)
+	controlapi.WriteJSON(w, http.StatusOK, pk)
+	return nil
 }
 
 // Mount builds the API from o and registers it on mux (New, then

@@ -27,7 +27,6 @@ package telemetryapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -78,7 +78,8 @@ type Options struct {
 
 // API serves the telemetry endpoints.
 type API struct {
-	o Options
+	o  Options
+	ep controlapi.Endpoints
 
 	mu      sync.Mutex
 	waiting int
@@ -117,15 +118,15 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, per: map[string]int{}}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}, per: map[string]int{}}, nil
 }
 
 // Register adds the endpoints to mux, which must sit behind the server's
-// authentication (server.PrincipalFrom finds the caller).
+// authentication (controlapi.ContextAuth finds the caller).
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/telemetry", a.read)
-	mux.HandleFunc("GET /v1/telemetry/streams", a.streams)
-	mux.HandleFunc("POST /v1/telemetry/ack", a.ack)
+	mux.HandleFunc("GET /v1/telemetry", a.ep.Handle(controlapi.AnyPrincipal, a.read))
+	mux.HandleFunc("GET /v1/telemetry/streams", a.ep.Handle(controlapi.AnyPrincipal, a.streams))
+	mux.HandleFunc("POST /v1/telemetry/ack", a.ep.Handle(controlapi.AnyPrincipal, a.ack))
 }
 
 // Ack is the body of POST /v1/telemetry/ack: the tenant's consumer has
@@ -138,38 +139,29 @@ type Ack struct {
 
 // ack moves a tenant's consumer cursor (never backwards). A tenant acks
 // its own stream; the operator any.
-func (a *API) ack(w http.ResponseWriter, r *http.Request) {
-	p, ok := principal(w, r)
-	if !ok {
-		return
-	}
+func (a *API) ack(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var in Ack
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, "the body is not an acknowledgement: "+err.Error(), `send {"tenant":"T","seq":N}`)
-		return
+	if err := controlapi.Decode(r, 4<<10, &in, `send {"tenant":"T","seq":N}`); err != nil {
+		return err
 	}
 	if in.Tenant == "" && p.Tenant != "" {
 		in.Tenant = p.Tenant
 	}
 	if !telemetry.ValidStream(in.Tenant) || in.Seq == 0 {
-		server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("tenant %.60q, seq %d: want a tenant id and a sequence number from 1", in.Tenant, in.Seq),
+		return controlapi.BadRequest(fmt.Sprintf("tenant %.60q, seq %d: want a tenant id and a sequence number from 1", in.Tenant, in.Seq),
 			`send {"tenant":"T","seq":N} with N a seq you have read`)
-		return
 	}
-	if _, ok := scope(w, p, in.Tenant); !ok {
-		return
+	if _, err := scope(p, in.Tenant); err != nil {
+		return err
 	}
 	if err := a.o.Store.AckTelemetry(r.Context(), in.Tenant, in.Seq); err != nil {
 		if strings.Contains(err.Error(), "acknowledge a sequence number you have read") || strings.Contains(err.Error(), "has no telemetry stream") {
-			server.WriteAPIError(w, http.StatusConflict, err.Error(), "acknowledge only sequence numbers a read returned")
-			return
+			return controlapi.Refuse(http.StatusConflict, err.Error(), "acknowledge only sequence numbers a read returned")
 		}
-		a.storeError(w, r, err)
-		return
+		return fmt.Errorf("acknowledging telemetry: %w", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // Waiting reports how many requests are waiting now (for metrics).
@@ -179,54 +171,37 @@ func (a *API) Waiting() int {
 	return a.waiting
 }
 
-func principal(w http.ResponseWriter, r *http.Request) (server.Principal, bool) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-	}
-	return p, ok
-}
-
-// scope returns the tenant p reads ("" for every tenant) or writes the
-// refusal.
-func scope(w http.ResponseWriter, p server.Principal, tenant string) (string, bool) {
+// scope returns the tenant p reads ("" for every tenant), or the refusal.
+func scope(p server.Principal, tenant string) (string, error) {
 	switch {
 	case tenant == "" && p.Operator:
-		return "", true
+		return "", nil
 	case tenant == "" && p.Tenant != "":
-		return p.Tenant, true
+		return p.Tenant, nil
 	case tenant == "":
-		server.WriteAPIError(w, http.StatusForbidden, p.String()+" has no tenant to read", "use a tenant token or the operator token")
-		return "", false
+		return "", controlapi.Refuse(http.StatusForbidden, p.String()+" has no tenant to read", "use a tenant token or the operator token")
 	case !p.CanAccessTenant(tenant):
-		server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not read the telemetry of tenant "+strconv.Quote(tenant),
+		return "", controlapi.Refuse(http.StatusForbidden, p.String()+" may not read the telemetry of tenant "+strconv.Quote(tenant),
 			"read your own tenant (omit tenant), or use the operator token")
-		return "", false
 	}
-	return tenant, true
+	return tenant, nil
 }
 
-func (a *API) read(w http.ResponseWriter, r *http.Request) {
-	p, ok := principal(w, r)
-	if !ok {
-		return
-	}
+func (a *API) read(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	q, err := ParseQuery(r.URL.Query(), a.o.MaxWait)
 	if err != nil {
 		var qe *QueryError
 		errors.As(err, &qe)
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), qe.Fix)
-		return
+		return controlapi.BadRequest(err.Error(), qe.Fix)
 	}
-	if q.Tenant, ok = scope(w, p, q.Tenant); !ok {
-		return
+	if q.Tenant, err = scope(p, q.Tenant); err != nil {
+		return err
 	}
 	ctx := r.Context()
 	after := q.After
 	if !q.Since.IsZero() {
 		if after, err = a.seek(ctx, q.Tenant, q.Since); err != nil {
-			a.storeError(w, r, err)
-			return
+			return readFailed(err)
 		}
 	}
 	var (
@@ -242,37 +217,32 @@ func (a *API) read(w http.ResponseWriter, r *http.Request) {
 		changed := a.o.Changed() // before the read: an append after it wakes us
 		recs, err := a.page(ctx, q.Tenant, after, q.Limit)
 		if err != nil {
-			a.storeError(w, r, err)
-			return
+			return readFailed(err)
 		}
 		if len(recs) > 0 || q.Wait <= 0 {
 			a.answer(w, q.Tenant, after, recs)
-			return
+			return nil
 		}
 		if fired == nil {
 			// First empty read: is after past the end of the stream?
 			if after > 0 {
 				head, err := a.head(ctx, q.Tenant)
 				if err != nil {
-					a.storeError(w, r, err)
-					return
+					return readFailed(err)
 				}
 				if after > head {
-					server.WriteAPIError(w, http.StatusConflict,
+					return controlapi.Refuse(http.StatusConflict,
 						fmt.Sprintf("after %d is past the end of the stream (%d): the stream was reset, as when a server on an ephemeral store restarts", after, head),
 						"read again from after=0, or start at a time with since")
-					return
 				}
 			}
 			var status int
 			if release, status = a.acquire(p.String()); release == nil {
-				w.Header().Set("Retry-After", strconv.Itoa(int((a.o.RetryAfter+time.Second-1)/time.Second)))
 				what := "too many telemetry reads are waiting on this server"
 				if status == http.StatusTooManyRequests {
 					what = p.String() + " has too many telemetry reads waiting"
 				}
-				server.WriteAPIError(w, status, what, "retry after the Retry-After delay, or read with wait=0")
-				return
+				return &controlapi.Error{Status: status, Msg: what, Fix: "retry after the Retry-After delay, or read with wait=0", RetryAfter: a.o.RetryAfter}
 			}
 			var stop func() bool
 			fired, stop = a.o.NewTimer(q.Wait)
@@ -285,9 +255,9 @@ func (a *API) read(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		case <-fired:
 			a.answer(w, q.Tenant, after, nil)
-			return
+			return nil
 		case <-ctx.Done():
-			return
+			return nil // the client went away
 		}
 	}
 }
@@ -381,42 +351,31 @@ func (a *API) answer(w http.ResponseWriter, tenant string, after uint64, recs []
 			page.NextAfter = r.Seq
 		}
 	}
-	writeJSON(w, page)
+	controlapi.WriteJSON(w, http.StatusOK, page)
 }
 
-func (a *API) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return // the client left
-	}
-	a.o.Logger.Error("telemetry API: store read failed", "path", r.URL.Path, "err", err)
-	server.WriteAPIError(w, http.StatusInternalServerError, "reading telemetry failed: "+err.Error(), "retry; if it persists, check the server log")
-}
+// readFailed is a failed read of the telemetry store.
+func readFailed(err error) error { return fmt.Errorf("reading telemetry: %w", err) }
 
-func (a *API) streams(w http.ResponseWriter, r *http.Request) {
-	p, ok := principal(w, r)
-	if !ok {
-		return
-	}
+func (a *API) streams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	v := r.URL.Query()
 	tenant := ""
 	for k, vals := range v {
 		if k != "tenant" || len(vals) != 1 {
-			server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %.40q: unknown or repeated", k), "the only parameter is tenant, once")
-			return
+			return controlapi.BadRequest(fmt.Sprintf("query parameter %.40q: unknown or repeated", k), "the only parameter is tenant, once")
 		}
 		if tenant = vals[0]; !telemetry.ValidStream(tenant) {
-			server.WriteAPIError(w, http.StatusBadRequest, fmt.Sprintf("query parameter tenant: %.60q is not a tenant id", tenant),
+			return controlapi.BadRequest(fmt.Sprintf("query parameter tenant: %.60q is not a tenant id", tenant),
 				"give the part of a source before '/': "+telemetry.StreamRule)
-			return
 		}
 	}
-	if tenant, ok = scope(w, p, tenant); !ok {
-		return
+	tenant, err := scope(p, tenant)
+	if err != nil {
+		return err
 	}
 	all, err := a.o.Store.TelemetryStreams(r.Context())
 	if err != nil {
-		a.storeError(w, r, err)
-		return
+		return readFailed(err)
 	}
 	out := Streams{Streams: []Stream{}, ServerTime: a.o.Clock.Now().UTC()}
 	for _, s := range all {
@@ -428,7 +387,8 @@ func (a *API) streams(w http.ResponseWriter, r *http.Request) {
 			Oldest: timePtr(s.Oldest), OldestUnconsumed: timePtr(s.OldestUnconsumed), LastAckAt: timePtr(s.LastAckAt),
 		})
 	}
-	writeJSON(w, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -437,18 +397,4 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "encoding the answer failed: "+err.Error(), "retry; if it persists, report a bug")
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
 }

@@ -23,23 +23,21 @@
 // most Options.MaxTokens tokens (default 10000), beyond which issuing is
 // refused with 409 until some are revoked.
 //
-// Errors are JSON {"error","fix"} (server.WriteAPIError): 400 bad input,
+// Errors are JSON {"error","fix"} (controlapi.Error): 400 bad input,
 // 401/403 authentication, 404 no such token, 409 too many tokens, 413 body
 // too large, 500 storage failure.
 package tokenapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -85,7 +83,8 @@ type Options struct {
 
 // API serves the token endpoints.
 type API struct {
-	o Options
+	o  Options
+	ep controlapi.Endpoints
 	// mu makes "count, then issue" one step, so MaxTokens holds.
 	mu sync.Mutex
 }
@@ -104,15 +103,15 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o}, nil
+	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux. The mux must sit behind the
 // server's authentication middleware.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/tokens", a.issue)
-	mux.HandleFunc("GET /v1/tokens", a.list)
-	mux.HandleFunc("DELETE /v1/tokens/{id}", a.revoke)
+	mux.HandleFunc("POST /v1/tokens", a.ep.Handle(issuer, a.issue))
+	mux.HandleFunc("GET /v1/tokens", a.ep.Handle(controlapi.AnyPrincipal, a.list))
+	mux.HandleFunc("DELETE /v1/tokens/{id}", a.ep.Handle(revoker, a.revoke))
 }
 
 // IssueRequest is the body of POST /v1/tokens.
@@ -143,23 +142,19 @@ func CheckID(what, id string) error {
 	return nil
 }
 
+// SendTenant is the fix of a bad body of POST /v1/tokens and
+// /v1/credentials.
+const SendTenant = `send {"tenant":"<tenant>"} with a valid tenant id`
+
 // DecodeIssueRequest parses and validates the body of POST /v1/tokens: one
 // JSON object, no unknown fields, a valid tenant id.
 func DecodeIssueRequest(b []byte) (IssueRequest, error) {
-	if strings.TrimSpace(string(b)) == "" {
-		return IssueRequest{}, errors.New(`request body is empty; send {"tenant":"<tenant>"}`)
-	}
 	var req IssueRequest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return IssueRequest{}, fmt.Errorf("request body: %v; send {\"tenant\":\"<tenant>\"}", err)
-	}
-	if dec.More() {
-		return IssueRequest{}, errors.New(`request body: more than one JSON value; send one object {"tenant":"<tenant>"}`)
+	if err := controlapi.DecodeJSON(b, &req, SendTenant); err != nil {
+		return IssueRequest{}, err
 	}
 	if err := CheckTenant("tenant", req.Tenant); err != nil {
-		return IssueRequest{}, err
+		return IssueRequest{}, controlapi.BadRequest(err.Error(), SendTenant)
 	}
 	return req, nil
 }
@@ -195,80 +190,53 @@ type Revoked struct {
 	Revoked bool `json:"revoked"`
 }
 
-func principal(w http.ResponseWriter, r *http.Request) (server.Principal, bool) {
-	p, ok := server.PrincipalFrom(r.Context())
-	if !ok {
-		server.WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated", "send Authorization: Bearer <token>")
-	}
-	return p, ok
-}
+// The access of issuing and revoking.
+var (
+	issuer  = controlapi.OperatorOnly("issue tokens: "+operatorIssues, useOperator)
+	revoker = controlapi.OperatorOnly("revoke tokens: "+operatorIssues, useOperator)
+)
 
-func operatorOnly(w http.ResponseWriter, r *http.Request, what string) (server.Principal, bool) {
-	p, ok := principal(w, r)
-	if ok && !p.Operator {
-		server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not "+what+": tenant tokens are issued and revoked by the operator",
-			"use the operator token (operator.token in the server's data directory)")
-		return p, false
-	}
-	return p, ok
-}
+const (
+	operatorIssues = "tenant tokens are issued and revoked by the operator"
+	useOperator    = "use the operator token (operator.token in the server's data directory)"
+)
 
-func (a *API) issue(w http.ResponseWriter, r *http.Request) {
-	p, ok := operatorOnly(w, r, "issue tokens")
-	if !ok {
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.o.MaxBody)
-	body, err := io.ReadAll(r.Body)
+func (a *API) issue(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	body, err := controlapi.ReadBody(r, a.o.MaxBody, SendTenant)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			server.WriteAPIError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", a.o.MaxBody), `send {"tenant":"<tenant>"}`)
-			return
-		}
-		server.WriteAPIError(w, http.StatusBadRequest, "reading the request body: "+err.Error(), "resend the request")
-		return
+		return err
 	}
 	req, err := DecodeIssueRequest(body)
 	if err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), `send {"tenant":"<tenant>"} with a valid tenant id`)
-		return
+		return err
 	}
 	a.mu.Lock()
 	if n := len(a.o.Tokens.List()); n >= a.o.MaxTokens {
 		a.mu.Unlock()
-		server.WriteAPIError(w, http.StatusConflict, fmt.Sprintf("the server holds %d tenant tokens, its limit", n),
+		return controlapi.Refuse(http.StatusConflict, fmt.Sprintf("the server holds %d tenant tokens, its limit", n),
 			"revoke tokens no longer in use (`snavio token list`, `snavio token revoke ID`)")
-		return
 	}
 	secret, info, err := a.o.Tokens.Issue(req.Tenant)
 	a.mu.Unlock()
 	if err != nil {
-		a.o.Logger.Error("token API: issuing a token failed", "tenant", req.Tenant, "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "issuing the token failed: "+err.Error(), "retry; if it persists, check the data directory is writable and the server log")
-		return
+		return fmt.Errorf("issuing a token for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("tenant token issued", "by", p.String(), "tenant", info.Tenant, "id", info.ID)
-	writeJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: Notice})
+	controlapi.WriteJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: Notice})
+	return nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request) {
-	p, ok := principal(w, r)
-	if !ok {
-		return
-	}
+func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
 		if err := CheckTenant("tenant", tenant); err != nil {
-			server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass ?tenant=<tenant> or omit it")
-			return
+			return controlapi.BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
 		}
 	}
 	if !p.Operator {
 		if tenant != "" && tenant != p.Tenant {
-			server.WriteAPIError(w, http.StatusForbidden, p.String()+" may not list the tokens of tenant "+tenant+": a tenant token sees its own tenant's tokens only",
+			return controlapi.Refuse(http.StatusForbidden, p.String()+" may not list the tokens of tenant "+tenant+": a tenant token sees its own tenant's tokens only",
 				"omit --tenant, or use the operator token")
-			return
 		}
 		tenant = p.Tenant
 	}
@@ -278,18 +246,14 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 			out.Tokens = append(out.Tokens, tokenOf(t))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	controlapi.WriteJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
-	p, ok := operatorOnly(w, r, "revoke tokens")
-	if !ok {
-		return
-	}
+func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
 	if err := CheckID("token id", id); err != nil {
-		server.WriteAPIError(w, http.StatusBadRequest, err.Error(), "pass an id from GET /v1/tokens")
-		return
+		return controlapi.BadRequest(err.Error(), "pass an id from GET /v1/tokens")
 	}
 	var found server.TokenInfo
 	for _, t := range a.o.Tokens.List() {
@@ -299,27 +263,11 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := a.o.Tokens.Revoke(id); err != nil {
 		if errors.Is(err, server.ErrNoSuchToken) {
-			server.WriteAPIError(w, http.StatusNotFound, "no tenant token has id "+id, "it may be revoked already (a revoked token is gone); issue a new one with `snavio token create`")
-			return
+			return controlapi.Refuse(http.StatusNotFound, "no tenant token has id "+id, "it may be revoked already (a revoked token is gone); issue a new one with `snavio token create`")
 		}
-		a.o.Logger.Error("token API: revoking a token failed", "id", id, "err", err)
-		server.WriteAPIError(w, http.StatusInternalServerError, "revoking the token failed: "+err.Error(), "retry; if it persists, check the data directory is writable and the server log")
-		return
+		return fmt.Errorf("revoking token %s: %w", id, err)
 	}
 	a.o.Logger.Info("tenant token revoked", "by", p.String(), "tenant", found.Tenant, "id", id)
-	writeJSON(w, http.StatusOK, Revoked{Token: tokenOf(found), Revoked: true})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil { // cannot happen: strings and times
-		server.WriteAPIError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error(), "retry")
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	controlapi.WriteJSON(w, http.StatusOK, Revoked{Token: tokenOf(found), Revoked: true})
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server/servertest"
@@ -43,7 +44,7 @@ type Env struct {
 func New(t *testing.T, queues control.Queues, mount ...func(mux *http.ServeMux, e *Env)) *Env {
 	t.Helper()
 	e := &Env{Reg: memstore.NewRegistry(), Clk: clock.NewFake(T0), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: control.ContextAuth{}})
+	api, err := control.New(control.Options{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
