@@ -38,8 +38,8 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-// Options configure the API.
-type Options struct {
+// RegistryOptions configure the API.
+type RegistryOptions struct {
 	Registry registry.Store
 	// Auth authenticates requests (controlapi.ContextAuth behind the
 	// server's bearer-token middleware).
@@ -65,18 +65,18 @@ type Options struct {
 	// which must exist too. A route that fails is refused with 422 and
 	// nothing is written. Nil skips the check (a store that cannot see
 	// the queues, e.g. tests of the registry alone).
-	Queues Queues
+	Queues RouteQueues
 }
 
-// API serves the control endpoints.
-type API struct {
-	o   Options
+// RegistryAPI serves the control endpoints.
+type RegistryAPI struct {
+	o   RegistryOptions
 	ep  controlapi.Endpoints
 	mux *http.ServeMux
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewRegistryAPI returns the API.
+func NewRegistryAPI(o RegistryOptions) (*RegistryAPI, error) {
 	if o.Registry == nil || o.Auth == nil {
 		return nil, errors.New("control: Registry and Auth are required")
 	}
@@ -95,32 +95,32 @@ func New(o Options) (*API, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = spec.MaxFileBytes
 	}
-	a := &API{o: o, ep: controlapi.Endpoints{Auth: o.Auth, Errors: registryErrors, Logger: o.Logger}, mux: http.NewServeMux()}
+	a := &RegistryAPI{o: o, ep: controlapi.Endpoints{Auth: o.Auth, Errors: registryErrors, Logger: o.Logger}, mux: http.NewServeMux()}
 	a.Register(a.mux)
 	return a, nil
 }
 
 // Register adds the API's endpoints to mux (Go 1.22 method and path
 // patterns under /v1/).
-func (a *API) Register(mux *http.ServeMux) {
+func (a *RegistryAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/registry", a.ep.Handle(controlapi.AnyPrincipal, a.list))
 	mux.HandleFunc("GET /v1/registry/item", a.ep.Handle(controlapi.AnyPrincipal, a.get))
-	mux.HandleFunc("PUT /v1/registry/item", a.ep.Handle(operator, a.put))
-	mux.HandleFunc("DELETE /v1/registry/item", a.ep.Handle(operator, a.delete))
+	mux.HandleFunc("PUT /v1/registry/item", a.ep.Handle(registryWriter, a.put))
+	mux.HandleFunc("DELETE /v1/registry/item", a.ep.Handle(registryWriter, a.delete))
 	mux.HandleFunc("GET /v1/registry/history", a.ep.Handle(controlapi.AnyPrincipal, a.history))
-	mux.HandleFunc("POST /v1/registry/apply", a.ep.Handle(operator, a.apply))
-	mux.HandleFunc("POST /v1/registry/acl/revoke", a.ep.Handle(operator, a.revoke))
-	mux.HandleFunc("POST /v1/keys/create", a.ep.Handle(operator, a.createKey))
-	mux.HandleFunc("POST /v1/keys/rotate", a.ep.Handle(operator, a.rotateKey))
+	mux.HandleFunc("POST /v1/registry/apply", a.ep.Handle(registryWriter, a.apply))
+	mux.HandleFunc("POST /v1/registry/acl/revoke", a.ep.Handle(registryWriter, a.revoke))
+	mux.HandleFunc("POST /v1/keys/create", a.ep.Handle(registryWriter, a.createKey))
+	mux.HandleFunc("POST /v1/keys/rotate", a.ep.Handle(registryWriter, a.rotateKey))
 	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.ep.Handle(controlapi.AnyPrincipal, a.tenantConfig))
 }
 
 // Handler returns the API's HTTP handler (its own mux, with every
 // endpoint Register adds).
-func (a *API) Handler() http.Handler { return a.mux }
+func (a *RegistryAPI) Handler() http.Handler { return a.mux }
 
-// operator is the access of registry and key changes.
-var operator = controlapi.OperatorOnly("change the registry or keys: registry and key changes need the operator token", "run the command with the operator profile")
+// registryWriter is the access of registry and key changes.
+var registryWriter = controlapi.OperatorOnly("change the registry or keys: registry and key changes need the operator token", "run the command with the operator profile")
 
 // registryErrors maps the registry's errors to refusals.
 func registryErrors(err error) *controlapi.Error {
@@ -135,11 +135,11 @@ func registryErrors(err error) *controlapi.Error {
 	return nil
 }
 
-func (a *API) decode(r *http.Request, v any) error {
+func (a *RegistryAPI) decode(r *http.Request, v any) error {
 	return controlapi.Decode(r, a.o.MaxBody, v, "send the JSON documented for this endpoint")
 }
 
-func (a *API) actor(p server.Principal) registry.Actor {
+func (a *RegistryAPI) actor(p server.Principal) registry.Actor {
 	return registry.Actor{Who: p.String(), At: a.o.Clock.Now()}
 }
 
@@ -148,7 +148,7 @@ type Items struct {
 	Items []registry.Item `json:"items"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var kinds []registry.Kind
 	if k := r.URL.Query().Get("kind"); k != "" {
 		kind := registry.Kind(k)
@@ -280,7 +280,7 @@ func idParam(r *http.Request) (registry.ID, error) {
 	return id, nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) get(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
@@ -305,7 +305,7 @@ type PutRequest struct {
 	Item registry.Item `json:"item"`
 }
 
-func (a *API) put(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) put(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req PutRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -341,7 +341,7 @@ func redactChange(c registry.Change) registry.Change {
 	return c
 }
 
-func (a *API) delete(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) delete(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
@@ -363,7 +363,7 @@ type History struct {
 	Changes []registry.Change `json:"changes"`
 }
 
-func (a *API) history(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) history(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
 		return err
@@ -407,7 +407,7 @@ type ApplyResult struct {
 	Applied []registry.Change `json:"applied"`
 }
 
-func (a *API) apply(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) apply(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req ApplyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -480,7 +480,7 @@ type RevokeRequest struct {
 	Command string `json:"command"`
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req RevokeRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -529,7 +529,7 @@ func newSecret() ([]byte, error) {
 	return b, nil
 }
 
-func (a *API) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -552,7 +552,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request, p server.Princip
 	return nil
 }
 
-func (a *API) rotateKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) rotateKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -613,7 +613,7 @@ func keptVersions(vs []registry.KeyVersion, now time.Time, keep time.Duration) [
 	return vs[from:]
 }
 
-func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *RegistryAPI) tenantConfig(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.PathValue("tenant")
 	if !p.Operator && p.Tenant != tenant {
 		return controlapi.Refuse(http.StatusForbidden, "a tenant reads only its own configuration", "use tenant "+p.Tenant+"'s token, or the operator's")
@@ -621,7 +621,7 @@ func (a *API) tenantConfig(w http.ResponseWriter, r *http.Request, p server.Prin
 	return a.writeTenantConfig(w, r, tenant)
 }
 
-func (a *API) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant string) error {
+func (a *RegistryAPI) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant string) error {
 	now := a.o.Clock.Now()
 	d, err := a.o.Registry.Load(r.Context(), now, registry.KindKey)
 	if err != nil {

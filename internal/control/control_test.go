@@ -22,25 +22,25 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-type env struct {
+type registryEnv struct {
 	srv *httptest.Server
 	clk *clock.Fake
 	reg *memstore.Registry
 }
 
-func newEnv(t *testing.T) *env {
+func newRegistryEnv(t *testing.T) *registryEnv {
 	clk := clock.NewFake(t0)
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Auth: controlapi.ContextAuth{}})
+	api, err := NewRegistryAPI(RegistryOptions{Registry: reg, Clock: clk, Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(api.Handler()))
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, clk: clk, reg: reg}
+	return &registryEnv{srv: srv, clk: clk, reg: reg}
 }
 
-func (e *env) do(t *testing.T, token, method, path string, body any, out any) int {
+func (e *registryEnv) do(t *testing.T, token, method, path string, body any, out any) int {
 	t.Helper()
 	var rd *bytes.Reader
 	if body != nil {
@@ -72,7 +72,7 @@ func route(target, command string) registry.Item {
 }
 
 func TestAuthorization(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	var er map[string]string
 	if st := e.do(t, "", "GET", "/v1/registry", nil, &er); st != 401 || er["fix"] == "" {
 		t.Fatalf("no token: %d %v", st, er)
@@ -89,7 +89,7 @@ func TestAuthorization(t *testing.T) {
 }
 
 func TestPutGetConflictAndHistory(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	var ch registry.Change
 	if st := e.do(t, "op", "PUT", "/v1/registry/item", PutRequest{Item: route("mailer", "send")}, &ch); st != 200 || ch.Version != 1 || ch.Who != "operator" {
 		t.Fatalf("create: %d %+v", st, ch)
@@ -136,7 +136,7 @@ command: send
 `
 
 func TestApplyDryRunIdempotentAndPrune(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	its, err := spec.Parse("f", strings.NewReader(file), t0)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestApplyDryRunIdempotentAndPrune(t *testing.T) {
 }
 
 func TestRevokeKeepsTheAuditRecord(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	acl := dispatchtest.RegistryACL("acme/billing", "mailer", "send")
 	if _, err := e.reg.Put(t.Context(), registry.Actor{Who: "t", At: t0}, registry.Item{ACL: &acl}); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestRevokeKeepsTheAuditRecord(t *testing.T) {
 }
 
 func TestKeysAndTenantConfig(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	var k KeyResult
 	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, &k); st != 200 || k.VersionID != "hmac-v1" || len(k.Secret) != 32 {
 		t.Fatalf("create: %d %+v", st, k)
@@ -224,7 +224,7 @@ func TestKeysAndTenantConfig(t *testing.T) {
 // verify an archived command again; older ones go, and so do the oldest
 // beyond registry.MaxKeyVersions.
 func TestRotationKeepsKeyHistory(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, nil); st != 200 {
 		t.Fatalf("create: %d", st)
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/snavio/snavio/internal/store/embedded"
 )
 
-// EmbeddedQueues is the Queues port over the local queues of the embedded
+// EmbeddedRouteQueues is the Queues port over the local queues of the embedded
 // store: an ARN that is not a local queue's (arn:snavio:sqs:local:...),
 // or names no queue, is ErrNoQueue. Local queues are never FIFO (the store
 // refuses .fifo names).
-func EmbeddedQueues(s *embedded.Store) Queues {
-	return QueuesFunc(func(ctx context.Context, arn string) (QueueInfo, error) {
+func EmbeddedRouteQueues(s *embedded.Store) RouteQueues {
+	return RouteQueuesFunc(func(ctx context.Context, arn string) (QueueInfo, error) {
 		name, err := embedded.ParseQueueARN(arn)
 		if err != nil {
 			return QueueInfo{}, fmt.Errorf("%w: %v", ErrNoQueue, err)

@@ -14,7 +14,7 @@ import (
 // left out of lists, and naming one (filter, id, history) is a 403 given
 // before any lookup. The operator sees everything.
 func TestTenantReadsOnlyItsOwnRecords(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	ctx := t.Context()
 	by := registry.Actor{Who: "test", At: t0}
 	acl := func(src string) registry.Item {

@@ -27,19 +27,21 @@ type QueueInfo struct {
 	DeadLetterARN string
 }
 
-// Queues is the port through which registration checks a route's queues.
+// RouteQueues is the port through which registration checks a route's queues.
 // Queue must be safe for concurrent use and honour ctx. It returns an
 // error wrapping ErrNoQueue when arn names no queue; any other error is the
 // port's failure (the registration answers 500 and may be retried).
-type Queues interface {
+type RouteQueues interface {
 	Queue(ctx context.Context, arn string) (QueueInfo, error)
 }
 
-// QueuesFunc adapts a function to Queues.
-type QueuesFunc func(ctx context.Context, arn string) (QueueInfo, error)
+// RouteQueuesFunc adapts a function to Queues.
+type RouteQueuesFunc func(ctx context.Context, arn string) (QueueInfo, error)
 
 // Queue implements Queues.
-func (f QueuesFunc) Queue(ctx context.Context, arn string) (QueueInfo, error) { return f(ctx, arn) }
+func (f RouteQueuesFunc) Queue(ctx context.Context, arn string) (QueueInfo, error) {
+	return f(ctx, arn)
+}
 
 // MaxRoutingProblems bounds the problems one refusal lists.
 const MaxRoutingProblems = 10
@@ -55,7 +57,7 @@ func queueName(arn string) string {
 // testRouting checks that each route could deliver: its queue exists, is
 // not FIFO and redrives to the route's DLQ, which exists. Every problem is
 // listed in one 422 refusal, so a file is fixed in one pass.
-func (a *API) testRouting(ctx context.Context, routes []*registry.Route) error {
+func (a *RegistryAPI) testRouting(ctx context.Context, routes []*registry.Route) error {
 	if a.o.Queues == nil || len(routes) == 0 {
 		return nil
 	}

@@ -21,7 +21,7 @@ import (
 // newQueueEnv is an API whose test routing sees the local queues of an
 // ephemeral embedded store: mailer (redriving to mailer-dlq), mailer-dlq
 // and lonely (no DLQ).
-func newQueueEnv(t *testing.T) *env {
+func newQueueEnv(t *testing.T) *registryEnv {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	st, err := embedded.Open(embedded.Options{Ephemeral: true, Clock: clk})
@@ -35,7 +35,7 @@ func newQueueEnv(t *testing.T) *env {
 		}
 	}
 	reg := memstore.NewRegistry()
-	api, err := New(Options{Registry: reg, Clock: clk, Queues: EmbeddedQueues(st), Auth: controlapi.ContextAuth{}})
+	api, err := NewRegistryAPI(RegistryOptions{Registry: reg, Clock: clk, Queues: EmbeddedRouteQueues(st), Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func newQueueEnv(t *testing.T) *env {
 	api.Register(mux)
 	srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(mux))
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, clk: clk, reg: reg}
+	return &registryEnv{srv: srv, clk: clk, reg: reg}
 }
 
 func localRoute(target, command, queue, dlq string) registry.Item {
@@ -121,15 +121,15 @@ func fifo(context.Context, string) (QueueInfo, error) {
 }
 
 func TestTestRoutingPortFailures(t *testing.T) {
-	for name, q := range map[string]Queues{"failing": failingQueues{}, "fifo": QueuesFunc(fifo)} {
+	for name, q := range map[string]RouteQueues{"failing": failingQueues{}, "fifo": RouteQueuesFunc(fifo)} {
 		t.Run(name, func(t *testing.T) {
-			api, err := New(Options{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: controlapi.ContextAuth{}})
+			api, err := NewRegistryAPI(RegistryOptions{Registry: memstore.NewRegistry(), Clock: clock.NewFake(t0), Queues: q, Auth: controlapi.ContextAuth{}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			srv := httptest.NewServer(servertest.OperatorAndAcme().Handler(api.Handler()))
 			defer srv.Close()
-			e := &env{srv: srv}
+			e := &registryEnv{srv: srv}
 			r := dispatchtest.RegistryRoute("mailer", "send")
 			r.DLQARN = "arn:aws:sqs:eu-west-1:123456789012:mailer-dlq"
 			var er map[string]string
@@ -149,7 +149,7 @@ func TestTestRoutingPortFailures(t *testing.T) {
 }
 
 func TestACLInheritsTheRouteProfile(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	r := dispatchtest.RegistryRoute("mailer", "send")
 	r.Profile = registry.ProfileCritical
 	var res ApplyResult
@@ -175,7 +175,7 @@ func TestACLInheritsTheRouteProfile(t *testing.T) {
 }
 
 func TestListFilters(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	by := registry.Actor{Who: "t", At: t0}
 	put := func(it registry.Item) {
 		if _, err := e.reg.Put(t.Context(), by, it); err != nil {
@@ -230,7 +230,7 @@ func TestListFilters(t *testing.T) {
 }
 
 func TestTenantConfigWithoutKeys(t *testing.T) {
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	var er map[string]string
 	if st := e.do(t, "op", "GET", "/v1/tenants/globex/config", nil, &er); st != 404 || !strings.Contains(er["fix"], "snavio key create --service globex/") {
 		t.Fatalf("tenant without keys: %d %v", st, er)

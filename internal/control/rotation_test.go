@@ -19,7 +19,7 @@ import (
 // does, and judged by the shield reading them through the key cache, as
 // the dispatcher does.
 type rotationRig struct {
-	*env
+	*registryEnv
 	caches *cache.Caches
 	shield *shield.Shield
 	tel    *telemetry.Memory
@@ -29,7 +29,7 @@ type rotationRig struct {
 
 func newRotationRig(t *testing.T) *rotationRig {
 	t.Helper()
-	e := newEnv(t)
+	e := newRegistryEnv(t)
 	tel := &telemetry.Memory{}
 	c, err := cache.New(cache.Config{Jitter: -1}, cache.Deps{Reader: e.reg, Clock: e.clk, Telemetry: telemetry.Discard{}, Executor: func(f func()) { f() }})
 	if err != nil {
@@ -39,7 +39,7 @@ func newRotationRig(t *testing.T) *rotationRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rotationRig{env: e, caches: c, shield: sh, tel: tel, keys: map[string]*signing.Key{}}
+	return &rotationRig{registryEnv: e, caches: c, shield: sh, tel: tel, keys: map[string]*signing.Key{}}
 }
 
 // key creates or rotates acme/billing's key through the API and reloads

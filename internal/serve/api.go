@@ -55,7 +55,7 @@ type Deps struct {
 
 // mountAPI builds the /v1/ handler: the control API (registry, keys,
 // tenant config) and the API packages, each registering its own routes.
-func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
+func (s *Serve) mountAPI(ctl *control.RegistryAPI) (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
 		mux.Handle(p, s.recordPolls(ctl.Handler()))
@@ -68,33 +68,33 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 	if err := registerTelemetry(mux, s.deps); err != nil {
 		return nil, err
 	}
-	explain, err := explainapi.New(explainapi.Options{Dispatcher: s.deps.Dispatcher})
+	explain, err := explainapi.NewExplainAPI(explainapi.ExplainOptions{Dispatcher: s.deps.Dispatcher})
 	if err != nil {
 		return nil, err
 	}
 	explain.Register(mux)
-	if err := archiveapi.Mount(mux, archiveapi.Options{Archive: s.store, Logger: s.log}); err != nil {
+	if err := archiveapi.MountArchive(mux, archiveapi.ArchiveOptions{Archive: s.store, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
+	if err := replayapi.MountReplays(mux, replayapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
+	if err := deliveryapi.MountDelivery(mux, deliveryapi.DeliveryOptions{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	qa, err := queueapi.New(queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
+	qa, err := queueapi.NewQueueAPI(queueapi.QueueOptions{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
 	qa.Register(mux)
 	s.queues = qa
-	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
+	if err := snapshotapi.MountSnapshots(mux, snapshotapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
 	if err := mountTokens(mux, s.deps); err != nil {
 		return nil, err
 	}
-	creds, err := credentialapi.New(credentialapi.Options{Credentials: s.deps.Credentials, Logger: s.log})
+	creds, err := credentialapi.NewCredentialAPI(credentialapi.CredentialOptions{Credentials: s.deps.Credentials, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
 
 // mountTokens mounts POST/GET /v1/tokens and DELETE /v1/tokens/{id}.
 func mountTokens(mux *http.ServeMux, d Deps) error {
-	t, err := tokenapi.New(tokenapi.Options{Tokens: d.Tokens, Logger: d.Logger})
+	t, err := tokenapi.NewTokenAPI(tokenapi.TokenOptions{Tokens: d.Tokens, Logger: d.Logger})
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (s *Serve) whoami(w http.ResponseWriter, _ *http.Request, p server.Principa
 
 // registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
 func registerTelemetry(mux *http.ServeMux, d Deps) error {
-	t, err := telemetryapi.New(telemetryapi.Options{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
+	t, err := telemetryapi.NewTelemetryAPI(telemetryapi.TelemetryOptions{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
 	if err != nil {
 		return err
 	}

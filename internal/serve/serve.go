@@ -160,7 +160,7 @@ type Serve struct {
 	clk     clock.Clock
 	store   *embedded.Store
 	srv     *server.Server
-	queues  *queueapi.API // the queue API, whose long poll the SQS API shares
+	queues  *queueapi.QueueAPI // the queue API, whose long poll the SQS API shares
 	node    *node.Node
 	caches  *cache.Caches
 	flow    *flow.Flow
@@ -369,7 +369,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
+	ctl, err := control.NewRegistryAPI(control.RegistryOptions{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -28,37 +28,37 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
-// Archive is the embedded store's archive query.
-type Archive interface {
+// ArchiveStore is the embedded store's archive query.
+type ArchiveStore interface {
 	ArchiveQuery(ctx context.Context, q embedded.ArchiveQuery) ([]embedded.ArchivedEvent, string, error)
 }
 
-// Options configure the API. Archive is required.
-type Options struct {
-	Archive Archive
+// ArchiveOptions configure the API. Archive is required.
+type ArchiveOptions struct {
+	Archive ArchiveStore
 	Logger  *slog.Logger
 }
 
-// API serves GET /v1/archive.
-type API struct {
-	o  Options
+// ArchiveAPI serves GET /v1/archive.
+type ArchiveAPI struct {
+	o  ArchiveOptions
 	ep controlapi.Endpoints
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewArchiveAPI returns the API.
+func NewArchiveAPI(o ArchiveOptions) (*ArchiveAPI, error) {
 	if o.Archive == nil {
 		return nil, errors.New("archiveapi: Archive is required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
+	return &ArchiveAPI{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
-// Mount builds the API from o and registers it on mux.
-func Mount(mux *http.ServeMux, o Options) error {
-	a, err := New(o)
+// MountArchive builds the API from o and registers it on mux.
+func MountArchive(mux *http.ServeMux, o ArchiveOptions) error {
+	a, err := NewArchiveAPI(o)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func Mount(mux *http.ServeMux, o Options) error {
 }
 
 // Register mounts GET /v1/archive on mux, for the operator only.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *ArchiveAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/archive", a.ep.Handle(controlapi.Operator, a.list))
 }
 
@@ -93,14 +93,14 @@ type Page struct {
 // maxTokenLen bounds a page token (the store's are 25 bytes).
 const maxTokenLen = 128
 
-var params = map[string]bool{"from": true, "to": true, "source": true, "target": true, "command": true, "limit": true, "page_token": true}
+var archiveParams = map[string]bool{"from": true, "to": true, "source": true, "target": true, "command": true, "limit": true, "page_token": true}
 
-// ParseQuery validates the query string of GET /v1/archive; its error
+// ParseArchiveQuery validates the query string of GET /v1/archive; its error
 // names the parameter and the fix.
-func ParseQuery(v url.Values) (embedded.ArchiveQuery, error) {
+func ParseArchiveQuery(v url.Values) (embedded.ArchiveQuery, error) {
 	var q embedded.ArchiveQuery
 	for k, vs := range v {
-		if !params[k] {
+		if !archiveParams[k] {
 			return q, fmt.Errorf("unknown query parameter %.40q: use from, to, source, target, command, limit and page_token", k)
 		}
 		if len(vs) != 1 {
@@ -151,8 +151,8 @@ func ParseQuery(v url.Values) (embedded.ArchiveQuery, error) {
 	return q, nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	q, err := ParseQuery(r.URL.Query())
+func (a *ArchiveAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+	q, err := ParseArchiveQuery(r.URL.Query())
 	if err != nil {
 		return controlapi.BadRequest(err.Error(), "fix the query parameter named; see GET /v1/archive in docs/replay.md")
 	}

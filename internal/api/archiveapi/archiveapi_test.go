@@ -18,7 +18,7 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-func setup(t *testing.T, n int) *http.ServeMux {
+func archiveSetup(t *testing.T, n int) *http.ServeMux {
 	t.Helper()
 	st, err := embedded.Open(embedded.Options{Ephemeral: true, Clock: clock.NewFake(t0)})
 	if err != nil {
@@ -38,7 +38,7 @@ func setup(t *testing.T, n int) *http.ServeMux {
 			t.Fatal(err)
 		}
 	}
-	a, err := New(Options{Archive: st})
+	a, err := NewArchiveAPI(ArchiveOptions{Archive: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func setup(t *testing.T, n int) *http.ServeMux {
 	return mux
 }
 
-func get(t *testing.T, mux *http.ServeMux, p server.Principal, query string) (*httptest.ResponseRecorder, Page) {
+func archiveGet(t *testing.T, mux *http.ServeMux, p server.Principal, query string) (*httptest.ResponseRecorder, Page) {
 	t.Helper()
 	req := httptest.NewRequest("GET", "/v1/archive?"+query, nil)
 	req = req.WithContext(server.WithPrincipal(req.Context(), p))
@@ -63,10 +63,10 @@ func get(t *testing.T, mux *http.ServeMux, p server.Principal, query string) (*h
 }
 
 func TestQueryPagesAndFilters(t *testing.T) {
-	mux := setup(t, 10)
+	mux := archiveSetup(t, 10)
 	op := server.OperatorPrincipal()
 	q := url.Values{"from": {t0.Add(2 * time.Minute).Format(time.RFC3339)}, "to": {t0.Add(8 * time.Minute).Format(time.RFC3339)}, "limit": {"4"}}
-	w, pg := get(t, mux, op, q.Encode())
+	w, pg := archiveGet(t, mux, op, q.Encode())
 	if w.Code != 200 || len(pg.Events) != 4 || pg.Events[0].ID != "ev-002" || pg.NextPageToken == "" {
 		t.Fatalf("page 1 = %d %s", w.Code, w.Body)
 	}
@@ -74,18 +74,18 @@ func TestQueryPagesAndFilters(t *testing.T) {
 		t.Fatalf("event = %+v", pg.Events[0])
 	}
 	q.Set("page_token", pg.NextPageToken)
-	_, pg = get(t, mux, op, q.Encode())
+	_, pg = archiveGet(t, mux, op, q.Encode())
 	if len(pg.Events) != 2 || pg.Events[1].ID != "ev-007" || pg.NextPageToken != "" {
 		t.Fatalf("page 2 = %+v", pg)
 	}
-	_, pg = get(t, mux, op, "target=accounts")
+	_, pg = archiveGet(t, mux, op, "target=accounts")
 	if len(pg.Events) != 5 {
 		t.Fatalf("filtered = %+v", pg)
 	}
 }
 
-func TestBadQueries(t *testing.T) {
-	mux := setup(t, 1)
+func TestArchiveBadQueries(t *testing.T) {
+	mux := archiveSetup(t, 1)
 	op := server.OperatorPrincipal()
 	for q, want := range map[string]string{
 		"from=yesterday": "not an RFC 3339 time",
@@ -102,17 +102,17 @@ func TestBadQueries(t *testing.T) {
 		"from=1900-01-01T00:00:00Z":              "out of range",
 		"page_token=" + strings.Repeat("a", 200): "longer than",
 	} {
-		w, _ := get(t, mux, op, q)
+		w, _ := archiveGet(t, mux, op, q)
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), want) || !strings.Contains(w.Body.String(), `"fix"`) {
 			t.Errorf("%s: %d %s, want 400 with %q", q, w.Code, w.Body, want)
 		}
 	}
-	if w, _ := get(t, mux, server.TenantPrincipal("acme"), ""); w.Code != http.StatusForbidden {
+	if w, _ := archiveGet(t, mux, server.TenantPrincipal("acme"), ""); w.Code != http.StatusForbidden {
 		t.Errorf("a tenant read the archive: %d", w.Code)
 	}
 }
 
-func FuzzParseQuery(f *testing.F) {
+func FuzzParseArchiveQuery(f *testing.F) {
 	for _, s := range []string{"from=2026-11-21T12:00:00Z&to=2026-11-21T13:00:00Z&limit=10", "source=acme/billing&target=mailer&command=send", "page_token=a1.AAAA", "limit=-1", "to=2026-11-21T12:00:00.5%2B01:00"} {
 		f.Add(s)
 	}
@@ -121,7 +121,7 @@ func FuzzParseQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		q, err := ParseQuery(v)
+		q, err := ParseArchiveQuery(v)
 		if err != nil {
 			return
 		}

@@ -56,15 +56,15 @@ var _ Credentials = (*server.FileCredentialStore)(nil)
 
 // Limits and defaults of the API.
 const (
-	DefaultMaxCredentials = 10000
-	DefaultMaxBody        = 4 << 10
+	DefaultMaxCredentials    = 10000
+	DefaultMaxCredentialBody = 4 << 10
 )
 
-// Notice is said with every new credential.
-const Notice = "the secret access key is shown once and never again: give it to the tenant's producers now (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); revoke it with `snavio tenant credentials revoke ACCESS_KEY_ID`"
+// CredentialNotice is said with every new credential.
+const CredentialNotice = "the secret access key is shown once and never again: give it to the tenant's producers now (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); revoke it with `snavio tenant credentials revoke ACCESS_KEY_ID`"
 
-// Options configure New.
-type Options struct {
+// CredentialOptions configure New.
+type CredentialOptions struct {
 	// Credentials is the server's ingress credential store. Required.
 	Credentials Credentials
 	// MaxCredentials bounds the stored credentials (default DefaultMaxCredentials).
@@ -76,16 +76,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the credential endpoints.
-type API struct {
-	o  Options
+// CredentialAPI serves the credential endpoints.
+type CredentialAPI struct {
+	o  CredentialOptions
 	ep controlapi.Endpoints
 	// mu makes "count, then create" one step, so MaxCredentials holds.
 	mu sync.Mutex
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewCredentialAPI returns the API.
+func NewCredentialAPI(o CredentialOptions) (*CredentialAPI, error) {
 	if o.Credentials == nil {
 		return nil, errors.New("credentialapi: Options.Credentials is nil; pass the server's ingress credential store")
 	}
@@ -93,16 +93,16 @@ func New(o Options) (*API, error) {
 		o.MaxCredentials = DefaultMaxCredentials
 	}
 	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultMaxBody
+		o.MaxBody = DefaultMaxCredentialBody
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
+	return &CredentialAPI{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux, behind the server's authentication.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *CredentialAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/credentials", a.ep.Handle(controlapi.AnyPrincipal, a.create))
 	mux.HandleFunc("GET /v1/credentials", a.ep.Handle(controlapi.AnyPrincipal, a.list))
 	mux.HandleFunc("DELETE /v1/credentials/{id}", a.ep.Handle(controlapi.AnyPrincipal, a.revoke))
@@ -175,7 +175,7 @@ func allowed(p server.Principal, tenant, what string) error {
 	return nil
 }
 
-func (a *API) create(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *CredentialAPI) create(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	body, err := controlapi.ReadBody(r, a.o.MaxBody, tokenapi.SendTenant)
 	if err != nil {
 		return err
@@ -199,11 +199,11 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, p server.Principal)
 		return fmt.Errorf("creating a credential for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("ingress credential created", "by", p.String(), "tenant", c.Tenant, "access_key_id", c.AccessKeyID)
-	controlapi.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: Notice})
+	controlapi.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: CredentialNotice})
 	return nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *CredentialAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
 		if err := tokenapi.CheckTenant("tenant", tenant); err != nil {
@@ -228,7 +228,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) e
 	return nil
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *CredentialAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
 	if err := CheckAccessKeyID("access key id", id); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass an access key id from GET /v1/credentials")

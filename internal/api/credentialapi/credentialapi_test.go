@@ -19,7 +19,7 @@ func newAPI(t *testing.T) (*http.ServeMux, *server.FileCredentialStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Credentials: st, MaxCredentials: 3})
+	a, err := NewCredentialAPI(CredentialOptions{Credentials: st, MaxCredentials: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func newAPI(t *testing.T) (*http.ServeMux, *server.FileCredentialStore) {
 	return mux, st
 }
 
-func call(mux *http.ServeMux, p server.Principal, method, path, body string) *httptest.ResponseRecorder {
+func credentialCall(mux *http.ServeMux, p server.Principal, method, path, body string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r = r.WithContext(server.WithPrincipal(r.Context(), p))
 	w := httptest.NewRecorder()
@@ -40,47 +40,47 @@ func TestCredentialAPIWhoMayDoWhat(t *testing.T) {
 	mux, st := newAPI(t)
 	op, acme, globex := server.OperatorPrincipal(), server.TenantPrincipal("acme"), server.TenantPrincipal("globex")
 
-	w := call(mux, op, "POST", "/v1/credentials", `{"tenant":"acme"}`)
+	w := credentialCall(mux, op, "POST", "/v1/credentials", `{"tenant":"acme"}`)
 	var c Created
 	if w.Code != 201 || json.Unmarshal(w.Body.Bytes(), &c) != nil || c.SecretAccessKey == "" || c.Tenant != "acme" || !server.ValidAccessKeyID(c.AccessKeyID) {
 		t.Fatalf("operator create: %d %s", w.Code, w.Body)
 	}
-	if w := call(mux, acme, "POST", "/v1/credentials", `{"tenant":"acme"}`); w.Code != 201 {
+	if w := credentialCall(mux, acme, "POST", "/v1/credentials", `{"tenant":"acme"}`); w.Code != 201 {
 		t.Fatalf("tenant creates its own: %d %s", w.Code, w.Body)
 	}
-	if w := call(mux, globex, "POST", "/v1/credentials", `{"tenant":"acme"}`); w.Code != 403 {
+	if w := credentialCall(mux, globex, "POST", "/v1/credentials", `{"tenant":"acme"}`); w.Code != 403 {
 		t.Fatalf("another tenant creates: %d %s", w.Code, w.Body)
 	}
-	if w := call(mux, globex, "GET", "/v1/credentials?tenant=acme", ""); w.Code != 403 {
+	if w := credentialCall(mux, globex, "GET", "/v1/credentials?tenant=acme", ""); w.Code != 403 {
 		t.Fatalf("another tenant lists: %d %s", w.Code, w.Body)
 	}
-	w = call(mux, acme, "GET", "/v1/credentials", "")
+	w = credentialCall(mux, acme, "GET", "/v1/credentials", "")
 	if w.Code != 200 || strings.Count(w.Body.String(), `"tenant":"acme"`) != 2 || strings.Contains(w.Body.String(), "secret") {
 		t.Fatalf("tenant list: %d %s", w.Code, w.Body)
 	}
-	if w := call(mux, globex, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 403 {
+	if w := credentialCall(mux, globex, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 403 {
 		t.Fatalf("another tenant revokes: %d %s", w.Code, w.Body)
 	}
-	if w := call(mux, acme, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"revoked":true`) {
+	if w := credentialCall(mux, acme, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"revoked":true`) {
 		t.Fatalf("tenant revokes its own: %d %s", w.Code, w.Body)
 	}
 	if _, _, ok := st.Lookup(c.AccessKeyID); ok {
 		t.Fatal("revoked credential still resolves")
 	}
-	if w := call(mux, op, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 404 {
+	if w := credentialCall(mux, op, "DELETE", "/v1/credentials/"+c.AccessKeyID, ""); w.Code != 404 {
 		t.Fatalf("revoke twice: %d %s", w.Code, w.Body)
 	}
 	for body, want := range map[string]string{``: "empty", `{"tenant":"a/b"}`: "not a tenant id", `{"tenant":"a","x":1}`: "unknown field", `{"tenant":"a"}{}`: "more than one"} {
-		if w := call(mux, op, "POST", "/v1/credentials", body); w.Code != 400 || !strings.Contains(w.Body.String(), want) {
+		if w := credentialCall(mux, op, "POST", "/v1/credentials", body); w.Code != 400 || !strings.Contains(w.Body.String(), want) {
 			t.Fatalf("POST %q: %d %s", body, w.Code, w.Body)
 		}
 	}
-	if w := call(mux, op, "DELETE", "/v1/credentials/nope", ""); w.Code != 400 {
+	if w := credentialCall(mux, op, "DELETE", "/v1/credentials/nope", ""); w.Code != 400 {
 		t.Fatalf("bad id: %d", w.Code)
 	}
-	call(mux, op, "POST", "/v1/credentials", `{"tenant":"b"}`)
-	call(mux, op, "POST", "/v1/credentials", `{"tenant":"c"}`)
-	if w := call(mux, op, "POST", "/v1/credentials", `{"tenant":"d"}`); w.Code != 409 {
+	credentialCall(mux, op, "POST", "/v1/credentials", `{"tenant":"b"}`)
+	credentialCall(mux, op, "POST", "/v1/credentials", `{"tenant":"c"}`)
+	if w := credentialCall(mux, op, "POST", "/v1/credentials", `{"tenant":"d"}`); w.Code != 409 {
 		t.Fatalf("over the limit: %d %s", w.Code, w.Body)
 	}
 }

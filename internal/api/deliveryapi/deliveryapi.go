@@ -24,8 +24,8 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
-// Options configure the API. Signer and Registry are required.
-type Options struct {
+// DeliveryOptions configure the API. Signer and Registry are required.
+type DeliveryOptions struct {
 	// Signer is the dispatcher's delivery signer.
 	Signer *provenance.Signer
 	// Registry says which targets routes deliver to.
@@ -34,14 +34,14 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// API serves GET /v1/delivery-keys/{target}.
-type API struct {
-	o  Options
+// DeliveryAPI serves GET /v1/delivery-keys/{target}.
+type DeliveryAPI struct {
+	o  DeliveryOptions
 	ep controlapi.Endpoints
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewDeliveryAPI returns the API.
+func NewDeliveryAPI(o DeliveryOptions) (*DeliveryAPI, error) {
 	if o.Signer == nil || o.Registry == nil {
 		return nil, errors.New("deliveryapi: Signer and Registry are required")
 	}
@@ -51,12 +51,12 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
+	return &DeliveryAPI{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
-// Mount builds the API from o and registers it on mux.
-func Mount(mux *http.ServeMux, o Options) error {
-	a, err := New(o)
+// MountDelivery builds the API from o and registers it on mux.
+func MountDelivery(mux *http.ServeMux, o DeliveryOptions) error {
+	a, err := NewDeliveryAPI(o)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func Mount(mux *http.ServeMux, o Options) error {
 }
 
 // Register mounts the endpoint on mux, for the operator only.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *DeliveryAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/delivery-keys/{target}", a.ep.Handle(controlapi.Operator, a.get))
 }
 
@@ -82,7 +82,7 @@ type Key struct {
 	Routes int `json:"routes"`
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *DeliveryAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	target := r.PathValue("target")
 	if !envelope.ValidTarget(target) {
 		return controlapi.BadRequest(fmt.Sprintf("invalid target %.80q", target),

@@ -19,12 +19,12 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
-var t0 = time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC)
+var deliveryT0 = time.Date(2026, 11, 25, 21, 0, 0, 0, time.UTC)
 
-func setup(t *testing.T) (*http.ServeMux, *provenance.Signer) {
+func deliverySetup(t *testing.T) (*http.ServeMux, *provenance.Signer) {
 	t.Helper()
 	reg := memstore.NewRegistry()
-	by := registry.Actor{Who: "test", At: t0.Add(-time.Hour)}
+	by := registry.Actor{Who: "test", At: deliveryT0.Add(-time.Hour)}
 	for _, cmd := range []string{"create", "cancel"} {
 		r := dispatchtest.RegistryRoute("orders", cmd)
 		if _, err := reg.Put(context.Background(), by, registry.Item{Route: &r}); err != nil {
@@ -36,13 +36,13 @@ func setup(t *testing.T) (*http.ServeMux, *provenance.Signer) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	if err := Mount(mux, Options{Signer: s, Registry: reg, Clock: clock.NewFake(t0)}); err != nil {
+	if err := MountDelivery(mux, DeliveryOptions{Signer: s, Registry: reg, Clock: clock.NewFake(deliveryT0)}); err != nil {
 		t.Fatal(err)
 	}
 	return mux, s
 }
 
-func get(mux *http.ServeMux, p *server.Principal, target string) *httptest.ResponseRecorder {
+func deliveryGet(mux *http.ServeMux, p *server.Principal, target string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("GET", "/v1/delivery-keys/"+target, nil)
 	if p != nil {
 		req = req.WithContext(server.WithPrincipal(req.Context(), *p))
@@ -55,9 +55,9 @@ func get(mux *http.ServeMux, p *server.Principal, target string) *httptest.Respo
 // TestKeyVerifiesTheTargetsMessages: the key the operator gets verifies a
 // message signed for the target, and refuses one for another target.
 func TestKeyVerifiesTheTargetsMessages(t *testing.T) {
-	mux, s := setup(t)
+	mux, s := deliverySetup(t)
 	op := server.OperatorPrincipal()
-	w := get(mux, &op, "orders")
+	w := deliveryGet(mux, &op, "orders")
 	if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("answer %d %v %s", w.Code, w.Header(), w.Body)
 	}
@@ -89,8 +89,8 @@ func TestKeyVerifiesTheTargetsMessages(t *testing.T) {
 	}
 }
 
-func TestRefusals(t *testing.T) {
-	mux, _ := setup(t)
+func TestDeliveryRefusals(t *testing.T) {
+	mux, _ := deliverySetup(t)
 	op, tenant := server.OperatorPrincipal(), server.TenantPrincipal("demo")
 	for _, tc := range []struct {
 		name   string
@@ -105,7 +105,7 @@ func TestRefusals(t *testing.T) {
 		{"long name", &op, strings.Repeat("a", 65), http.StatusBadRequest, "1-64"},
 		{"no route", &op, "mailer", http.StatusNotFound, "snavio route list"},
 	} {
-		w := get(mux, tc.p, tc.target)
+		w := deliveryGet(mux, tc.p, tc.target)
 		var e server.APIError
 		_ = json.Unmarshal(w.Body.Bytes(), &e)
 		if w.Code != tc.code || !strings.Contains(e.Fix+e.Error, tc.fix) || strings.Contains(w.Body.String(), `"key"`) {

@@ -20,37 +20,37 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
-// maxBody bounds a request: the detail (at most the bus's 256 KiB, JSON
+// maxExplainBody bounds a request: the detail (at most the bus's 256 KiB, JSON
 // escaped in a string at worst 6x) and the source.
-const maxBody = 6*envelope.DefaultMaxBytes + 4096
+const maxExplainBody = 6*envelope.DefaultMaxBytes + 4096
 
 // Explainer is what the API needs of the dispatcher (*dispatch.Dispatcher).
 type Explainer interface {
 	Explain(ctx context.Context, busSource string, detail []byte) dispatch.Trace
 }
 
-// Options configure the API.
-type Options struct {
+// ExplainOptions configure the API.
+type ExplainOptions struct {
 	// Dispatcher explains; required.
 	Dispatcher Explainer
 }
 
-// API serves POST /v1/explain.
-type API struct {
-	o  Options
+// ExplainAPI serves POST /v1/explain.
+type ExplainAPI struct {
+	o  ExplainOptions
 	ep controlapi.Endpoints
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewExplainAPI returns the API.
+func NewExplainAPI(o ExplainOptions) (*ExplainAPI, error) {
 	if o.Dispatcher == nil {
 		return nil, errors.New("explainapi: Dispatcher is required")
 	}
-	return &API{o: o}, nil
+	return &ExplainAPI{o: o}, nil
 }
 
 // Register adds POST /v1/explain to mux.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *ExplainAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/explain", a.ep.Handle(controlapi.AnyPrincipal, a.explain))
 }
 
@@ -61,9 +61,9 @@ type Request struct {
 	Detail string `json:"detail"`
 }
 
-func (a *API) explain(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *ExplainAPI) explain(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var req Request
-	if err := controlapi.Decode(r, maxBody, &req, `send {"source":"<tenant>/<service>","detail":"<the signed envelope as a JSON string>"}`); err != nil {
+	if err := controlapi.Decode(r, maxExplainBody, &req, `send {"source":"<tenant>/<service>","detail":"<the signed envelope as a JSON string>"}`); err != nil {
 		return err
 	}
 	if !envelope.ValidSource(req.Source) {

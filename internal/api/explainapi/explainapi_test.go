@@ -22,7 +22,7 @@ func (f *fakeExplainer) Explain(_ context.Context, source string, detail []byte)
 func serve(t *testing.T, p *server.Principal, body string) (*httptest.ResponseRecorder, *fakeExplainer) {
 	t.Helper()
 	fe := &fakeExplainer{}
-	a, err := New(Options{Dispatcher: fe})
+	a, err := NewExplainAPI(ExplainOptions{Dispatcher: fe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestExplainAccess(t *testing.T) {
 
 func TestExplainBadRequests(t *testing.T) {
 	op := server.OperatorPrincipal()
-	tooLarge := `{"source":"acme/billing","detail":"` + strings.Repeat("x", maxBody) + `"}`
+	tooLarge := `{"source":"acme/billing","detail":"` + strings.Repeat("x", maxExplainBody) + `"}`
 	for _, body := range []string{
 		``,
 		`{`,

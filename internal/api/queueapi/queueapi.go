@@ -60,11 +60,11 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
-// Queues is the port the API serves: the embedded store implements it.
+// QueueStore is the port the API serves: the embedded store implements it.
 // Implementations must be safe for concurrent use; the errors wrap
 // embedded.ErrQueueNotFound, ErrQueueExists, ErrStaleReceipt and
 // ErrTooManyQueues where those apply.
-type Queues interface {
+type QueueStore interface {
 	ListQueues(ctx context.Context) ([]embedded.QueueStats, error)
 	CreateQueue(ctx context.Context, cfg embedded.QueueConfig) (embedded.Queue, error)
 	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
@@ -72,7 +72,7 @@ type Queues interface {
 	PurgeQueue(ctx context.Context, queue string) (int, error)
 }
 
-var _ Queues = (*embedded.Store)(nil)
+var _ QueueStore = (*embedded.Store)(nil)
 
 // Limits of the API.
 const (
@@ -88,10 +88,10 @@ const (
 	MaxReceiptLen = 512
 )
 
-// Options configure New.
-type Options struct {
-	// Queues is the store. Required.
-	Queues Queues
+// QueueOptions configure New.
+type QueueOptions struct {
+	// QueueStore is the store. Required.
+	Queues QueueStore
 	// Clock measures long-poll deadlines. Default clock.System().
 	Clock clock.Clock
 	// After returns a channel that delivers after d, for the long poll's
@@ -120,15 +120,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the queue endpoints.
-type API struct {
-	o       Options
+// QueueAPI serves the queue endpoints.
+type QueueAPI struct {
+	o       QueueOptions
 	ep      controlapi.Endpoints
 	waiting atomic.Int64
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewQueueAPI returns the API.
+func NewQueueAPI(o QueueOptions) (*QueueAPI, error) {
 	if o.Queues == nil {
 		return nil, errors.New("queueapi: Options.Queues is nil; pass the embedded store")
 	}
@@ -153,22 +153,22 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Errors: queueErrors, Logger: o.Logger}}, nil
+	return &QueueAPI{o: o, ep: controlapi.Endpoints{Errors: queueErrors, Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux. The mux must sit behind the
 // server's authentication middleware.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *QueueAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/queues", a.ep.Handle(controlapi.AnyPrincipal, a.list))
 	mux.HandleFunc("GET /v1/queues/{name}", a.ep.Handle(controlapi.AnyPrincipal, a.get))
-	mux.HandleFunc("POST /v1/queues", a.ep.Handle(operator, a.create))
-	mux.HandleFunc("POST /v1/queues/{name}/receive", a.ep.Handle(operator, a.receive))
-	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.ep.Handle(operator, a.deleteMessages))
-	mux.HandleFunc("POST /v1/queues/{name}/purge", a.ep.Handle(operator, a.purge))
+	mux.HandleFunc("POST /v1/queues", a.ep.Handle(queueOperator, a.create))
+	mux.HandleFunc("POST /v1/queues/{name}/receive", a.ep.Handle(queueOperator, a.receive))
+	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.ep.Handle(queueOperator, a.deleteMessages))
+	mux.HandleFunc("POST /v1/queues/{name}/purge", a.ep.Handle(queueOperator, a.purge))
 }
 
-// operator is the access of everything but list and get.
-var operator = controlapi.OperatorOnly("do this: creating queues and receiving, deleting or purging messages needs the operator",
+// queueOperator is the access of everything but list and get.
+var queueOperator = controlapi.OperatorOnly("do this: creating queues and receiving, deleting or purging messages needs the operator",
 	"use the operator token (operator.token in the server's data directory); tenants may only list queues")
 
 // ErrTooManyWaiters: Poll found Options.MaxWaiters receives already waiting.
@@ -191,7 +191,7 @@ func queueErrors(err error) *controlapi.Error {
 
 // decode reads one JSON object of at most MaxBody bytes into v, refusing
 // unknown fields. An empty body leaves v as it is.
-func (a *API) decode(r *http.Request, v any) error {
+func (a *QueueAPI) decode(r *http.Request, v any) error {
 	b, err := controlapi.ReadBody(r, a.o.MaxBody, "send fewer items per request")
 	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
 		return err
@@ -218,7 +218,7 @@ type Info struct {
 	Reserved bool `json:"reserved,omitempty"`
 }
 
-func (a *API) info(s embedded.QueueStats) Info {
+func (a *QueueAPI) info(s embedded.QueueStats) Info {
 	return Info{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
@@ -233,7 +233,7 @@ type List struct {
 	Next   *string `json:"next,omitempty"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	q := r.URL.Query()
 	limit := DefaultPage
 	if s := q.Get("limit"); s != "" {
@@ -269,7 +269,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) e
 }
 
 // stats returns the queue name with its counts.
-func (a *API) stats(ctx context.Context, name string) (Info, error) {
+func (a *QueueAPI) stats(ctx context.Context, name string) (Info, error) {
 	if err := CheckName("queue", name); err != nil {
 		return Info{}, controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
@@ -285,7 +285,7 @@ func (a *API) stats(ctx context.Context, name string) (Info, error) {
 	return Info{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	in, err := a.stats(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
@@ -294,10 +294,10 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) er
 	return nil
 }
 
-func (a *API) reserved(name string) bool { return a.o.Reserved != nil && a.o.Reserved(name) }
+func (a *QueueAPI) reserved(name string) bool { return a.o.Reserved != nil && a.o.Reserved(name) }
 
 // refuseReserved refuses changes to a reserved queue.
-func (a *API) refuseReserved(name string) error {
+func (a *QueueAPI) refuseReserved(name string) error {
 	if a.reserved(name) {
 		return controlapi.BadRequest("queue "+name+" is the dispatcher's own (reserved): receiving, deleting or purging its messages would take or lose commands in flight",
 			"leave it to the dispatcher; its backlog is in `snavio queue list`")
@@ -381,7 +381,7 @@ type CreateResult struct {
 	Info
 }
 
-func (a *API) create(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) create(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	var req CreateRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
@@ -458,7 +458,7 @@ func message(m embedded.Received) Message {
 	return out
 }
 
-func (a *API) receive(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) receive(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
@@ -499,7 +499,7 @@ func (a *API) receive(w http.ResponseWriter, r *http.Request, _ server.Principal
 // visible (the SQS API's ReceiveMessage shares it). It runs on the request's goroutine: between checks it pauses
 // on a timer, with a backoff from PollInterval to MaxPollInterval, and
 // returns as soon as a check finds messages, the wait ends, or ctx ends.
-func (a *API) Poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
+func (a *QueueAPI) Poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
 	// The change channel is taken before each check, so a send between
 	// the check and the pause still wakes the pause.
 	changed := a.changed()
@@ -537,7 +537,7 @@ func (a *API) Poll(ctx context.Context, queue string, n int, vt, wait time.Durat
 
 // changed returns the wake-up channel of the next send, or nil (never
 // ready) without Options.Changed.
-func (a *API) changed() <-chan struct{} {
+func (a *QueueAPI) changed() <-chan struct{} {
 	if a.o.Changed == nil {
 		return nil
 	}
@@ -565,7 +565,7 @@ type DeleteResult struct {
 	Results []DeleteOutcome `json:"results"`
 }
 
-func (a *API) deleteMessages(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) deleteMessages(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
@@ -616,7 +616,7 @@ type PurgeResult struct {
 	Purged int    `json:"purged"`
 }
 
-func (a *API) purge(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *QueueAPI) purge(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
 	if err := CheckName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
@@ -632,10 +632,10 @@ func (a *API) purge(w http.ResponseWriter, r *http.Request, _ server.Principal) 
 	return nil
 }
 
-// Mount builds the API from o and registers it on mux (New, then
+// MountQueues builds the API from o and registers it on mux (New, then
 // Register): the one line `internal/serve` calls.
-func Mount(mux *http.ServeMux, o Options) error {
-	a, err := New(o)
+func MountQueues(mux *http.ServeMux, o QueueOptions) error {
+	a, err := NewQueueAPI(o)
 	if err != nil {
 		return err
 	}

@@ -21,31 +21,31 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-type fixture struct {
+type queueFixture struct {
 	store *embedded.Store
 	clk   *clock.Fake
 	srv   *httptest.Server
-	api   *API
+	api   *QueueAPI
 	// onPause runs at each long-poll pause, after the fake clock moved.
 	mu      sync.Mutex
 	pauses  []time.Duration
 	onPause func(n int)
 }
 
-func newFixture(t *testing.T, tweak func(*Options)) *fixture {
+func newQueueFixture(t *testing.T, tweak func(*QueueOptions)) *queueFixture {
 	t.Helper()
-	fx := &fixture{clk: clock.NewFake(t0)}
+	fx := &queueFixture{clk: clock.NewFake(t0)}
 	st, err := embedded.Open(embedded.Options{Ephemeral: true, Clock: fx.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	fx.store = st
-	o := Options{Queues: st, Clock: fx.clk, After: fx.after}
+	o := QueueOptions{Queues: st, Clock: fx.clk, After: fx.after}
 	if tweak != nil {
 		tweak(&o)
 	}
-	fx.api, err = New(o)
+	fx.api, err = NewQueueAPI(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func newFixture(t *testing.T, tweak func(*Options)) *fixture {
 
 // after is the long poll's timer: it moves the fake clock by d and fires
 // at once, so a 20 s wait takes no real time.
-func (fx *fixture) after(d time.Duration) <-chan time.Time {
+func (fx *queueFixture) after(d time.Duration) <-chan time.Time {
 	fx.clk.Advance(d)
 	fx.mu.Lock()
 	fx.pauses = append(fx.pauses, d)
@@ -74,7 +74,7 @@ func (fx *fixture) after(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-func (fx *fixture) call(t *testing.T, method, path string, body any, hdr map[string]string) (int, []byte, http.Header) {
+func (fx *queueFixture) call(t *testing.T, method, path string, body any, hdr map[string]string) (int, []byte, http.Header) {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -107,7 +107,7 @@ func (fx *fixture) call(t *testing.T, method, path string, body any, hdr map[str
 	return resp.StatusCode, out, resp.Header
 }
 
-func (fx *fixture) ok(t *testing.T, method, path string, body, out any) {
+func (fx *queueFixture) ok(t *testing.T, method, path string, body, out any) {
 	t.Helper()
 	status, b, _ := fx.call(t, method, path, body, nil)
 	if status/100 != 2 {
@@ -132,7 +132,7 @@ func wantError(t *testing.T, status int, b []byte, wantStatus int, wantMsg strin
 }
 
 func TestCreateListGet(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	var dlq CreateResult
 	status, b, _ := fx.call(t, "POST", "/v1/queues", CreateRequest{Name: "orders-dlq"}, nil)
 	if status != http.StatusCreated {
@@ -191,7 +191,7 @@ func TestCreateListGet(t *testing.T) {
 }
 
 func TestCreateRefusesBadInput(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	for _, tc := range []struct {
 		body any
 		want string
@@ -227,7 +227,7 @@ func TestCreateRefusesBadInput(t *testing.T) {
 }
 
 func TestAccess(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
 	tenant := map[string]string{"X-Test-Tenant": "acme"}
 	for _, path := range []string{"/v1/queues", "/v1/queues/orders"} {
@@ -244,7 +244,7 @@ func TestAccess(t *testing.T) {
 }
 
 func TestReceiveDeletePurge(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "dlq"}, nil)
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders", DeadLetterQueue: "dlq", MaxReceives: 1}, nil)
 	ctx := context.Background()
@@ -313,7 +313,7 @@ func TestReceiveDeletePurge(t *testing.T) {
 }
 
 func TestLongPollWaitsUntilTheDeadline(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
 	var got Received
 	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 20}, &got)
@@ -340,7 +340,7 @@ func TestLongPollWaitsUntilTheDeadline(t *testing.T) {
 }
 
 func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newQueueFixture(t, nil)
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
 	fx.onPause = func(n int) {
 		if n == 3 {
@@ -369,7 +369,7 @@ func (b blockingAfter) after(time.Duration) <-chan time.Time {
 
 func TestLongPollWaitersAreBounded(t *testing.T) {
 	b := blockingAfter{started: make(chan struct{}, 4)}
-	fx := newFixture(t, func(o *Options) { o.MaxWaiters = 2; o.After = b.after })
+	fx := newQueueFixture(t, func(o *QueueOptions) { o.MaxWaiters = 2; o.After = b.after })
 	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -405,7 +405,7 @@ func TestLongPollWaitersAreBounded(t *testing.T) {
 }
 
 func TestNewNeedsAStore(t *testing.T) {
-	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Queues") {
+	if _, err := NewQueueAPI(QueueOptions{}); err == nil || !strings.Contains(err.Error(), "Queues") {
 		t.Fatalf("New(Options{}) = %v", err)
 	}
 }
@@ -417,7 +417,7 @@ func TestLongPollWakesOnChange(t *testing.T) {
 	)
 	changed := func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return ch }
 	started := make(chan struct{}, 1)
-	fx := newFixture(t, func(o *Options) {
+	fx := newQueueFixture(t, func(o *QueueOptions) {
 		o.Changed = changed
 		// The timer never fires: only the change can end the pause.
 		o.After = func(time.Duration) <-chan time.Time { started <- struct{}{}; return nil }
@@ -441,7 +441,7 @@ func TestLongPollWakesOnChange(t *testing.T) {
 }
 
 func TestReservedQueuesAreReadOnly(t *testing.T) {
-	fx := newFixture(t, func(o *Options) { o.Reserved = func(n string) bool { return n == "handoff" } })
+	fx := newQueueFixture(t, func(o *QueueOptions) { o.Reserved = func(n string) bool { return n == "handoff" } })
 	if _, err := fx.store.CreateQueue(context.Background(), embedded.QueueConfig{Name: "handoff"}); err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 }
 
 func TestOldestAgeIsMilliseconds(t *testing.T) {
-	in := (&API{}).info(embedded.QueueStats{Queue: embedded.Queue{QueueConfig: embedded.QueueConfig{Name: "q"}}, OldestAge: 3940121915 * time.Nanosecond})
+	in := (&QueueAPI{}).info(embedded.QueueStats{Queue: embedded.Queue{QueueConfig: embedded.QueueConfig{Name: "q"}}, OldestAge: 3940121915 * time.Nanosecond})
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)

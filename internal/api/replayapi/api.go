@@ -49,17 +49,17 @@ const (
 	// DefaultMaxRuns bounds replays running at once.
 	DefaultMaxRuns = 4
 	// AuditDir is the audits' directory under the data directory.
-	AuditDir = "replays"
-	maxBody  = 64 << 10
+	AuditDir      = "replays"
+	maxReplayBody = 64 << 10
 )
 
-// Options configure the API. Store (or Archive and Queues), Registry,
+// ReplayOptions configure the API. Store (or Archive and Queues), Registry,
 // Pipeline and Audits are required.
-type Options struct {
+type ReplayOptions struct {
 	// Store provides Archive and Queues when they are nil.
 	Store    *embedded.Store
-	Archive  Archive
-	Queues   Queues
+	Archive  ReplayArchive
+	Queues   ReplayQueues
 	Registry registry.Reader
 	// KeyPolicy is the key rotation policy (the dispatcher's).
 	KeyPolicy keys.Policy
@@ -89,9 +89,9 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// API serves the replay endpoints.
-type API struct {
-	o  Options
+// ReplayAPI serves the replay endpoints.
+type ReplayAPI struct {
+	o  ReplayOptions
 	ep controlapi.Endpoints
 
 	mu       sync.Mutex
@@ -102,8 +102,8 @@ type API struct {
 	hookOnce sync.Once
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewReplayAPI returns the API.
+func NewReplayAPI(o ReplayOptions) (*ReplayAPI, error) {
 	if o.Store != nil {
 		if o.Archive == nil {
 			o.Archive = o.Store
@@ -136,12 +136,12 @@ func New(o Options) (*API, error) {
 	if o.Sleep == nil {
 		o.Sleep = clock.Sleep
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Errors: replayErrors, Logger: o.Logger}, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
+	return &ReplayAPI{o: o, ep: controlapi.Endpoints{Errors: replayErrors, Logger: o.Logger}, active: map[string]context.CancelFunc{}, done: make(chan struct{})}, nil
 }
 
-// Mount builds the API from o and registers it on mux.
-func Mount(mux *http.ServeMux, o Options) error {
-	a, err := New(o)
+// MountReplays builds the API from o and registers it on mux.
+func MountReplays(mux *http.ServeMux, o ReplayOptions) error {
+	a, err := NewReplayAPI(o)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func Mount(mux *http.ServeMux, o Options) error {
 
 // Register mounts the endpoints on mux (behind the server's bearer-token
 // middleware); all are operator-only.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *ReplayAPI) Register(mux *http.ServeMux) {
 	op := func(h controlapi.HandlerFunc) http.HandlerFunc { return a.ep.Handle(controlapi.Operator, h) }
 	mux.HandleFunc("POST /v1/replays/plan", op(a.plan))
 	mux.HandleFunc("POST /v1/replays", op(a.start))
@@ -163,7 +163,7 @@ func (a *API) Register(mux *http.ServeMux) {
 // Close interrupts every running replay (each records its audit as
 // interrupted) and refuses new ones. The API calls it itself when the
 // http.Server it runs in shuts down.
-func (a *API) Close() {
+func (a *ReplayAPI) Close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.doneOnce.Do(func() { close(a.done) })
@@ -241,8 +241,8 @@ func replayErrors(err error) *controlapi.Error {
 	return nil
 }
 
-func decode(r *http.Request, v any) error {
-	return controlapi.Decode(r, maxBody, v, "send the JSON object documented in internal/api/replayapi")
+func decodeReplay(r *http.Request, v any) error {
+	return controlapi.Decode(r, maxReplayBody, v, "send the JSON object documented in internal/api/replayapi")
 }
 
 // prepared is a validated request.
@@ -251,7 +251,7 @@ type prepared struct {
 	opts   replay.Options
 }
 
-func (a *API) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
+func (a *ReplayAPI) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
 	origin, err := replay.ParseOrigin(req.From)
 	if err != nil {
 		return prepared{}, controlapi.BadRequest(err.Error(), "pass --from archive or --from dlq:QUEUE")
@@ -294,7 +294,7 @@ func (a *API) prepare(ctx context.Context, req Request, operator string) (prepar
 
 // engine returns a replay engine over the registry as it is now, and its
 // view of the registry for the sources.
-func (a *API) engine(ctx context.Context) (*replay.Engine, *registryView, error) {
+func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *registryView, error) {
 	view, err := loadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
@@ -302,7 +302,7 @@ func (a *API) engine(ctx context.Context) (*replay.Engine, *registryView, error)
 	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
 }
 
-func (a *API) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
+func (a *ReplayAPI) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
 	if p.origin.IsArchive() {
 		v, err := newVerifier(view, a.o.Shield, a.o.Clock.Now())
 		if err != nil {
@@ -313,9 +313,9 @@ func (a *API) source(p prepared, lease time.Duration, view *registryView) (repla
 	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock}), nil
 }
 
-func (a *API) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
+func (a *ReplayAPI) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	var req Request
-	if err := decode(r, &req); err != nil {
+	if err := decodeReplay(r, &req); err != nil {
 		return err
 	}
 	p, err := a.prepare(r.Context(), req, who.String())
@@ -340,7 +340,7 @@ func (a *API) plan(w http.ResponseWriter, r *http.Request, who server.Principal)
 
 // claim registers a run of id; false if it runs already or the API is
 // closed or full.
-func (a *API) claim(id string, cancel context.CancelFunc) *controlapi.Error {
+func (a *ReplayAPI) claim(id string, cancel context.CancelFunc) *controlapi.Error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -355,20 +355,20 @@ func (a *API) claim(id string, cancel context.CancelFunc) *controlapi.Error {
 	return nil
 }
 
-func (a *API) release(id string) {
+func (a *ReplayAPI) release(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.active, id)
 }
 
-func (a *API) running(id string) bool {
+func (a *ReplayAPI) running(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.active[id] != nil
 }
 
 // runContext ends when the client goes away or the server shuts down.
-func (a *API) runContext(r *http.Request) (context.Context, context.CancelFunc) {
+func (a *ReplayAPI) runContext(r *http.Request) (context.Context, context.CancelFunc) {
 	if hs, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok {
 		a.hookOnce.Do(func() { hs.RegisterOnShutdown(a.Close) })
 	}
@@ -390,9 +390,9 @@ func stream(w http.ResponseWriter) func(Update) {
 	}
 }
 
-func (a *API) start(w http.ResponseWriter, r *http.Request, who server.Principal) error {
+func (a *ReplayAPI) start(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	var req Request
-	if err := decode(r, &req); err != nil {
+	if err := decodeReplay(r, &req); err != nil {
 		return err
 	}
 	p, err := a.prepare(r.Context(), req, who.String())
@@ -436,7 +436,7 @@ func (a *API) start(w http.ResponseWriter, r *http.Request, who server.Principal
 	return nil
 }
 
-func (a *API) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
+func (a *ReplayAPI) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
 	send := stream(w)
 	send(Update{Event: EventStarted, Replay: audit})
 	final, err := e.Run(ctx, src, audit, limit, func(p replay.Audit) {
@@ -459,14 +459,14 @@ func replayID(r *http.Request) (string, *controlapi.Error) {
 	return id, nil
 }
 
-func (a *API) resume(w http.ResponseWriter, r *http.Request, who server.Principal) error {
+func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Principal) error {
 	id, ae := replayID(r)
 	if ae != nil {
 		return ae
 	}
 	var req ResumeRequest
 	if r.ContentLength != 0 {
-		if err := decode(r, &req); err != nil {
+		if err := decodeReplay(r, &req); err != nil {
 			return err
 		}
 	}
@@ -512,7 +512,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request, who server.Principa
 // view is an audit as the API shows it: without the sent ids (a resume
 // reads them from the store), and a run that is recorded as running but
 // runs nowhere (the server stopped under it) as interrupted.
-func (a *API) view(au replay.Audit) replay.Audit {
+func (a *ReplayAPI) view(au replay.Audit) replay.Audit {
 	if au.Status == replay.StatusRunning && !a.running(au.ID) {
 		au.Status = replay.StatusInterrupted
 		if au.Error == "" {
@@ -528,7 +528,7 @@ func strip(au replay.Audit) replay.Audit {
 	return au
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *ReplayAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	all, err := a.o.Audits.List(r.Context())
 	if err != nil {
 		return err
@@ -541,7 +541,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) e
 	return nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *ReplayAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	id, ae := replayID(r)
 	if ae != nil {
 		return ae

@@ -94,9 +94,9 @@ func (p *pipeline) ids() map[string]int {
 	return m
 }
 
-type env struct {
+type replayEnv struct {
 	t     *testing.T
-	api   *API
+	api   *ReplayAPI
 	mux   *http.ServeMux
 	store *embedded.Store
 	clk   *clock.Fake
@@ -104,7 +104,7 @@ type env struct {
 	sig   *provenance.Signer // the dispatcher's delivery signer
 }
 
-func newEnv(t *testing.T) *env {
+func newReplayEnv(t *testing.T) *replayEnv {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
@@ -144,7 +144,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{
+	a, err := NewReplayAPI(ReplayOptions{
 		Store: st, Registry: reg, Pipeline: p, Audits: &replay.FileAudits{Dir: t.TempDir()}, Delivery: sig, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return ctx.Err() },
 	})
@@ -153,7 +153,7 @@ func newEnv(t *testing.T) *env {
 	}
 	mux := http.NewServeMux()
 	a.Register(mux)
-	return &env{t: t, api: a, mux: mux, store: st, clk: clk, pipe: p, sig: sig}
+	return &replayEnv{t: t, api: a, mux: mux, store: st, clk: clk, pipe: p, sig: sig}
 }
 
 // command returns command n's envelope signed with an old key version, as
@@ -182,7 +182,7 @@ func command(t *testing.T, n int, target string, at time.Time) (sent, delivered 
 // fillDLQ dead-letters n commands, sent a minute apart ending 10 min ago,
 // as the dispatcher delivered them (signed); every fourth goes to the
 // strict route accounts.
-func (e *env) fillDLQ(n int) {
+func (e *replayEnv) fillDLQ(n int) {
 	e.t.Helper()
 	for i := 1; i <= n; i++ {
 		target := "mailer"
@@ -196,7 +196,7 @@ func (e *env) fillDLQ(n int) {
 }
 
 // delivered is a command as the dispatcher delivers it to target.
-func (e *env) delivered(id, target string, body []byte) provenance.Message {
+func (e *replayEnv) delivered(id, target string, body []byte) provenance.Message {
 	e.t.Helper()
 	m := provenance.Message{CommandID: id, Source: src, Target: target, Command: "send", Body: body}
 	if err := e.sig.Sign(&m); err != nil {
@@ -207,7 +207,7 @@ func (e *env) delivered(id, target string, body []byte) provenance.Message {
 
 // deadLetter puts m into queue q with its attributes and the store's DLQ
 // reason, as a redrive does.
-func (e *env) deadLetter(q string, m provenance.Message) {
+func (e *replayEnv) deadLetter(q string, m provenance.Message) {
 	e.t.Helper()
 	attrs := m.Attributes()
 	attrs[embedded.AttrDLQReason] = embedded.DLQReasonMaxReceives
@@ -216,7 +216,7 @@ func (e *env) deadLetter(q string, m provenance.Message) {
 	}
 }
 
-func (e *env) depth(q string) int {
+func (e *replayEnv) depth(q string) int {
 	e.t.Helper()
 	qs, err := e.store.ListQueues(context.Background())
 	if err != nil {
@@ -231,7 +231,7 @@ func (e *env) depth(q string) int {
 	return 0
 }
 
-func (e *env) do(ctx context.Context, p server.Principal, method, path string, body any) *httptest.ResponseRecorder {
+func (e *replayEnv) do(ctx context.Context, p server.Principal, method, path string, body any) *httptest.ResponseRecorder {
 	e.t.Helper()
 	var b []byte
 	if body != nil {
@@ -243,7 +243,7 @@ func (e *env) do(ctx context.Context, p server.Principal, method, path string, b
 	return w
 }
 
-func (e *env) op(method, path string, body any) *httptest.ResponseRecorder {
+func (e *replayEnv) op(method, path string, body any) *httptest.ResponseRecorder {
 	return e.do(context.Background(), server.OperatorPrincipal(), method, path, body)
 }
 
@@ -269,7 +269,7 @@ func updates(t *testing.T, w *httptest.ResponseRecorder) ([]Update, Update) {
 }
 
 func TestPlanChangesNothing(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	e.fillDLQ(8)
 	w := e.op("POST", "/v1/replays/plan", Request{From: "dlq:" + dlq, Reason: "incident 42"})
 	if w.Code != http.StatusOK {
@@ -300,7 +300,7 @@ func TestPlanChangesNothing(t *testing.T) {
 }
 
 func TestDLQReplayDeletesOnlyAccepted(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	e.fillDLQ(6)
 	e.pipe.refuse = "000000000003"
 	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "incident 42"}))
@@ -334,7 +334,7 @@ func TestDLQReplayDeletesOnlyAccepted(t *testing.T) {
 }
 
 func TestStrictKeepIDHoldsAndNewIDRunsAgain(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	e.fillDLQ(4)
 	e.clk.Advance(-8 * time.Minute) // #4 (accounts, strict) queued 2 min ago
 	w := e.op("POST", "/v1/replays/plan", Request{From: "dlq:" + dlq, Reason: "r"})
@@ -364,7 +364,7 @@ func TestInterruptAndResume(t *testing.T) {
 	const n = 13
 	for cut := 1; cut < n; cut++ {
 		for _, how := range []string{"client", "shutdown"} {
-			e := newEnv(t)
+			e := newReplayEnv(t)
 			e.fillDLQ(n)
 			ctx, cancel := context.WithCancel(context.Background())
 			e.pipe.after = func(got int) {
@@ -413,7 +413,7 @@ func TestInterruptAndResume(t *testing.T) {
 }
 
 func TestLimitPausesAndResumeContinues(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	e.fillDLQ(5)
 	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "r", Limit: 2}))
 	if fin.Replay.Status != replay.StatusPaused || fin.Replay.SentCount != 2 || fin.Error != "" || e.depth(dlq) != 3 {
@@ -430,7 +430,7 @@ func TestLimitPausesAndResumeContinues(t *testing.T) {
 }
 
 func TestArchiveReplayNeverReadsItsOwnOutput(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	ctx := context.Background()
 	for i := 1; i <= 12; i++ {
 		sent, _, _ := command(t, i, "mailer", e.clk.Now())
@@ -463,7 +463,7 @@ func TestArchiveReplayNeverReadsItsOwnOutput(t *testing.T) {
 }
 
 func TestRunningWithoutARunShowsInterrupted(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	a := replay.Audit{ID: "11111111-2222-4333-8444-555555555555", Origin: "archive", Reason: "r", Status: replay.StatusRunning, StartedAt: t0}
 	if err := e.api.o.Audits.Create(context.Background(), a); err != nil {
 		t.Fatal(err)
@@ -477,7 +477,7 @@ func TestRunningWithoutARunShowsInterrupted(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	for _, c := range []struct {
 		body   any
 		status int
@@ -515,7 +515,7 @@ func TestBadInput(t *testing.T) {
 // the API runs in interrupts a running replay (its audit says interrupted)
 // instead of waiting for it to finish.
 func TestServerShutdownInterruptsRuns(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	e.fillDLQ(30)
 	srv := httptest.NewUnstartedServer(servertest.Authenticated(e.mux, servertest.Operator))
 	srv.Start()
@@ -559,7 +559,7 @@ func TestServerShutdownInterruptsRuns(t *testing.T) {
 // of when they were received: a forgery among them is refused with the
 // shield's reason, a recorded rejection with "shield:" and its reason.
 func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	ctx := context.Background()
 	good, _, _ := command(t, 1, "mailer", e.clk.Now())
 	forged := bytes.Replace(good, []byte(`"n":1`), []byte(`"n":2`), 1) // payload changed after signing
@@ -592,7 +592,7 @@ func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
 // A command signed with a key version revoked since it was received is
 // refused: whoever leaked the key could have signed it.
 func TestArchiveReplayRefusesARevokedKeysCommands(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	ctx := context.Background()
 	sent, _, _ := command(t, 1, "mailer", e.clk.Now())
 	if err := e.store.ArchiveAppend(ctx, embedded.ArchivedEvent{EventID: "a1", Source: src, DetailType: envelope.EventType, Detail: sent, ReceivedAt: e.clk.Now(), Verdict: embedded.VerdictAccepted, KeyVersion: "hmac-v1"}); err != nil {

@@ -16,7 +16,7 @@ import (
 type deliveryCheck struct {
 	signer *provenance.Signer
 	reg    registry.Reader
-	queues Queues
+	queues ReplayQueues
 	clk    clock.Clock
 
 	// targets are the targets whose routes name the queue as their DLQ;

@@ -17,7 +17,7 @@ import (
 // without a refusal; every planted one comes with the reason it must not
 // be replayed.
 func TestDLQSourceRefusesPlantedMessages(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	ctx := context.Background()
 	genuine := map[string]bool{}
 	plant := func(name string, m provenance.Message, attrs map[string]string) {
@@ -103,7 +103,7 @@ func TestDLQSourceRefusesPlantedMessages(t *testing.T) {
 // TestDLQSourceFollowsTheRoutes: which targets may be replayed from a DLQ
 // is read from the routes at the start of each pass.
 func TestDLQSourceFollowsTheRoutes(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	ctx := context.Background()
 	_, b, id := command(t, 1, "billing", e.clk.Now())
 	e.deadLetter(dlq, e.delivered(id, "billing", b))
@@ -147,7 +147,7 @@ func recordID(t *testing.T, detail []byte) string {
 // the cursor it stopped at, and still knows which targets dead-letter
 // into the queue.
 func TestDLQSourceResumedChecksTargets(t *testing.T) {
-	e := newEnv(t)
+	e := newReplayEnv(t)
 	_, b, id := command(t, 1, "mailer", e.clk.Now())
 	e.deadLetter(dlq, e.delivered(id, "mailer", b))
 	s := newDLQ(e.store, dlq, time.Minute, &deliveryCheck{signer: e.sig, reg: e.api.o.Registry, queues: e.store, clk: e.clk})

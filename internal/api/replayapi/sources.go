@@ -19,13 +19,13 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// Archive is the embedded store's archive query.
-type Archive interface {
+// ReplayArchive is the embedded store's archive query.
+type ReplayArchive interface {
 	ArchiveQuery(ctx context.Context, q embedded.ArchiveQuery) ([]embedded.ArchivedEvent, string, error)
 }
 
-// Queues is what a DLQ replay needs of the embedded store's queues.
-type Queues interface {
+// ReplayQueues is what a DLQ replay needs of the embedded store's queues.
+type ReplayQueues interface {
 	GetQueue(ctx context.Context, name string) (embedded.Queue, error)
 	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
 	DeleteMessage(ctx context.Context, queue, receipt string) error
@@ -39,7 +39,7 @@ const archiveEnd = "end"
 // rest), and marks every record that must never be replayed with its
 // Refusal (verify). Ack does nothing: the archive keeps everything.
 type archiveSource struct {
-	a Archive
+	a ReplayArchive
 	f replay.Filter
 	v *verifier
 }
@@ -160,7 +160,7 @@ const dlqCursor = "dlq"
 // dispatcher did not deliver to a target that dead-letters into this queue
 // comes with a Refusal (deliveryCheck).
 type dlqSource struct {
-	q     Queues
+	q     ReplayQueues
 	queue string
 	lease time.Duration
 	check *deliveryCheck
@@ -168,7 +168,7 @@ type dlqSource struct {
 	ids   map[string]string // receipt handle -> message id
 }
 
-func newDLQ(q Queues, queue string, lease time.Duration, check *deliveryCheck) *dlqSource {
+func newDLQ(q ReplayQueues, queue string, lease time.Duration, check *deliveryCheck) *dlqSource {
 	return &dlqSource{q: q, queue: queue, lease: lease, check: check, seen: map[string]bool{}, ids: map[string]string{}}
 }
 

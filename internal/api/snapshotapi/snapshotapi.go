@@ -52,8 +52,8 @@ var _ Generator = (*snapshot.Generator)(nil)
 // RecentVersions is how many versions of each document List names.
 const RecentVersions = 10
 
-// Options configure New.
-type Options struct {
+// SnapshotOptions configure New.
+type SnapshotOptions struct {
 	// Store holds the published snapshots. Required.
 	Store snapshot.Store
 	// Generator is the snapshot-generation job's generator. Required.
@@ -71,14 +71,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the snapshot endpoints.
-type API struct {
-	o  Options
+// SnapshotAPI serves the snapshot endpoints.
+type SnapshotAPI struct {
+	o  SnapshotOptions
 	ep controlapi.Endpoints
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewSnapshotAPI returns the API.
+func NewSnapshotAPI(o SnapshotOptions) (*SnapshotAPI, error) {
 	switch {
 	case o.Store == nil:
 		return nil, errors.New("snapshotapi: Options.Store is nil; pass the embedded store's Snapshots()")
@@ -95,20 +95,20 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Errors: snapshotErrors, Logger: o.Logger}}, nil
+	return &SnapshotAPI{o: o, ep: controlapi.Endpoints{Errors: snapshotErrors, Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux, which must sit behind the
 // server's authentication middleware.
-func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/snapshots/generate", a.ep.Handle(operator, a.generate))
+func (a *SnapshotAPI) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/snapshots/generate", a.ep.Handle(snapshotOperator, a.generate))
 	mux.HandleFunc("GET /v1/snapshots", a.ep.Handle(controlapi.AnyPrincipal, a.list))
 	mux.HandleFunc("GET /v1/snapshots/public-key", a.ep.Handle(controlapi.AnyPrincipal, a.publicKey))
-	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.ep.Handle(operator, a.latest))
+	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.ep.Handle(snapshotOperator, a.latest))
 }
 
-// operator is the access of generating and fetching documents.
-var operator = controlapi.OperatorOnly("do this: snapshot documents hold every tenant's keys and grants, so generating and reading them needs the operator",
+// snapshotOperator is the access of generating and fetching documents.
+var snapshotOperator = controlapi.OperatorOnly("do this: snapshot documents hold every tenant's keys and grants, so generating and reading them needs the operator",
 	"use the operator token (operator.token in the server's data directory); tenants may list versions and fetch the public key")
 
 // snapshotErrors maps the snapshot store's and generator's errors.
@@ -146,7 +146,7 @@ type Generated struct {
 	Bytes       map[snapshot.Kind]int `json:"bytes"`
 }
 
-func (a *API) generate(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *SnapshotAPI) generate(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	pub, err := a.o.Generator.Generate(r.Context())
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ type List struct {
 	Documents []Document `json:"documents"`
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *SnapshotAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	out := List{KeyID: a.o.KeyID, Documents: make([]Document, 0, len(kinds))}
 	for _, k := range kinds {
 		d := Document{Kind: k, Path: a.o.Paths.Of(k), Recent: []string{}}
@@ -204,7 +204,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ server.Principal) e
 // VersionHeader names the version of the document GET .../latest returns.
 const VersionHeader = "X-Snavio-Snapshot-Version"
 
-func (a *API) latest(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+func (a *SnapshotAPI) latest(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	k, err := ParseKind(r.PathValue("kind"))
 	if err != nil {
 		return controlapi.BadRequest(err.Error(), "ask for /v1/snapshots/full/latest, acl/latest or hmac/latest")
@@ -242,7 +242,7 @@ func NewPublicKey(id string, pub ed25519.PublicKey) (PublicKey, error) {
 	}, nil
 }
 
-func (a *API) publicKey(w http.ResponseWriter, _ *http.Request, _ server.Principal) error {
+func (a *SnapshotAPI) publicKey(w http.ResponseWriter, _ *http.Request, _ server.Principal) error {
 	pk, err := NewPublicKey(a.o.KeyID, a.o.PublicKey)
 	if err != nil {
 		return err
@@ -251,10 +251,10 @@ func (a *API) publicKey(w http.ResponseWriter, _ *http.Request, _ server.Princip
 	return nil
 }
 
-// Mount builds the API from o and registers it on mux (New, then
+// MountSnapshots builds the API from o and registers it on mux (New, then
 // Register): the one line `internal/serve` calls.
-func Mount(mux *http.ServeMux, o Options) error {
-	a, err := New(o)
+func MountSnapshots(mux *http.ServeMux, o SnapshotOptions) error {
+	a, err := NewSnapshotAPI(o)
 	if err != nil {
 		return err
 	}

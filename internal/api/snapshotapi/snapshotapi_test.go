@@ -28,7 +28,7 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-type fixture struct {
+type snapshotFixture struct {
 	clk   *clock.Fake
 	store *embedded.Store
 	sig   *snapshot.Ed25519Signer
@@ -36,9 +36,9 @@ type fixture struct {
 	srv   *httptest.Server
 }
 
-func newFixture(t *testing.T, gen func(*fixture) Generator) *fixture {
+func newSnapshotFixture(t *testing.T, gen func(*snapshotFixture) Generator) *snapshotFixture {
 	t.Helper()
-	fx := &fixture{clk: clock.NewFake(t0)}
+	fx := &snapshotFixture{clk: clock.NewFake(t0)}
 	st, err := embedded.Open(embedded.Options{Ephemeral: true, Clock: fx.clk})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func newFixture(t *testing.T, gen func(*fixture) Generator) *fixture {
 	if gen != nil {
 		fx.gen = gen(fx)
 	}
-	api, err := New(Options{Store: st.Snapshots(), Generator: fx.gen, KeyID: fx.sig.KeyID(), PublicKey: fx.sig.PublicKey()})
+	api, err := NewSnapshotAPI(SnapshotOptions{Store: st.Snapshots(), Generator: fx.gen, KeyID: fx.sig.KeyID(), PublicKey: fx.sig.PublicKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func newFixture(t *testing.T, gen func(*fixture) Generator) *fixture {
 	return fx
 }
 
-func (fx *fixture) call(t *testing.T, method, path, tenant string) (int, []byte, http.Header) {
+func (fx *snapshotFixture) call(t *testing.T, method, path, tenant string) (int, []byte, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(method, fx.srv.URL+path, nil)
 	if err != nil {
@@ -109,7 +109,7 @@ func wantError(t *testing.T, status int, b []byte, wantStatus int, wantMsg strin
 }
 
 func TestGenerateListFetchVerify(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newSnapshotFixture(t, nil)
 	// Nothing published yet.
 	status, b, _ := fx.call(t, "GET", "/v1/snapshots/full/latest", "")
 	wantError(t, status, b, http.StatusNotFound, "no snapshot has been published")
@@ -171,7 +171,7 @@ func TestGenerateListFetchVerify(t *testing.T) {
 }
 
 func TestAccessAndBadInput(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newSnapshotFixture(t, nil)
 	for _, tc := range []struct{ method, path string }{
 		{"POST", "/v1/snapshots/generate"},
 		{"GET", "/v1/snapshots/full/latest"},
@@ -200,7 +200,7 @@ func TestGenerateFailures(t *testing.T) {
 		{fmt.Errorf("snapshot: validate: %w", &registry.ValidationError{Problems: []registry.Problem{{ID: registry.RouteID("billing", "charge"), Field: "queue_arn", Msg: "queue is FIFO"}}}), http.StatusUnprocessableEntity, "FIFO"},
 		{errors.New("disk on fire"), http.StatusInternalServerError, "disk on fire"},
 	} {
-		fx := newFixture(t, func(*fixture) Generator { return failingGen{tc.err} })
+		fx := newSnapshotFixture(t, func(*snapshotFixture) Generator { return failingGen{tc.err} })
 		status, b, _ := fx.call(t, "POST", "/v1/snapshots/generate", "")
 		wantError(t, status, b, tc.status, tc.want)
 	}
@@ -210,15 +210,15 @@ func TestNewRefusesMissingOptions(t *testing.T) {
 	pub := make(ed25519.PublicKey, ed25519.PublicKeySize)
 	st := snapshotStoreStub{}
 	for _, tc := range []struct {
-		o    Options
+		o    SnapshotOptions
 		want string
 	}{
-		{Options{}, "Store"},
-		{Options{Store: st}, "Generator"},
-		{Options{Store: st, Generator: failingGen{}}, "PublicKey"},
-		{Options{Store: st, Generator: failingGen{}, PublicKey: pub}, "KeyID"},
+		{SnapshotOptions{}, "Store"},
+		{SnapshotOptions{Store: st}, "Generator"},
+		{SnapshotOptions{Store: st, Generator: failingGen{}}, "PublicKey"},
+		{SnapshotOptions{Store: st, Generator: failingGen{}, PublicKey: pub}, "KeyID"},
 	} {
-		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := NewSnapshotAPI(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want %q", tc.o, err, tc.want)
 		}
 	}

@@ -43,18 +43,18 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// Store is what the API reads; *embedded.Store implements it.
-type Store interface {
+// TelemetryStore is what the API reads; *embedded.Store implements it.
+type TelemetryStore interface {
 	ReadTelemetry(ctx context.Context, tenant string, after uint64, limit int) ([]embedded.TelemetryRecord, error)
 	ReadAllTelemetry(ctx context.Context, after uint64, limit int) ([]embedded.TelemetryRecord, error)
 	TelemetryStreams(ctx context.Context) ([]embedded.TelemetryStream, error)
 	AckTelemetry(ctx context.Context, tenant string, seq uint64) error
 }
 
-// Options configure the API.
-type Options struct {
-	// Store holds the streams. Required.
-	Store Store
+// TelemetryOptions configure the API.
+type TelemetryOptions struct {
+	// TelemetryStore holds the streams. Required.
+	Store TelemetryStore
 	// Changed returns a channel closed at the next telemetry append (a
 	// Broadcaster's Changed). Required: long polls wait on it.
 	Changed func() <-chan struct{}
@@ -76,9 +76,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the telemetry endpoints.
-type API struct {
-	o  Options
+// TelemetryAPI serves the telemetry endpoints.
+type TelemetryAPI struct {
+	o  TelemetryOptions
 	ep controlapi.Endpoints
 
 	mu      sync.Mutex
@@ -89,8 +89,8 @@ type API struct {
 	onWait func()
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewTelemetryAPI returns the API.
+func NewTelemetryAPI(o TelemetryOptions) (*TelemetryAPI, error) {
 	if o.Store == nil || o.Changed == nil {
 		return nil, errors.New("telemetryapi: Store and Changed are required (Changed: a Broadcaster's Changed, notified after each telemetry append)")
 	}
@@ -118,12 +118,12 @@ func New(o Options) (*API, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}, per: map[string]int{}}, nil
+	return &TelemetryAPI{o: o, ep: controlapi.Endpoints{Logger: o.Logger}, per: map[string]int{}}, nil
 }
 
 // Register adds the endpoints to mux, which must sit behind the server's
 // authentication (controlapi.ContextAuth finds the caller).
-func (a *API) Register(mux *http.ServeMux) {
+func (a *TelemetryAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/telemetry", a.ep.Handle(controlapi.AnyPrincipal, a.read))
 	mux.HandleFunc("GET /v1/telemetry/streams", a.ep.Handle(controlapi.AnyPrincipal, a.streams))
 	mux.HandleFunc("POST /v1/telemetry/ack", a.ep.Handle(controlapi.AnyPrincipal, a.ack))
@@ -139,7 +139,7 @@ type Ack struct {
 
 // ack moves a tenant's consumer cursor (never backwards). A tenant acks
 // its own stream; the operator any.
-func (a *API) ack(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *TelemetryAPI) ack(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var in Ack
 	if err := controlapi.Decode(r, 4<<10, &in, `send {"tenant":"T","seq":N}`); err != nil {
 		return err
@@ -165,7 +165,7 @@ func (a *API) ack(w http.ResponseWriter, r *http.Request, p server.Principal) er
 }
 
 // Waiting reports how many requests are waiting now (for metrics).
-func (a *API) Waiting() int {
+func (a *TelemetryAPI) Waiting() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.waiting
@@ -187,10 +187,10 @@ func scope(p server.Principal, tenant string) (string, error) {
 	return tenant, nil
 }
 
-func (a *API) read(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	q, err := ParseQuery(r.URL.Query(), a.o.MaxWait)
+func (a *TelemetryAPI) read(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	q, err := ParseTelemetryQuery(r.URL.Query(), a.o.MaxWait)
 	if err != nil {
-		var qe *QueryError
+		var qe *TelemetryQueryError
 		errors.As(err, &qe)
 		return controlapi.BadRequest(err.Error(), qe.Fix)
 	}
@@ -264,7 +264,7 @@ func (a *API) read(w http.ResponseWriter, r *http.Request, p server.Principal) e
 
 // acquire takes a waiting slot for who, or returns nil and the status of
 // the refusal.
-func (a *API) acquire(who string) (func(), int) {
+func (a *TelemetryAPI) acquire(who string) (func(), int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.waiting >= a.o.MaxWaiters {
@@ -285,7 +285,7 @@ func (a *API) acquire(who string) (func(), int) {
 	}, 0
 }
 
-func (a *API) page(ctx context.Context, tenant string, after uint64, limit int) ([]embedded.TelemetryRecord, error) {
+func (a *TelemetryAPI) page(ctx context.Context, tenant string, after uint64, limit int) ([]embedded.TelemetryRecord, error) {
 	if tenant == "" {
 		return a.o.Store.ReadAllTelemetry(ctx, after, limit)
 	}
@@ -296,7 +296,7 @@ func (a *API) page(ctx context.Context, tenant string, after uint64, limit int) 
 // across every stream (tenant ""): each append takes one global number
 // and one number of its tenant, and streams are never deleted, so the
 // newest global number is the sum of the streams' last sequence numbers.
-func (a *API) head(ctx context.Context, tenant string) (uint64, error) {
+func (a *TelemetryAPI) head(ctx context.Context, tenant string) (uint64, error) {
 	streams, err := a.o.Store.TelemetryStreams(ctx)
 	if err != nil {
 		return 0, err
@@ -318,7 +318,7 @@ func (a *API) head(ctx context.Context, tenant string) (uint64, error) {
 // at or after since: a binary search over positions, one single-record
 // read per step. Append times follow positions (one clock, one writer),
 // which is what makes the search valid.
-func (a *API) seek(ctx context.Context, tenant string, since time.Time) (uint64, error) {
+func (a *TelemetryAPI) seek(ctx context.Context, tenant string, since time.Time) (uint64, error) {
 	lo, hi := uint64(0), uint64(0)
 	head, err := a.head(ctx, tenant)
 	if err != nil {
@@ -340,7 +340,7 @@ func (a *API) seek(ctx context.Context, tenant string, since time.Time) (uint64,
 	return lo, nil
 }
 
-func (a *API) answer(w http.ResponseWriter, tenant string, after uint64, recs []embedded.TelemetryRecord) {
+func (a *TelemetryAPI) answer(w http.ResponseWriter, tenant string, after uint64, recs []embedded.TelemetryRecord) {
 	page := Page{Records: make([]Record, len(recs)), NextAfter: after, ServerTime: a.o.Clock.Now().UTC()}
 	for i, r := range recs {
 		page.Records[i] = Record{Seq: r.Seq, Tenant: r.Tenant, At: r.AppendedAt.UTC(), Event: r.Event}
@@ -357,7 +357,7 @@ func (a *API) answer(w http.ResponseWriter, tenant string, after uint64, recs []
 // readFailed is a failed read of the telemetry store.
 func readFailed(err error) error { return fmt.Errorf("reading telemetry: %w", err) }
 
-func (a *API) streams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *TelemetryAPI) streams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	v := r.URL.Query()
 	tenant := ""
 	for k, vals := range v {

@@ -50,19 +50,19 @@ func (f *fakeTimers) new(d time.Duration) (<-chan time.Time, func() bool) {
 	return c, func() bool { return true }
 }
 
-type env struct {
+type telemetryEnv struct {
 	t      *testing.T
 	store  *embedded.Store
 	clock  *clock.Fake
 	bc     *Broadcaster
-	api    *API
+	api    *TelemetryAPI
 	srv    *httptest.Server
 	timers *fakeTimers
 	// waits receives one value each time a request starts waiting.
 	waits chan struct{}
 }
 
-func newEnv(t *testing.T, tweak func(*Options)) *env {
+func newTelemetryEnv(t *testing.T, tweak func(*TelemetryOptions)) *telemetryEnv {
 	t.Helper()
 	fc := clock.NewFake(t0)
 	st, err := embedded.Open(embedded.Options{Ephemeral: true, Clock: fc})
@@ -70,12 +70,12 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &env{t: t, store: st, clock: fc, bc: NewBroadcaster(), timers: &fakeTimers{made: make(chan chan time.Time, 64)}, waits: make(chan struct{}, 64)}
-	o := Options{Store: st, Changed: e.bc.Changed, Clock: fc, NewTimer: e.timers.new}
+	e := &telemetryEnv{t: t, store: st, clock: fc, bc: NewBroadcaster(), timers: &fakeTimers{made: make(chan chan time.Time, 64)}, waits: make(chan struct{}, 64)}
+	o := TelemetryOptions{Store: st, Changed: e.bc.Changed, Clock: fc, NewTimer: e.timers.new}
 	if tweak != nil {
 		tweak(&o)
 	}
-	api, err := New(o)
+	api, err := NewTelemetryAPI(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 
 // appendEv appends one delivered event per source (tenant = before '/')
 // and notifies.
-func (e *env) appendEv(sources ...string) {
+func (e *telemetryEnv) appendEv(sources ...string) {
 	e.t.Helper()
 	var entries []embedded.OutboxEntry
 	for _, s := range sources {
@@ -109,7 +109,7 @@ func (e *env) appendEv(sources ...string) {
 	e.bc.Notify()
 }
 
-type answer struct {
+type telemetryAnswer struct {
 	status int
 	header http.Header
 	page   Page
@@ -117,24 +117,24 @@ type answer struct {
 	raw    string
 }
 
-func (e *env) get(token, path string) answer {
+func (e *telemetryEnv) get(token, path string) telemetryAnswer {
 	e.t.Helper()
 	return e.getCtx(context.Background(), token, path)
 }
 
-func (e *env) getCtx(ctx context.Context, token, path string) answer {
+func (e *telemetryEnv) getCtx(ctx context.Context, token, path string) telemetryAnswer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+path, nil)
 	if err != nil {
 		e.t.Error(err)
-		return answer{}
+		return telemetryAnswer{}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return answer{status: -1, raw: err.Error()}
+		return telemetryAnswer{status: -1, raw: err.Error()}
 	}
 	defer resp.Body.Close()
-	var a answer
+	var a telemetryAnswer
 	a.status, a.header = resp.StatusCode, resp.Header
 	dec := json.NewDecoder(resp.Body)
 	var raw json.RawMessage
@@ -162,7 +162,7 @@ func seqs(p Page) string {
 }
 
 func TestReadPagesOneTenantAndAll(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a", "acme/b", "globex/x", "acme/c", "globex/y")
 
 	a := e.get(operatorToken, "/v1/telemetry?tenant=acme&limit=2")
@@ -204,7 +204,7 @@ func TestReadPagesOneTenantAndAll(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a", "globex/x", "acme/b")
 
 	a := e.get("acme-token", "/v1/telemetry")
@@ -247,9 +247,9 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestLongPollWakesOnAppend(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a")
-	got := make(chan answer, 1)
+	got := make(chan telemetryAnswer, 1)
 	go func() { got <- e.get("acme-token", "/v1/telemetry?after=1&wait=30s") }()
 	<-e.waits
 	// Another tenant's append wakes the wait, which finds nothing and waits on.
@@ -270,9 +270,9 @@ func TestLongPollWakesOnAppend(t *testing.T) {
 }
 
 func TestHeartbeatAfterWaitAndCap(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a")
-	got := make(chan answer, 1)
+	got := make(chan telemetryAnswer, 1)
 	go func() { got <- e.get(operatorToken, "/v1/telemetry?after=1&wait=1h") }()
 	<-e.waits
 	timer := <-e.timers.made
@@ -290,10 +290,10 @@ func TestHeartbeatAfterWaitAndCap(t *testing.T) {
 }
 
 func TestWaitersAreBounded(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxWaiters, o.MaxWaitersPerPrincipal, o.RetryAfter = 2, 1, 2*time.Second })
-	var pending []chan answer
+	e := newTelemetryEnv(t, func(o *TelemetryOptions) { o.MaxWaiters, o.MaxWaitersPerPrincipal, o.RetryAfter = 2, 1, 2*time.Second })
+	var pending []chan telemetryAnswer
 	wait := func(token string) {
-		c := make(chan answer, 1)
+		c := make(chan telemetryAnswer, 1)
 		go func() { c <- e.get(token, "/v1/telemetry?wait=10s") }()
 		<-e.waits
 		pending = append(pending, c)
@@ -324,7 +324,7 @@ func TestWaitersAreBounded(t *testing.T) {
 }
 
 func TestClientLeavingFreesItsSlot(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.MaxWaitersPerPrincipal = 1 })
+	e := newTelemetryEnv(t, func(o *TelemetryOptions) { o.MaxWaitersPerPrincipal = 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	req := httptest.NewRequestWithContext(server.WithPrincipal(ctx, server.TenantPrincipal("acme")), http.MethodGet, "/v1/telemetry?wait=30s", nil)
 	rec := httptest.NewRecorder()
@@ -344,7 +344,7 @@ func TestClientLeavingFreesItsSlot(t *testing.T) {
 }
 
 func TestSinceSeeksByAppendTime(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	for i := range 10 {
 		src := "acme/a"
 		if i%3 == 2 {
@@ -380,7 +380,7 @@ func TestSinceSeeksByAppendTime(t *testing.T) {
 }
 
 func TestAfterPastTheEndIsAReset(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a", "globex/x", "acme/b")
 	for _, path := range []string{"/v1/telemetry?tenant=acme&after=3&wait=5s", "/v1/telemetry?after=4&wait=5s"} {
 		a := e.get(operatorToken, path)
@@ -389,7 +389,7 @@ func TestAfterPastTheEndIsAReset(t *testing.T) {
 		}
 	}
 	// At the end exactly is not a reset: it waits.
-	got := make(chan answer, 1)
+	got := make(chan telemetryAnswer, 1)
 	go func() { got <- e.get(operatorToken, "/v1/telemetry?after=3&wait=5s") }()
 	<-e.waits
 	(<-e.timers.made) <- t0
@@ -398,8 +398,8 @@ func TestAfterPastTheEndIsAReset(t *testing.T) {
 	}
 }
 
-func TestBadQueries(t *testing.T) {
-	e := newEnv(t, nil)
+func TestTelemetryBadQueries(t *testing.T) {
+	e := newTelemetryEnv(t, nil)
 	for q, param := range map[string]string{
 		"after=-1":                           "after",
 		"after=x":                            "after",
@@ -428,12 +428,12 @@ func TestBadQueries(t *testing.T) {
 }
 
 func TestNewRequiresStoreAndChanged(t *testing.T) {
-	if _, err := New(Options{Changed: NewBroadcaster().Changed}); err == nil {
+	if _, err := NewTelemetryAPI(TelemetryOptions{Changed: NewBroadcaster().Changed}); err == nil {
 		t.Error("no store accepted")
 	}
 	st, _ := embedded.Open(embedded.Options{Ephemeral: true})
 	defer st.Close()
-	if _, err := New(Options{Store: st}); err == nil {
+	if _, err := NewTelemetryAPI(TelemetryOptions{Store: st}); err == nil {
 		t.Error("no Changed accepted")
 	}
 }
@@ -456,7 +456,7 @@ func TestBroadcasterWakesAllWaitersOnce(t *testing.T) {
 	}
 }
 
-func FuzzParseQuery(f *testing.F) {
+func FuzzParseTelemetryQuery(f *testing.F) {
 	for _, s := range []string{"", "tenant=acme&after=10&limit=5&wait=5s", "since=2026-11-21T12:00:00Z", "wait=30", "after=1&since=x",
 		"limit=1001", "tenant=%00", "wait=9999999999h", "after=18446744073709551614", "a=1&a=2", "%zz"} {
 		f.Add(s)
@@ -466,9 +466,9 @@ func FuzzParseQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		q, err := ParseQuery(v, DefaultMaxWait)
+		q, err := ParseTelemetryQuery(v, DefaultMaxWait)
 		if err != nil {
-			var qe *QueryError
+			var qe *TelemetryQueryError
 			if !errors.As(err, &qe) || qe.Fix == "" {
 				t.Fatalf("%q: error without a fix: %v", raw, err)
 			}
@@ -483,7 +483,7 @@ func FuzzParseQuery(f *testing.F) {
 	})
 }
 
-func (e *env) ack(token, body string) (int, string) {
+func (e *telemetryEnv) ack(token, body string) (int, string) {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/telemetry/ack", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -497,7 +497,7 @@ func (e *env) ack(token, body string) (int, string) {
 }
 
 func TestAckMovesTheConsumerCursor(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newTelemetryEnv(t, nil)
 	e.appendEv("acme/a", "globex/x", "acme/b")
 	if code, body := e.ack("acme-token", `{"seq":1}`); code != http.StatusNoContent {
 		t.Fatalf("own ack: %d %s", code, body)

@@ -11,7 +11,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// Query limits and defaults.
+// TelemetryQuery limits and defaults.
 const (
 	// DefaultLimit is the page size when limit is not given.
 	DefaultLimit = 100
@@ -21,8 +21,8 @@ const (
 	DefaultMaxWait = 30 * time.Second
 )
 
-// Query is a parsed GET /v1/telemetry query.
-type Query struct {
+// TelemetryQuery is a parsed GET /v1/telemetry query.
+type TelemetryQuery struct {
 	// Tenant is the stream to read; empty: every tenant's (operator only).
 	Tenant string
 	// After is the position to read after: a per-tenant sequence number
@@ -39,36 +39,36 @@ type Query struct {
 	Wait time.Duration
 }
 
-// QueryError is a bad query parameter.
-type QueryError struct {
+// TelemetryQueryError is a bad query parameter.
+type TelemetryQueryError struct {
 	Param, Msg, Fix string
 }
 
-func (e *QueryError) Error() string { return "query parameter " + e.Param + ": " + e.Msg }
+func (e *TelemetryQueryError) Error() string { return "query parameter " + e.Param + ": " + e.Msg }
 
 var queryParams = []string{"tenant", "after", "since", "limit", "wait"}
 
-// ParseQuery validates the query of GET /v1/telemetry. Every parameter is
+// ParseTelemetryQuery validates the query of GET /v1/telemetry. Every parameter is
 // optional and may appear once; unknown ones are refused, so a typo is
 // not silently ignored. wait is a Go duration ("5s", "250ms") or whole
 // seconds ("5"); a wait over maxWait is shortened to maxWait.
-func ParseQuery(v url.Values, maxWait time.Duration) (Query, error) {
-	q := Query{Limit: DefaultLimit}
+func ParseTelemetryQuery(v url.Values, maxWait time.Duration) (TelemetryQuery, error) {
+	q := TelemetryQuery{Limit: DefaultLimit}
 	for k, vals := range v {
 		known := false
 		for _, p := range queryParams {
 			known = known || k == p
 		}
 		if !known {
-			return q, &QueryError{Param: fmt.Sprintf("%.40q", k), Msg: "unknown", Fix: "use " + strings.Join(queryParams, ", ")}
+			return q, &TelemetryQueryError{Param: fmt.Sprintf("%.40q", k), Msg: "unknown", Fix: "use " + strings.Join(queryParams, ", ")}
 		}
 		if len(vals) != 1 {
-			return q, &QueryError{Param: k, Msg: fmt.Sprintf("given %d times", len(vals)), Fix: "give it once"}
+			return q, &TelemetryQueryError{Param: k, Msg: fmt.Sprintf("given %d times", len(vals)), Fix: "give it once"}
 		}
 	}
 	if t, ok := one(v, "tenant"); ok {
 		if !telemetry.ValidStream(t) {
-			return q, &QueryError{Param: "tenant", Msg: fmt.Sprintf("%.60q is not a tenant id", t),
+			return q, &TelemetryQueryError{Param: "tenant", Msg: fmt.Sprintf("%.60q is not a tenant id", t),
 				Fix: "give the part of a source before '/': " + telemetry.StreamRule}
 		}
 		q.Tenant = t
@@ -76,32 +76,32 @@ func ParseQuery(v url.Values, maxWait time.Duration) (Query, error) {
 	if s, ok := one(v, "after"); ok {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || n == ^uint64(0) {
-			return q, &QueryError{Param: "after", Msg: fmt.Sprintf("%.40q is not a sequence number", s),
+			return q, &TelemetryQueryError{Param: "after", Msg: fmt.Sprintf("%.40q is not a sequence number", s),
 				Fix: "give the next_after of the previous answer (a whole number), or 0 to read from the start"}
 		}
 		q.After, q.HasAfter = n, true
 	}
 	if s, ok := one(v, "since"); ok {
 		if q.HasAfter {
-			return q, &QueryError{Param: "since", Msg: "given with after", Fix: "give after to continue a read, or since to start one at a time, not both"}
+			return q, &TelemetryQueryError{Param: "since", Msg: "given with after", Fix: "give after to continue a read, or since to start one at a time, not both"}
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil || t.IsZero() {
-			return q, &QueryError{Param: "since", Msg: fmt.Sprintf("%.60q is not an RFC 3339 time", s), Fix: "give a time such as 2026-11-21T12:00:00Z"}
+			return q, &TelemetryQueryError{Param: "since", Msg: fmt.Sprintf("%.60q is not an RFC 3339 time", s), Fix: "give a time such as 2026-11-21T12:00:00Z"}
 		}
 		q.Since = t
 	}
 	if s, ok := one(v, "limit"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxLimit {
-			return q, &QueryError{Param: "limit", Msg: fmt.Sprintf("%.40q is not a page size", s), Fix: fmt.Sprintf("give a whole number from 1 to %d", MaxLimit)}
+			return q, &TelemetryQueryError{Param: "limit", Msg: fmt.Sprintf("%.40q is not a page size", s), Fix: fmt.Sprintf("give a whole number from 1 to %d", MaxLimit)}
 		}
 		q.Limit = n
 	}
 	if s, ok := one(v, "wait"); ok {
 		d, err := parseWait(s)
 		if err != nil {
-			return q, &QueryError{Param: "wait", Msg: fmt.Sprintf("%.40q: %v", s, err), Fix: fmt.Sprintf("give a duration such as 5s, up to %s (0: answer at once)", maxWait)}
+			return q, &TelemetryQueryError{Param: "wait", Msg: fmt.Sprintf("%.40q: %v", s, err), Fix: fmt.Sprintf("give a duration such as 5s, up to %s (0: answer at once)", maxWait)}
 		}
 		q.Wait = min(d, maxWait)
 	}

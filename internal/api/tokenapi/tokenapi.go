@@ -58,18 +58,18 @@ var _ Tokens = (*server.FileTokenStore)(nil)
 const (
 	// DefaultMaxTokens bounds the issued tokens of one server.
 	DefaultMaxTokens = 10000
-	// DefaultMaxBody bounds a request body.
-	DefaultMaxBody = 4 << 10
+	// DefaultMaxTokenBody bounds a request body.
+	DefaultMaxTokenBody = 4 << 10
 	// IDPrefix starts every token id; 12 lowercase hex digits follow.
 	IDPrefix = "tok_"
 	idHexLen = 12
 )
 
-// Notice is said with every new token.
-const Notice = "this token is shown once and never again: hand it to the tenant now (it goes in SNAVIO_TOKEN); revoke it with `snavio token revoke ID`"
+// TokenNotice is said with every new token.
+const TokenNotice = "this token is shown once and never again: hand it to the tenant now (it goes in SNAVIO_TOKEN); revoke it with `snavio token revoke ID`"
 
-// Options configure New.
-type Options struct {
+// TokenOptions configure New.
+type TokenOptions struct {
 	// Tokens is the server's tenant token store. Required.
 	Tokens Tokens
 	// MaxTokens bounds the issued tokens (default DefaultMaxTokens).
@@ -81,16 +81,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// API serves the token endpoints.
-type API struct {
-	o  Options
+// TokenAPI serves the token endpoints.
+type TokenAPI struct {
+	o  TokenOptions
 	ep controlapi.Endpoints
 	// mu makes "count, then issue" one step, so MaxTokens holds.
 	mu sync.Mutex
 }
 
-// New returns the API.
-func New(o Options) (*API, error) {
+// NewTokenAPI returns the API.
+func NewTokenAPI(o TokenOptions) (*TokenAPI, error) {
 	if o.Tokens == nil {
 		return nil, errors.New("tokenapi: Options.Tokens is nil; pass the server's tenant token store")
 	}
@@ -98,17 +98,17 @@ func New(o Options) (*API, error) {
 		o.MaxTokens = DefaultMaxTokens
 	}
 	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultMaxBody
+		o.MaxBody = DefaultMaxTokenBody
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
+	return &TokenAPI{o: o, ep: controlapi.Endpoints{Logger: o.Logger}}, nil
 }
 
 // Register mounts the endpoints on mux. The mux must sit behind the
 // server's authentication middleware.
-func (a *API) Register(mux *http.ServeMux) {
+func (a *TokenAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tokens", a.ep.Handle(issuer, a.issue))
 	mux.HandleFunc("GET /v1/tokens", a.ep.Handle(controlapi.AnyPrincipal, a.list))
 	mux.HandleFunc("DELETE /v1/tokens/{id}", a.ep.Handle(revoker, a.revoke))
@@ -201,7 +201,7 @@ const (
 	useOperator    = "use the operator token (operator.token in the server's data directory)"
 )
 
-func (a *API) issue(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *TokenAPI) issue(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	body, err := controlapi.ReadBody(r, a.o.MaxBody, SendTenant)
 	if err != nil {
 		return err
@@ -222,11 +222,11 @@ func (a *API) issue(w http.ResponseWriter, r *http.Request, p server.Principal) 
 		return fmt.Errorf("issuing a token for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("tenant token issued", "by", p.String(), "tenant", info.Tenant, "id", info.ID)
-	controlapi.WriteJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: Notice})
+	controlapi.WriteJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: TokenNotice})
 	return nil
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *TokenAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
 		if err := CheckTenant("tenant", tenant); err != nil {
@@ -250,7 +250,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, p server.Principal) e
 	return nil
 }
 
-func (a *API) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (a *TokenAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
 	if err := CheckID("token id", id); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass an id from GET /v1/tokens")

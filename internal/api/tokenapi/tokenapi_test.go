@@ -19,28 +19,28 @@ import (
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-type fixture struct {
+type tokenFixture struct {
 	store *server.FileTokenStore
 	clk   *clock.Fake
 	srv   *httptest.Server
 }
 
-// newFixture serves the API over a real FileTokenStore. A stand-in for the
+// newTokenFixture serves the API over a real FileTokenStore. A stand-in for the
 // server's authentication: X-Test-Tenant names a tenant principal,
 // X-Test-None sends none, else the operator.
-func newFixture(t *testing.T, tweak func(*Options)) *fixture {
+func newTokenFixture(t *testing.T, tweak func(*TokenOptions)) *tokenFixture {
 	t.Helper()
-	fx := &fixture{clk: clock.NewFake(t0)}
+	fx := &tokenFixture{clk: clock.NewFake(t0)}
 	var err error
 	fx.store, err = server.OpenFileTokenStore(filepath.Join(t.TempDir(), server.TenantTokensFile), fx.clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Tokens: fx.store}
+	o := TokenOptions{Tokens: fx.store}
 	if tweak != nil {
 		tweak(&o)
 	}
-	api, err := New(o)
+	api, err := NewTokenAPI(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +51,13 @@ func newFixture(t *testing.T, tweak func(*Options)) *fixture {
 	return fx
 }
 
-type answer struct {
+type tokenAnswer struct {
 	status int
 	header http.Header
 	body   string
 }
 
-func (fx *fixture) do(t *testing.T, who, method, path, body string) answer {
+func (fx *tokenFixture) do(t *testing.T, who, method, path, body string) tokenAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, fx.srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -76,10 +76,10 @@ func (fx *fixture) do(t *testing.T, who, method, path, body string) answer {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return answer{res.StatusCode, res.Header, string(b)}
+	return tokenAnswer{res.StatusCode, res.Header, string(b)}
 }
 
-func decode[T any](t *testing.T, a answer) T {
+func decodeAnswer[T any](t *testing.T, a tokenAnswer) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal([]byte(a.body), &v); err != nil {
@@ -88,12 +88,12 @@ func decode[T any](t *testing.T, a answer) T {
 	return v
 }
 
-func wantError(t *testing.T, a answer, status int, contains ...string) {
+func tokenWantError(t *testing.T, a tokenAnswer, status int, contains ...string) {
 	t.Helper()
 	if a.status != status {
 		t.Fatalf("status %d, want %d: %s", a.status, status, a.body)
 	}
-	e := decode[server.APIError](t, a)
+	e := decodeAnswer[server.APIError](t, a)
 	if e.Error == "" || e.Fix == "" {
 		t.Errorf("error body lacks error or fix: %s", a.body)
 	}
@@ -105,7 +105,7 @@ func wantError(t *testing.T, a answer, status int, contains ...string) {
 }
 
 func TestIssueListRevoke(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newTokenFixture(t, nil)
 	a := fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`)
 	if a.status != http.StatusCreated {
 		t.Fatalf("issue: %d %s", a.status, a.body)
@@ -113,7 +113,7 @@ func TestIssueListRevoke(t *testing.T) {
 	if a.header.Get("Cache-Control") != "no-store" {
 		t.Errorf("an answer carrying a secret is cacheable: %v", a.header)
 	}
-	iss := decode[Issued](t, a)
+	iss := decodeAnswer[Issued](t, a)
 	if iss.Tenant != "acme" || !iss.Created.Equal(t0) || CheckID("id", iss.ID) != nil || iss.Notice == "" {
 		t.Fatalf("issued %+v", iss)
 	}
@@ -123,53 +123,53 @@ func TestIssueListRevoke(t *testing.T) {
 		t.Fatalf("the issued token authenticates as %v, %v", p, err)
 	}
 	fx.clk.Advance(time.Minute)
-	other := decode[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"globex"}`))
+	other := decodeAnswer[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"globex"}`))
 
 	// The operator lists all, oldest first, or one tenant's; never a secret.
 	a = fx.do(t, "", "GET", "/v1/tokens", "")
-	l := decode[List](t, a)
+	l := decodeAnswer[List](t, a)
 	if len(l.Tokens) != 2 || l.Tokens[0].ID != iss.ID || l.Tokens[1].ID != other.ID {
 		t.Fatalf("list %+v", l)
 	}
 	if strings.Contains(a.body, iss.Secret) || strings.Contains(a.body, other.Secret) || strings.Contains(a.body, "sha256") {
 		t.Fatalf("the list shows a secret or a digest: %s", a.body)
 	}
-	if l := decode[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=globex", "")); len(l.Tokens) != 1 || l.Tokens[0].Tenant != "globex" {
+	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=globex", "")); len(l.Tokens) != 1 || l.Tokens[0].Tenant != "globex" {
 		t.Fatalf("filtered list %+v", l)
 	}
-	if l := decode[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=nobody", "")); l.Tokens == nil || len(l.Tokens) != 0 {
+	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=nobody", "")); l.Tokens == nil || len(l.Tokens) != 0 {
 		t.Fatalf("empty list must be [], got %+v", l)
 	}
 
 	// A tenant lists its own tenant's tokens only.
-	if l := decode[List](t, fx.do(t, "acme", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != iss.ID {
+	if l := decodeAnswer[List](t, fx.do(t, "acme", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != iss.ID {
 		t.Fatalf("acme's list %+v", l)
 	}
-	if l := decode[List](t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=acme", "")); len(l.Tokens) != 1 {
+	if l := decodeAnswer[List](t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=acme", "")); len(l.Tokens) != 1 {
 		t.Fatalf("acme's list of acme %+v", l)
 	}
-	wantError(t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=globex", ""), http.StatusForbidden, "tenant:acme", "own tenant", "operator token")
+	tokenWantError(t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=globex", ""), http.StatusForbidden, "tenant:acme", "own tenant", "operator token")
 
 	// Revoke: the token stops working at once; a second revoke is 404.
 	a = fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, "")
 	if a.status != http.StatusOK {
 		t.Fatalf("revoke: %d %s", a.status, a.body)
 	}
-	if r := decode[Revoked](t, a); !r.Revoked || r.ID != iss.ID || r.Tenant != "acme" {
+	if r := decodeAnswer[Revoked](t, a); !r.Revoked || r.ID != iss.ID || r.Tenant != "acme" {
 		t.Fatalf("revoked %+v", r)
 	}
 	if _, err := fx.store.Authenticate(t.Context(), iss.Secret); !errors.Is(err, server.ErrUnknownToken) {
 		t.Fatalf("a revoked token still authenticates: %v", err)
 	}
-	wantError(t, fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, ""), http.StatusNotFound, "revoked already", "snavio token create")
-	if l := decode[List](t, fx.do(t, "", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != other.ID {
+	tokenWantError(t, fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, ""), http.StatusNotFound, "revoked already", "snavio token create")
+	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != other.ID {
 		t.Fatalf("list after revoke %+v", l)
 	}
 }
 
-func TestRefusals(t *testing.T) {
-	fx := newFixture(t, func(o *Options) { o.MaxBody = 64 })
-	tok := decode[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`))
+func TestTokenRefusals(t *testing.T) {
+	fx := newTokenFixture(t, func(o *TokenOptions) { o.MaxBody = 64 })
+	tok := decodeAnswer[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`))
 	tests := []struct {
 		name, who, method, path, body string
 		status                        int
@@ -195,7 +195,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wantError(t, fx.do(t, tc.who, tc.method, tc.path, tc.body), tc.status, tc.contains...)
+			tokenWantError(t, fx.do(t, tc.who, tc.method, tc.path, tc.body), tc.status, tc.contains...)
 		})
 	}
 	if n := len(fx.store.List()); n != 1 {
@@ -204,13 +204,13 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestMaxTokens(t *testing.T) {
-	fx := newFixture(t, func(o *Options) { o.MaxTokens = 2 })
+	fx := newTokenFixture(t, func(o *TokenOptions) { o.MaxTokens = 2 })
 	for _, tenant := range []string{"a", "b"} {
 		if a := fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"`+tenant+`"}`); a.status != http.StatusCreated {
 			t.Fatalf("%s: %d %s", tenant, a.status, a.body)
 		}
 	}
-	wantError(t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"c"}`), http.StatusConflict, "2 tenant tokens, its limit", "snavio token revoke")
+	tokenWantError(t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"c"}`), http.StatusConflict, "2 tenant tokens, its limit", "snavio token revoke")
 	// Revoking one makes room again.
 	id := fx.store.List()[0].ID
 	if a := fx.do(t, "", "DELETE", "/v1/tokens/"+id, ""); a.status != http.StatusOK {
@@ -234,19 +234,19 @@ func (f failing) List() []server.TokenInfo {
 
 func TestStorageFailure(t *testing.T) {
 	var logs bytes.Buffer
-	fx := newFixture(t, func(o *Options) {
+	fx := newTokenFixture(t, func(o *TokenOptions) {
 		o.Tokens = failing{server.TokenInfo{ID: "tok_0123456789ab", Tenant: "acme"}}
 		o.Logger = slogTo(&logs)
 	})
-	wantError(t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`), http.StatusInternalServerError, "disk full", "data directory")
-	wantError(t, fx.do(t, "", "DELETE", "/v1/tokens/tok_0123456789ab", ""), http.StatusInternalServerError, "disk full")
+	tokenWantError(t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`), http.StatusInternalServerError, "disk full", "data directory")
+	tokenWantError(t, fx.do(t, "", "DELETE", "/v1/tokens/tok_0123456789ab", ""), http.StatusInternalServerError, "disk full")
 	if !strings.Contains(logs.String(), "disk full") {
 		t.Errorf("the failure is not logged: %s", logs.String())
 	}
 }
 
 func TestNewNeedsTokens(t *testing.T) {
-	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Options.Tokens") {
+	if _, err := NewTokenAPI(TokenOptions{}); err == nil || !strings.Contains(err.Error(), "Options.Tokens") {
 		t.Fatalf("New without a store: %v", err)
 	}
 }

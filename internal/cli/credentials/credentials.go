@@ -197,7 +197,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err := api.Do(ctx, http.MethodPost, "/v1/credentials", nil, credentialapi.CreateRequest{Tenant: o.Tenant}, &c); err != nil {
 		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 	}
-	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: credentialapi.Notice}
+	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: credentialapi.CredentialNotice}
 	if o.CredentialsFile != "" {
 		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
 		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {

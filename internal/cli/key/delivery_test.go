@@ -27,7 +27,7 @@ func newDeliveryEnv(t *testing.T) (*routetest.Env, *provenance.Signer) {
 		t.Fatal(err)
 	}
 	e := routetest.New(t, nil, func(mux *http.ServeMux, e *routetest.Env) {
-		if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: sig, Registry: e.Reg, Clock: e.Clk}); err != nil {
+		if err := deliveryapi.MountDelivery(mux, deliveryapi.DeliveryOptions{Signer: sig, Registry: e.Reg, Clock: e.Clk}); err != nil {
 			t.Fatal(err)
 		}
 	})

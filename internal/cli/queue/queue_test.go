@@ -36,7 +36,7 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	api, err := queueapi.New(queueapi.Options{Queues: st})
+	api, err := queueapi.NewQueueAPI(queueapi.QueueOptions{Queues: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func TestRegisterIsIdempotentAndDryRunWritesNothing(t *testing.T) {
 }
 
 func TestRegisterMapsServerErrors(t *testing.T) {
-	e := routetest.New(t, control.QueuesFunc(func(context.Context, string) (control.QueueInfo, error) {
+	e := routetest.New(t, control.RouteQueuesFunc(func(context.Context, string) (control.QueueInfo, error) {
 		return control.QueueInfo{}, control.ErrNoQueue
 	}))
 	err := e.Run(t, route.NewCmdRegister(e.Deps("op", output.JSON), nil), base...)

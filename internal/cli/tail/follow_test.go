@@ -52,7 +52,7 @@ func (r *restartable) fresh() {
 	}
 	r.t.Cleanup(func() { _ = st.Close() })
 	bc := telemetryapi.NewBroadcaster()
-	api, err := telemetryapi.New(telemetryapi.Options{Store: st, Changed: bc.Changed, Clock: r.clock,
+	api, err := telemetryapi.NewTelemetryAPI(telemetryapi.TelemetryOptions{Store: st, Changed: bc.Changed, Clock: r.clock,
 		// A wait ends at once: every empty read is an immediate heartbeat.
 		NewTimer: func(time.Duration) (<-chan time.Time, func() bool) {
 			c := make(chan time.Time, 1)

@@ -173,7 +173,7 @@ func runCreate(ctx context.Context, o *CreateOptions) (err error) {
 	if err := api.Do(ctx, http.MethodPost, "/v1/tokens", nil, tokenapi.IssueRequest{Tenant: o.Tenant}, &iss); err != nil {
 		return fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 	}
-	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: tokenapi.Notice}
+	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: tokenapi.TokenNotice}
 	if file != nil {
 		if _, err := file.WriteString(iss.Secret + "\n"); err != nil {
 			return fmt.Errorf("writing --token-file %s: %w; the token %s is lost: revoke it with `snavio token revoke %s`", o.TokenFile, err, iss.ID, iss.ID)

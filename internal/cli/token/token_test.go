@@ -46,7 +46,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := tokenapi.New(tokenapi.Options{Tokens: fx.store})
+	api, err := tokenapi.NewTokenAPI(tokenapi.TokenOptions{Tokens: fx.store})
 	if err != nil {
 		t.Fatal(err)
 	}
