@@ -21,8 +21,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/app"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/smallfs"
@@ -239,7 +239,7 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
 		ts.Fatalf("usage: store-send DATA_DIR QUEUE FILE")
 	}
-	var in []queueapi.Message
+	var in []wire.QueueMessage
 	if err := json.Unmarshal([]byte(ts.ReadFile(args[2])), &in); err != nil || len(in) == 0 {
 		ts.Fatalf("store-send: %s is not what `snavio queue receive -o json` prints, with messages: %v", args[2], err)
 	}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -143,11 +144,6 @@ func (a *RegistryAPI) actor(p server.Principal) registry.Actor {
 	return registry.Actor{Who: p.String(), At: a.o.Clock.Now()}
 }
 
-// Items is a list of registry records.
-type Items struct {
-	Items []registry.Item `json:"items"`
-}
-
 func (a *RegistryAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	var kinds []registry.Kind
 	if k := r.URL.Query().Get("kind"); k != "" {
@@ -173,7 +169,7 @@ func (a *RegistryAPI) list(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err != nil {
 		return err
 	}
-	out := Items{Items: []registry.Item{}}
+	out := wire.RegistryItems{Items: []registry.Item{}}
 	for _, it := range items(&d) {
 		if f.match(it) && canRead(p, itemTenant(it)) {
 			out.Items = append(out.Items, it)
@@ -299,14 +295,8 @@ func (a *RegistryAPI) get(w http.ResponseWriter, r *http.Request, p server.Princ
 	return nil
 }
 
-// PutRequest is the body of PUT /v1/registry/item: the record, with the
-// stored version it replaces (0 to create).
-type PutRequest struct {
-	Item registry.Item `json:"item"`
-}
-
 func (a *RegistryAPI) put(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req PutRequest
+	var req wire.RegistryPutRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -358,11 +348,6 @@ func (a *RegistryAPI) delete(w http.ResponseWriter, r *http.Request, p server.Pr
 	return nil
 }
 
-// History is a record's changelog, newest first.
-type History struct {
-	Changes []registry.Change `json:"changes"`
-}
-
 func (a *RegistryAPI) history(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id, err := idParam(r)
 	if err != nil {
@@ -389,26 +374,12 @@ func (a *RegistryAPI) history(w http.ResponseWriter, r *http.Request, p server.P
 		}
 		cs[i] = redactChange(cs[i])
 	}
-	controlapi.WriteJSON(w, http.StatusOK, History{Changes: cs})
+	controlapi.WriteJSON(w, http.StatusOK, wire.RegistryHistory{Changes: cs})
 	return nil
 }
 
-// ApplyRequest is the body of POST /v1/registry/apply: the routes and ACLs
-// a spec file declares.
-type ApplyRequest struct {
-	Items  []registry.Item `json:"items"`
-	Prune  bool            `json:"prune"`
-	DryRun bool            `json:"dry_run"`
-}
-
-// ApplyResult is the plan and, unless a dry run, the changes made.
-type ApplyResult struct {
-	Plan    spec.Plan         `json:"plan"`
-	Applied []registry.Change `json:"applied"`
-}
-
 func (a *RegistryAPI) apply(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req ApplyRequest
+	var req wire.ApplyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -438,7 +409,7 @@ func (a *RegistryAPI) apply(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err := a.testRouting(r.Context(), touched); err != nil {
 		return err
 	}
-	res := ApplyResult{Plan: plan, Applied: []registry.Change{}}
+	res := wire.ApplyResult{Plan: plan, Applied: []registry.Change{}}
 	if req.DryRun {
 		controlapi.WriteJSON(w, http.StatusOK, res)
 		return nil
@@ -473,15 +444,8 @@ func (a *RegistryAPI) apply(w http.ResponseWriter, r *http.Request, p server.Pri
 	return nil
 }
 
-// RevokeRequest names the ACL grant to revoke.
-type RevokeRequest struct {
-	Source  string `json:"source"`
-	Target  string `json:"target"`
-	Command string `json:"command"`
-}
-
 func (a *RegistryAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req RevokeRequest
+	var req wire.ACLRevokeRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -505,22 +469,6 @@ func (a *RegistryAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Pr
 	return nil
 }
 
-// KeyRequest names a producing service.
-type KeyRequest struct {
-	Source string `json:"source"`
-	// ActivateAt, for rotate, is when the new version becomes current
-	// (default now).
-	ActivateAt time.Time `json:"activate_at,omitzero"`
-}
-
-// KeyResult is a new key version; the secret is shown this once.
-type KeyResult struct {
-	Source    string    `json:"source"`
-	VersionID string    `json:"version_id"`
-	Secret    []byte    `json:"secret"`
-	Activated time.Time `json:"activated_at"`
-}
-
 func newSecret() ([]byte, error) {
 	b := make([]byte, signing.MinSecretLen)
 	if _, err := rand.Read(b); err != nil {
@@ -530,7 +478,7 @@ func newSecret() ([]byte, error) {
 }
 
 func (a *RegistryAPI) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req KeyRequest
+	var req wire.KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -548,12 +496,12 @@ func (a *RegistryAPI) createKey(w http.ResponseWriter, r *http.Request, p server
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &registry.ServiceKey{Source: req.Source, Versions: []registry.KeyVersion{v}}}); err != nil {
 		return err
 	}
-	controlapi.WriteJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	controlapi.WriteJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 
 func (a *RegistryAPI) rotateKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req KeyRequest
+	var req wire.KeyRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -589,7 +537,7 @@ func (a *RegistryAPI) rotateKey(w http.ResponseWriter, r *http.Request, p server
 	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
 		return err
 	}
-	controlapi.WriteJSON(w, http.StatusOK, KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
+	controlapi.WriteJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -77,10 +78,10 @@ func TestAuthorization(t *testing.T) {
 	if st := e.do(t, "", "GET", "/v1/registry", nil, &er); st != 401 || er["fix"] == "" {
 		t.Fatalf("no token: %d %v", st, er)
 	}
-	if st := e.do(t, "acme", "PUT", "/v1/registry/item", PutRequest{Item: route("mailer", "send")}, &er); st != 403 {
+	if st := e.do(t, "acme", "PUT", "/v1/registry/item", wire.RegistryPutRequest{Item: route("mailer", "send")}, &er); st != 403 {
 		t.Fatalf("tenant write: %d", st)
 	}
-	if st := e.do(t, "acme", "GET", "/v1/registry", nil, &Items{}); st != 200 {
+	if st := e.do(t, "acme", "GET", "/v1/registry", nil, &wire.RegistryItems{}); st != 200 {
 		t.Fatalf("tenant read: %d", st)
 	}
 	if st := e.do(t, "acme", "GET", "/v1/tenants/globex/config", nil, &er); st != 403 {
@@ -91,16 +92,16 @@ func TestAuthorization(t *testing.T) {
 func TestPutGetConflictAndHistory(t *testing.T) {
 	e := newRegistryEnv(t)
 	var ch registry.Change
-	if st := e.do(t, "op", "PUT", "/v1/registry/item", PutRequest{Item: route("mailer", "send")}, &ch); st != 200 || ch.Version != 1 || ch.Who != "operator" {
+	if st := e.do(t, "op", "PUT", "/v1/registry/item", wire.RegistryPutRequest{Item: route("mailer", "send")}, &ch); st != 200 || ch.Version != 1 || ch.Who != "operator" {
 		t.Fatalf("create: %d %+v", st, ch)
 	}
 	var er map[string]string
-	if st := e.do(t, "op", "PUT", "/v1/registry/item", PutRequest{Item: route("mailer", "send")}, &er); st != 409 {
+	if st := e.do(t, "op", "PUT", "/v1/registry/item", wire.RegistryPutRequest{Item: route("mailer", "send")}, &er); st != 409 {
 		t.Fatalf("create over an existing version: %d %v", st, er)
 	}
 	bad := route("mailer", "other")
 	bad.Route.DLQARN = ""
-	if st := e.do(t, "op", "PUT", "/v1/registry/item", PutRequest{Item: bad}, &er); st != 400 || !strings.Contains(er["error"], "dlq") {
+	if st := e.do(t, "op", "PUT", "/v1/registry/item", wire.RegistryPutRequest{Item: bad}, &er); st != 400 || !strings.Contains(er["error"], "dlq") {
 		t.Fatalf("invalid route: %d %v", st, er)
 	}
 	id := url.QueryEscape(string(registry.RouteID("mailer", "send")))
@@ -108,7 +109,7 @@ func TestPutGetConflictAndHistory(t *testing.T) {
 	if st := e.do(t, "acme", "GET", "/v1/registry/item?id="+id, nil, &got); st != 200 || got.Route == nil || got.Route.Version != 1 {
 		t.Fatalf("get: %d %+v", st, got)
 	}
-	var h History
+	var h wire.RegistryHistory
 	if st := e.do(t, "op", "GET", "/v1/registry/history?id="+id, nil, &h); st != 200 || len(h.Changes) != 1 {
 		t.Fatalf("history: %d %+v", st, h)
 	}
@@ -141,21 +142,21 @@ func TestApplyDryRunIdempotentAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res ApplyResult
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: its, DryRun: true}, &res); st != 200 || res.Plan.Count(spec.Create) != 2 || len(res.Applied) != 0 {
+	var res wire.ApplyResult
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: its, DryRun: true}, &res); st != 200 || res.Plan.Count(spec.Create) != 2 || len(res.Applied) != 0 {
 		t.Fatalf("dry run: %d %+v", st, res)
 	}
 	if d, _ := e.reg.Load(t.Context(), t0); d.Len() != 0 {
 		t.Fatal("a dry run wrote")
 	}
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: its}, &res); st != 200 || len(res.Applied) != 2 {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: its}, &res); st != 200 || len(res.Applied) != 2 {
 		t.Fatalf("apply: %d %+v", st, res)
 	}
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: its}, &res); st != 200 || res.Plan.Pending() || len(res.Applied) != 0 {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: its}, &res); st != 200 || res.Plan.Pending() || len(res.Applied) != 0 {
 		t.Fatalf("second apply changed something: %+v", res)
 	}
 	// Prune: the file without its ACL deletes the ACL.
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: its[:1], Prune: true}, &res); st != 200 || res.Plan.Count(spec.Delete) != 1 || len(res.Applied) != 1 {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: its[:1], Prune: true}, &res); st != 200 || res.Plan.Count(spec.Delete) != 1 || len(res.Applied) != 1 {
 		t.Fatalf("prune: %d %+v", st, res)
 	}
 	var er map[string]string
@@ -170,7 +171,7 @@ func TestRevokeKeepsTheAuditRecord(t *testing.T) {
 	if _, err := e.reg.Put(t.Context(), registry.Actor{Who: "t", At: t0}, registry.Item{ACL: &acl}); err != nil {
 		t.Fatal(err)
 	}
-	req := RevokeRequest{Source: "acme/billing", Target: "mailer", Command: "send"}
+	req := wire.ACLRevokeRequest{Source: "acme/billing", Target: "mailer", Command: "send"}
 	var ch registry.Change
 	if st := e.do(t, "op", "POST", "/v1/registry/acl/revoke", req, &ch); st != 200 || ch.After == nil || ch.After.ACL.Allow || !ch.After.ACL.RevokedAt.Equal(t0) {
 		t.Fatalf("revoke: %d %+v", st, ch)
@@ -186,23 +187,23 @@ func TestRevokeKeepsTheAuditRecord(t *testing.T) {
 
 func TestKeysAndTenantConfig(t *testing.T) {
 	e := newRegistryEnv(t)
-	var k KeyResult
-	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, &k); st != 200 || k.VersionID != "hmac-v1" || len(k.Secret) != 32 {
+	var k wire.KeyResult
+	if st := e.do(t, "op", "POST", "/v1/keys/create", wire.KeyRequest{Source: "acme/billing"}, &k); st != 200 || k.VersionID != "hmac-v1" || len(k.Secret) != 32 {
 		t.Fatalf("create: %d %+v", st, k)
 	}
 	var er map[string]string
-	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, &er); st != 409 {
+	if st := e.do(t, "op", "POST", "/v1/keys/create", wire.KeyRequest{Source: "acme/billing"}, &er); st != 409 {
 		t.Fatalf("second create: %d", st)
 	}
 	// Secrets never appear in registry reads.
-	var list Items
+	var list wire.RegistryItems
 	e.do(t, "op", "GET", "/v1/registry?kind=key", nil, &list)
 	if len(list.Items) != 1 || list.Items[0].Key.Versions[0].Secret != nil {
 		t.Fatalf("registry read shows a secret: %+v", list.Items)
 	}
 	e.clk.Advance(time.Hour)
-	var k2 KeyResult
-	if st := e.do(t, "op", "POST", "/v1/keys/rotate", KeyRequest{Source: "acme/billing"}, &k2); st != 200 || k2.VersionID != "hmac-v2" || bytes.Equal(k2.Secret, k.Secret) {
+	var k2 wire.KeyResult
+	if st := e.do(t, "op", "POST", "/v1/keys/rotate", wire.KeyRequest{Source: "acme/billing"}, &k2); st != 200 || k2.VersionID != "hmac-v2" || bytes.Equal(k2.Secret, k.Secret) {
 		t.Fatalf("rotate: %d %+v", st, k2)
 	}
 	var tc keys.TenantConfig
@@ -225,7 +226,7 @@ func TestKeysAndTenantConfig(t *testing.T) {
 // beyond registry.MaxKeyVersions.
 func TestRotationKeepsKeyHistory(t *testing.T) {
 	e := newRegistryEnv(t)
-	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "acme/billing"}, nil); st != 200 {
+	if st := e.do(t, "op", "POST", "/v1/keys/create", wire.KeyRequest{Source: "acme/billing"}, nil); st != 200 {
 		t.Fatalf("create: %d", st)
 	}
 	versions := func() []string {
@@ -241,7 +242,7 @@ func TestRotationKeepsKeyHistory(t *testing.T) {
 	}
 	rotate := func() {
 		t.Helper()
-		if st := e.do(t, "op", "POST", "/v1/keys/rotate", KeyRequest{Source: "acme/billing"}, nil); st != 200 {
+		if st := e.do(t, "op", "POST", "/v1/keys/rotate", wire.KeyRequest{Source: "acme/billing"}, nil); st != 200 {
 			t.Fatalf("rotate: %d", st)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -34,7 +35,7 @@ func TestTenantReadsOnlyItsOwnRecords(t *testing.T) {
 	}
 	ids := func(token, query string) []string {
 		t.Helper()
-		var out Items
+		var out wire.RegistryItems
 		if st := e.do(t, token, "GET", "/v1/registry"+query, nil, &out); st != 200 {
 			t.Fatalf("%s list%s: %d", token, query, st)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -70,14 +71,14 @@ func TestTestRouting(t *testing.T) {
 			for _, dry := range []bool{true, false} {
 				e := newQueueEnv(t)
 				if tc.want == "" {
-					var res ApplyResult
-					if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{tc.item}, DryRun: dry}, &res); st != 200 || res.Plan.Count("create") != 1 {
+					var res wire.ApplyResult
+					if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{tc.item}, DryRun: dry}, &res); st != 200 || res.Plan.Count("create") != 1 {
 						t.Fatalf("dry=%v: %d %+v", dry, st, res)
 					}
 					continue
 				}
 				var er map[string]string
-				st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{tc.item}, DryRun: dry}, &er)
+				st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{tc.item}, DryRun: dry}, &er)
 				if st != 422 || !strings.Contains(er["error"], tc.want) || !strings.Contains(er["fix"], tc.wfix) || !strings.Contains(er["fix"], "nothing was written") {
 					t.Fatalf("dry=%v: %d %v", dry, st, er)
 				}
@@ -85,7 +86,7 @@ func TestTestRouting(t *testing.T) {
 					t.Fatalf("dry=%v: a refused registration wrote %+v", dry, d)
 				}
 				// PUT, the raw write, test-routes too.
-				if st := e.do(t, "op", "PUT", "/v1/registry/item", PutRequest{Item: tc.item}, &er); st != 422 {
+				if st := e.do(t, "op", "PUT", "/v1/registry/item", wire.RegistryPutRequest{Item: tc.item}, &er); st != 422 {
 					t.Fatalf("put: %d %v", st, er)
 				}
 			}
@@ -96,13 +97,13 @@ func TestTestRouting(t *testing.T) {
 func TestTestRoutingListsEveryProblemAndSkipsUnchanged(t *testing.T) {
 	e := newQueueEnv(t)
 	good := localRoute("mailer", "send", "mailer", "mailer-dlq")
-	var res ApplyResult
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{good}}, &res); st != 200 || len(res.Applied) != 1 {
+	var res wire.ApplyResult
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{good}}, &res); st != 200 || len(res.Applied) != 1 {
 		t.Fatalf("apply: %d %+v", st, res)
 	}
 	var er map[string]string
 	its := []registry.Item{good, localRoute("mailer", "a", "x1", "mailer-dlq"), localRoute("mailer", "b", "x2", "mailer-dlq")}
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: its}, &er); st != 422 || !strings.Contains(er["error"], "x1") || !strings.Contains(er["error"], "x2") {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: its}, &er); st != 422 || !strings.Contains(er["error"], "x1") || !strings.Contains(er["error"], "x2") {
 		t.Fatalf("two bad routes: %d %v", st, er)
 	}
 	if strings.Contains(er["error"], "route mailer send") {
@@ -133,7 +134,7 @@ func TestTestRoutingPortFailures(t *testing.T) {
 			r := dispatchtest.RegistryRoute("mailer", "send")
 			r.DLQARN = "arn:aws:sqs:eu-west-1:123456789012:mailer-dlq"
 			var er map[string]string
-			st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{{Route: &r}}}, &er)
+			st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{{Route: &r}}}, &er)
 			switch name {
 			case "failing":
 				if st != 500 || !strings.Contains(er["error"], "disk on fire") {
@@ -152,24 +153,24 @@ func TestACLInheritsTheRouteProfile(t *testing.T) {
 	e := newRegistryEnv(t)
 	r := dispatchtest.RegistryRoute("mailer", "send")
 	r.Profile = registry.ProfileCritical
-	var res ApplyResult
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{{Route: &r}}}, &res); st != 200 {
+	var res wire.ApplyResult
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{{Route: &r}}}, &res); st != 200 {
 		t.Fatalf("route: %d", st)
 	}
 	grant := registry.Item{ACL: &registry.ACL{Source: "acme/billing", Target: "mailer", Command: "send", Allow: true}}
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{grant}}, &res); st != 200 || len(res.Applied) != 1 {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{grant}}, &res); st != 200 || len(res.Applied) != 1 {
 		t.Fatalf("grant: %d %+v", st, res)
 	}
 	if p := res.Applied[0].After.ACL.Profile; p != registry.ProfileCritical {
 		t.Fatalf("grant profile = %q, want the route's", p)
 	}
 	// Granting again plans nothing.
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{grant}}, &res); st != 200 || res.Plan.Pending() {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{grant}}, &res); st != 200 || res.Plan.Pending() {
 		t.Fatalf("second grant: %d %+v", st, res)
 	}
 	// A grant without a route keeps no profile (moderate by default).
 	other := registry.Item{ACL: &registry.ACL{Source: "acme/billing", Target: "ledger", Command: "post", Allow: true}}
-	if st := e.do(t, "op", "POST", "/v1/registry/apply", ApplyRequest{Items: []registry.Item{other}}, &res); st != 200 || res.Applied[0].After.ACL.Profile != "" {
+	if st := e.do(t, "op", "POST", "/v1/registry/apply", wire.ApplyRequest{Items: []registry.Item{other}}, &res); st != 200 || res.Applied[0].After.ACL.Profile != "" {
 		t.Fatalf("grant without route: %d %+v", st, res)
 	}
 }
@@ -193,7 +194,7 @@ func TestListFilters(t *testing.T) {
 	// The filters as the operator sees them (a tenant's view is scoped:
 	// TestTenantReadsOnlyItsOwnRecords).
 	count := func(q url.Values) int {
-		var its Items
+		var its wire.RegistryItems
 		if st := e.do(t, "op", "GET", "/v1/registry?"+q.Encode(), nil, &its); st != 200 {
 			t.Fatalf("%v: %d", q, st)
 		}
@@ -235,7 +236,7 @@ func TestTenantConfigWithoutKeys(t *testing.T) {
 	if st := e.do(t, "op", "GET", "/v1/tenants/globex/config", nil, &er); st != 404 || !strings.Contains(er["fix"], "snavio key create --service globex/") {
 		t.Fatalf("tenant without keys: %d %v", st, er)
 	}
-	if st := e.do(t, "op", "POST", "/v1/keys/create", KeyRequest{Source: "not a source"}, &er); st != 400 {
+	if st := e.do(t, "op", "POST", "/v1/keys/create", wire.KeyRequest{Source: "not a source"}, &er); st != 400 {
 		t.Fatalf("bad source: %d %v", st, er)
 	}
 }

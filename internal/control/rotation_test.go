@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/reason"
@@ -46,8 +47,8 @@ func newRotationRig(t *testing.T) *rotationRig {
 // the cache, as the running dispatcher's refresh would.
 func (r *rotationRig) key(t *testing.T, path string, activateAt time.Time) string {
 	t.Helper()
-	var res KeyResult
-	if st := r.do(t, "op", "POST", path, KeyRequest{Source: "acme/billing", ActivateAt: activateAt}, &res); st != 200 {
+	var res wire.KeyResult
+	if st := r.do(t, "op", "POST", path, wire.KeyRequest{Source: "acme/billing", ActivateAt: activateAt}, &res); st != 200 {
 		t.Fatalf("%s: HTTP %d", path, st)
 	}
 	k, err := signing.NewKey(res.VersionID, res.Secret)

@@ -20,7 +20,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/dashboard"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
@@ -100,7 +100,7 @@ func issue(t *testing.T, base, operator, tenant string) string {
 	if status != http.StatusCreated {
 		t.Fatalf("issuing a token: %d %s", status, body)
 	}
-	var iss tokenapi.Issued
+	var iss wire.TokenIssued
 	if err := json.Unmarshal(body, &iss); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -25,7 +25,7 @@ import (
 type fakeAPI struct {
 	mu     sync.Mutex
 	alerts map[string][]alerts.Alert
-	telem  map[string][]telemetryapi.Record
+	telem  map[string][]wire.TelemetryRecord
 	asked  []server.Principal
 	// entered and release, when set, hold each /v1/alerts call until
 	// release is closed, after saying so on entered.
@@ -57,7 +57,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		v = map[string]any{"alerts": out}
 	case "/v1/telemetry":
-		page := telemetryapi.Page{Records: []telemetryapi.Record{}}
+		page := wire.TelemetryPage{Records: []wire.TelemetryRecord{}}
 		if r.URL.Query().Get("after") == "" { // a first read; later pages are empty
 			for tenant, rs := range f.telem {
 				if p.CanAccessTenant(tenant) {
@@ -121,7 +121,7 @@ func newFixtureWith(t *testing.T, o Options) *fixture {
 			"demo":  {{Tenant: "demo", Event: "snavio.command.invalid", Critical: true, At: now.Add(-time.Minute), Summary: "demo-alert", Payload: json.RawMessage(`{}`)}},
 			"other": {{Tenant: "other", Event: "snavio.command.invalid", Critical: true, At: now.Add(-time.Minute), Summary: "other-alert", Payload: json.RawMessage(`{}`)}},
 		},
-		telem: map[string][]telemetryapi.Record{
+		telem: map[string][]wire.TelemetryRecord{
 			"demo": {
 				{Seq: 1, Tenant: "demo", At: now.Add(-2 * time.Minute), Event: json.RawMessage(`{"event":"snavio.command.delivered"}`)},
 				{Seq: 2, Tenant: "demo", At: now.Add(-2 * time.Minute), Event: json.RawMessage(`{"event":"snavio.command.delivered"}`)},

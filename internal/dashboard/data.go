@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -193,9 +193,9 @@ func (d *Dashboard) throughput(ctx context.Context, p server.Principal, now time
 	for i := range t.Counts {
 		t.Counts[i] = make([]int, 60)
 	}
-	q := url.Values{"since": {start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
+	q := url.Values{"since": {start.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(wire.TelemetryMaxLimit)}}
 	for range maxChartPages {
-		var page telemetryapi.Page
+		var page wire.TelemetryPage
 		if err := d.call(ctx, p, "/v1/telemetry?"+q.Encode(), &page); err != nil {
 			return t, err
 		}
@@ -217,10 +217,10 @@ func (d *Dashboard) throughput(ctx context.Context, p server.Principal, now time
 				}
 			}
 		}
-		if len(page.Records) < telemetryapi.MaxLimit {
+		if len(page.Records) < wire.TelemetryMaxLimit {
 			return t, nil
 		}
-		q = url.Values{"after": {strconv.FormatUint(page.NextAfter, 10)}, "limit": {strconv.Itoa(telemetryapi.MaxLimit)}}
+		q = url.Values{"after": {strconv.FormatUint(page.NextAfter, 10)}, "limit": {strconv.Itoa(wire.TelemetryMaxLimit)}}
 	}
 	t.Partial = true
 	return t, nil

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 )
 
 // keepAlive is the longest a live stream stays silent: a comment line
@@ -107,7 +107,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, si signedIn) 
 			_ = rc.Flush()
 			return
 		}
-		var page telemetryapi.Page
+		var page wire.TelemetryPage
 		err := d.call(ctx, si.p, "/v1/telemetry?"+q.Encode(), &page)
 		var ae *apiError
 		switch {

@@ -9,80 +9,21 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/internal/atomicfile"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
-// Status is a run's state.
-type Status string
-
-// Statuses.
-const (
-	StatusRunning     Status = "running"
-	StatusInterrupted Status = "interrupted"
-	StatusDone        Status = "done"
-	StatusFailed      Status = "failed"
-	// StatusPaused: the run stopped at its --limit; resume continues it.
-	StatusPaused Status = "paused"
-)
-
-// Audit is the record of one replay: origin, reason, operator, filters,
-// counts, start and end, and the progress a resume needs.
-type Audit struct {
-	ID       string     `json:"id"`
-	Origin   string     `json:"origin"`
-	Reason   string     `json:"reason"`
-	Operator string     `json:"operator"`
-	Filter   Filter     `json:"filter"`
-	Dedupe   DedupeMode `json:"dedupe"`
-	// DedupeTTLSeconds is the strict dedupe TTL keep-id holds commands
-	// for.
-	DedupeTTLSeconds int64   `json:"dedupe_ttl_seconds,omitzero"`
-	Rate             float64 `json:"rate,omitzero"`
-
-	Planned   int `json:"planned"`
-	SentCount int `json:"sent"`
-	Failed    int `json:"failed"`
-	Skipped   int `json:"skipped"`
-	// Held counts strict-mode commands keep-id held back (left in their
-	// source) because their dedupe TTL had not ended; the last ends at
-	// HeldUntil.
-	Held      int       `json:"held,omitzero"`
-	HeldUntil time.Time `json:"held_until,omitzero"`
-	// Refused counts records the run refused to replay (Record.Refusal),
-	// by reason in RefusedBy: never sent, never acknowledged. A resumed
-	// run counts again what it reads again.
-	Refused   int            `json:"refused,omitzero"`
-	RefusedBy map[string]int `json:"refused_by_reason,omitempty"`
-
-	Status    Status    `json:"status"`
-	StartedAt time.Time `json:"started_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
-	Resumes   int       `json:"resumes,omitzero"`
-	Error     string    `json:"error,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
-
-	// ResumeAfter: records the interrupted run had received stay hidden
-	// in their source until then; a resume waits for it.
-	ResumeAfter time.Time `json:"resume_after,omitzero"`
-	// Cursor is the source position after the last completed batch.
-	Cursor string `json:"cursor,omitempty"`
-	// Sent lists the original ids of the commands sent, so a resumed run
-	// never sends one twice.
-	Sent []string `json:"sent_ids,omitempty"`
-}
-
 // AuditStore keeps audits. Implementations must be safe for concurrent use.
 type AuditStore interface {
-	Create(ctx context.Context, a Audit) error
-	Update(ctx context.Context, a Audit) error
-	Get(ctx context.Context, id string) (Audit, error)
+	Create(ctx context.Context, a wire.ReplayAudit) error
+	Update(ctx context.Context, a wire.ReplayAudit) error
+	Get(ctx context.Context, id string) (wire.ReplayAudit, error)
 	// List returns all audits, newest first.
-	List(ctx context.Context) ([]Audit, error)
+	List(ctx context.Context) ([]wire.ReplayAudit, error)
 }
 
 // ErrNotFound is returned by Get for an unknown replay id.
@@ -91,15 +32,15 @@ var ErrNotFound = errors.New("no such replay")
 // MemoryAudits keeps audits in memory.
 type MemoryAudits struct {
 	mu sync.Mutex
-	m  map[string]Audit
+	m  map[string]wire.ReplayAudit
 }
 
 // Create implements AuditStore.
-func (s *MemoryAudits) Create(_ context.Context, a Audit) error {
+func (s *MemoryAudits) Create(_ context.Context, a wire.ReplayAudit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[string]Audit{}
+		s.m = map[string]wire.ReplayAudit{}
 	}
 	if _, ok := s.m[a.ID]; ok {
 		return fmt.Errorf("replay %s already exists", a.ID)
@@ -109,7 +50,7 @@ func (s *MemoryAudits) Create(_ context.Context, a Audit) error {
 }
 
 // Update implements AuditStore.
-func (s *MemoryAudits) Update(_ context.Context, a Audit) error {
+func (s *MemoryAudits) Update(_ context.Context, a wire.ReplayAudit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m[a.ID]; !ok {
@@ -120,21 +61,21 @@ func (s *MemoryAudits) Update(_ context.Context, a Audit) error {
 }
 
 // Get implements AuditStore.
-func (s *MemoryAudits) Get(_ context.Context, id string) (Audit, error) {
+func (s *MemoryAudits) Get(_ context.Context, id string) (wire.ReplayAudit, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.m[id]
 	if !ok {
-		return Audit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, ErrNotFound)
+		return wire.ReplayAudit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, ErrNotFound)
 	}
 	return clone(a), nil
 }
 
 // List implements AuditStore.
-func (s *MemoryAudits) List(context.Context) ([]Audit, error) {
+func (s *MemoryAudits) List(context.Context) ([]wire.ReplayAudit, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Audit, 0, len(s.m))
+	out := make([]wire.ReplayAudit, 0, len(s.m))
 	for _, a := range s.m {
 		out = append(out, clone(a))
 	}
@@ -142,12 +83,12 @@ func (s *MemoryAudits) List(context.Context) ([]Audit, error) {
 	return out, nil
 }
 
-func clone(a Audit) Audit {
+func clone(a wire.ReplayAudit) wire.ReplayAudit {
 	a.Sent = append([]string(nil), a.Sent...)
 	return a
 }
 
-func newestFirst(as []Audit) {
+func newestFirst(as []wire.ReplayAudit) {
 	sort.Slice(as, func(i, j int) bool {
 		if !as[i].StartedAt.Equal(as[j].StartedAt) {
 			return as[i].StartedAt.After(as[j].StartedAt)
@@ -171,7 +112,7 @@ func (s *FileAudits) path(id string) (string, error) {
 }
 
 // Create implements AuditStore.
-func (s *FileAudits) Create(ctx context.Context, a Audit) error {
+func (s *FileAudits) Create(ctx context.Context, a wire.ReplayAudit) error {
 	p, err := s.path(a.ID)
 	if err != nil {
 		return err
@@ -183,7 +124,7 @@ func (s *FileAudits) Create(ctx context.Context, a Audit) error {
 }
 
 // Update implements AuditStore.
-func (s *FileAudits) Update(ctx context.Context, a Audit) error {
+func (s *FileAudits) Update(ctx context.Context, a wire.ReplayAudit) error {
 	p, err := s.path(a.ID)
 	if err != nil {
 		return err
@@ -194,7 +135,7 @@ func (s *FileAudits) Update(ctx context.Context, a Audit) error {
 	return s.write(p, a)
 }
 
-func (s *FileAudits) write(p string, a Audit) error {
+func (s *FileAudits) write(p string, a wire.ReplayAudit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := jsonv2.Marshal(a)
@@ -208,27 +149,27 @@ func (s *FileAudits) write(p string, a Audit) error {
 }
 
 // Get implements AuditStore.
-func (s *FileAudits) Get(_ context.Context, id string) (Audit, error) {
+func (s *FileAudits) Get(_ context.Context, id string) (wire.ReplayAudit, error) {
 	p, err := s.path(id)
 	if err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return Audit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, ErrNotFound)
+		return wire.ReplayAudit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, ErrNotFound)
 	}
 	if err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
-	var a Audit
+	var a wire.ReplayAudit
 	if err := jsonv2.Unmarshal(b, &a); err != nil {
-		return Audit{}, fmt.Errorf("replay audit %s is corrupt: %w", p, err)
+		return wire.ReplayAudit{}, fmt.Errorf("replay audit %s is corrupt: %w", p, err)
 	}
 	return a, nil
 }
 
 // List implements AuditStore.
-func (s *FileAudits) List(ctx context.Context) ([]Audit, error) {
+func (s *FileAudits) List(ctx context.Context) ([]wire.ReplayAudit, error) {
 	entries, err := os.ReadDir(s.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -236,7 +177,7 @@ func (s *FileAudits) List(ctx context.Context) ([]Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Audit
+	var out []wire.ReplayAudit
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -101,49 +102,19 @@ type Routes interface {
 	Strict(target, command string) bool
 }
 
-// Filter selects records. Empty fields match everything.
-type Filter struct {
-	Source  string    `json:"source,omitempty"`
-	Target  string    `json:"target,omitempty"`
-	Command string    `json:"command,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	Start   time.Time `json:"start,omitzero"`
-	End     time.Time `json:"end,omitzero"`
-}
-
-// Validate checks the filter.
-func (f Filter) Validate() error {
-	if !f.Start.IsZero() && !f.End.IsZero() && !f.Start.Before(f.End) {
-		return fmt.Errorf("bad time range: --start %s is not before --end %s: give a start earlier than the end", f.Start.Format(time.RFC3339), f.End.Format(time.RFC3339))
-	}
-	if f.Source != "" && !envelope.ValidSource(f.Source) {
-		return fmt.Errorf("invalid --source %q: use <tenant>/<service>, such as acme/billing", f.Source)
-	}
-	if f.Target != "" && !envelope.ValidTarget(f.Target) {
-		return fmt.Errorf("invalid --target %q: use 1-64 characters of a-z 0-9 . _ -", f.Target)
-	}
-	if f.Command != "" && !envelope.ValidName(f.Command) {
-		return fmt.Errorf("invalid --command %q: use 1-128 characters of A-Z a-z 0-9 . _ : -", f.Command)
-	}
-	if len(f.Reason) > 128 {
-		return fmt.Errorf("invalid --reason %.20q...: a failure reason is at most 128 characters", f.Reason)
-	}
-	return nil
-}
-
 // matchRefused applies the filter to a refused record, which may not be a
 // readable command: its target and command are matched only when it is.
-func (f Filter) matchRefused(r *Record) bool {
+func matchRefused(f wire.ReplayFilter, r *Record) bool {
 	c := *r
 	env, err := decode(&c)
 	if err != nil {
 		env = envelope.Envelope{}
 		env.Command.Target, env.Command.Name = f.Target, f.Command
 	}
-	return f.match(&c, &env)
+	return match(f, &c, &env)
 }
 
-func (f Filter) match(r *Record, env *envelope.Envelope) bool {
+func match(f wire.ReplayFilter, r *Record, env *envelope.Envelope) bool {
 	switch {
 	case f.Source != "" && r.Source != f.Source,
 		f.Target != "" && env.Command.Target != f.Target,
@@ -156,39 +127,12 @@ func (f Filter) match(r *Record, env *envelope.Envelope) bool {
 	return true
 }
 
-// DedupeMode is the operator's choice for strict-mode routes.
-type DedupeMode string
-
-// Dedupe modes.
-const (
-	// DedupeKeepID keeps ids; strict-route commands still inside their
-	// dedupe TTL are held back (left in their source) until it ends.
-	DedupeKeepID DedupeMode = "keep-id"
-	// DedupeNewID gives replayed commands new ids: they run again even
-	// inside the TTL.
-	DedupeNewID DedupeMode = "new-id"
-)
-
-// ParseDedupeMode validates a --dedupe value ("" is keep-id).
-func ParseDedupeMode(s string) (DedupeMode, error) {
-	switch m := DedupeMode(s); m {
-	case "":
-		return DedupeKeepID, nil
-	case DedupeKeepID, DedupeNewID:
-		return m, nil
-	}
-	return "", fmt.Errorf("invalid --dedupe %q: use keep-id (hold strict-mode commands until their dedupe TTL ends) or new-id (run them again now under new ids)", s)
-}
-
-// MaxRate is the highest --rate, commands per second.
-const MaxRate = 10_000
-
 // Options configure a run.
 type Options struct {
-	Filter   Filter
+	Filter   wire.ReplayFilter
 	Reason   string // required: why (audited, carried in telemetry)
 	Operator string // who (audited)
-	Dedupe   DedupeMode
+	Dedupe   wire.ReplayDedupeMode
 	// DedupeTTL is the dispatcher's strict dedupe TTL (default 300 s).
 	DedupeTTL time.Duration
 	// Rate limits replay to this many commands per second (0: no limit).
@@ -209,7 +153,7 @@ func (o *Options) Validate() error {
 	if !envelope.ValidReplayReason(o.Reason) {
 		return fmt.Errorf("invalid --reason-text %.40q: use 1-%d bytes of printable text", o.Reason, envelope.MaxReplayReasonLen)
 	}
-	m, err := ParseDedupeMode(string(o.Dedupe))
+	m, err := wire.ParseReplayDedupeMode(string(o.Dedupe))
 	if err != nil {
 		return err
 	}
@@ -220,8 +164,8 @@ func (o *Options) Validate() error {
 	if o.Batch <= 0 || o.Batch > 10 {
 		o.Batch = 10
 	}
-	if o.Rate < 0 || o.Rate > MaxRate || o.Rate != o.Rate {
-		return fmt.Errorf("invalid --rate %v: use a number of commands per second from 0 (no limit) to %d", o.Rate, MaxRate)
+	if o.Rate < 0 || o.Rate > wire.ReplayMaxRate || o.Rate != o.Rate {
+		return fmt.Errorf("invalid --rate %v: use a number of commands per second from 0 (no limit) to %d", o.Rate, wire.ReplayMaxRate)
 	}
 	if o.Rate > 0 {
 		o.Batch = min(o.Batch, max(1, int(o.Rate)))
@@ -230,32 +174,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("invalid --limit %d: use 0 (no limit) or a positive count", o.Limit)
 	}
 	return o.Filter.Validate()
-}
-
-// Plan is what a run would do (--dry-run): it changes nothing.
-type Plan struct {
-	Origin  string         `json:"origin"`
-	Total   int            `json:"total"`
-	ByRoute map[string]int `json:"by_route"`
-	FirstID string         `json:"first_id,omitempty"`
-	LastID  string         `json:"last_id,omitempty"`
-	// First and Last bound the records' times.
-	First time.Time `json:"first_at,omitzero"`
-	Last  time.Time `json:"last_at,omitzero"`
-	// Held counts strict-mode commands inside their dedupe TTL that
-	// keep-id would hold back, until HeldUntil.
-	Held      int       `json:"held"`
-	HeldUntil time.Time `json:"held_until,omitzero"`
-	// Repeats counts records whose command id was already counted (a
-	// keep-id replay's own copy in the archive, an at-least-once
-	// duplicate in a DLQ): a run sends each id once.
-	Repeats int `json:"repeated_ids"`
-	Skipped int `json:"skipped_unreadable"`
-	// Refused counts records that must never be replayed (Record.Refusal),
-	// by reason in RefusedBy: a run never sends them.
-	Refused   int            `json:"refused"`
-	RefusedBy map[string]int `json:"refused_by_reason"`
-	Warnings  []string       `json:"warnings"`
 }
 
 // Engine runs replays.
@@ -294,7 +212,7 @@ func decode(r *Record) (envelope.Envelope, error) {
 
 // strictHeld reports whether keep-id holds r back, and until when.
 func (e *Engine) strictHeld(opts *Options, r *Record, env *envelope.Envelope, now time.Time) (time.Time, bool) {
-	if opts.Dedupe != DedupeKeepID || e.Routes == nil || !e.Routes.Strict(env.Command.Target, env.Command.Name) {
+	if opts.Dedupe != wire.DedupeKeepID || e.Routes == nil || !e.Routes.Strict(env.Command.Target, env.Command.Name) {
 		return time.Time{}, false
 	}
 	until := r.At.Add(opts.DedupeTTL)
@@ -303,11 +221,11 @@ func (e *Engine) strictHeld(opts *Options, r *Record, env *envelope.Envelope, no
 
 // Plan reads the whole source through the filter and reports what a run
 // would replay. It sends and acknowledges nothing.
-func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, error) {
+func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (wire.ReplayPlan, error) {
 	if err := opts.Validate(); err != nil {
-		return Plan{}, err
+		return wire.ReplayPlan{}, err
 	}
-	p := Plan{Origin: src.Name(), ByRoute: map[string]int{}, RefusedBy: map[string]int{}, Warnings: []string{}}
+	p := wire.ReplayPlan{Origin: src.Name(), ByRoute: map[string]int{}, RefusedBy: map[string]int{}, Warnings: []string{}}
 	now := e.Clock.Now()
 	var ids []string
 	counted := map[string]bool{}
@@ -315,7 +233,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 	for {
 		recs, next, err := src.Next(ctx, cursor, opts.Batch)
 		if err != nil {
-			return Plan{}, fmt.Errorf("replay: read %s: %w", src.Name(), err)
+			return wire.ReplayPlan{}, fmt.Errorf("replay: read %s: %w", src.Name(), err)
 		}
 		if len(recs) == 0 {
 			break
@@ -323,7 +241,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 		for i := range recs {
 			r := &recs[i]
 			if r.Refusal != "" {
-				if opts.Filter.matchRefused(r) {
+				if matchRefused(opts.Filter, r) {
 					p.Refused++
 					p.RefusedBy[r.Refusal]++
 				}
@@ -334,7 +252,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 				p.Skipped++
 				continue
 			}
-			if !opts.Filter.match(r, &env) {
+			if !match(opts.Filter, r, &env) {
 				continue
 			}
 			if counted[env.Metadata.ID] {
@@ -368,7 +286,7 @@ func (e *Engine) Plan(ctx context.Context, src Source, opts Options) (Plan, erro
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%d strict-mode command(s) are still inside their %s dedupe TTL (until %s): --dedupe keep-id holds them back and leaves them in place; replay again after that time, or pass --dedupe new-id to run them again now under new ids",
 			p.Held, opts.DedupeTTL, p.HeldUntil.UTC().Format(time.RFC3339)))
 	}
-	if opts.Dedupe == DedupeNewID && p.Total > 0 {
+	if opts.Dedupe == wire.DedupeNewID && p.Total > 0 {
 		p.Warnings = append(p.Warnings, "--dedupe new-id: every command runs again under a new id, even one a strict route already delivered")
 	}
 	if p.Skipped > 0 {
@@ -399,17 +317,17 @@ func refusedSummary(by map[string]int) string {
 
 // Begin validates opts and records a new audit for a run over origin that
 // plans to send planned commands; Run then runs it.
-func (e *Engine) Begin(ctx context.Context, origin string, opts Options, planned int) (Audit, error) {
+func (e *Engine) Begin(ctx context.Context, origin string, opts Options, planned int) (wire.ReplayAudit, error) {
 	if err := opts.Validate(); err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
-	a := Audit{
+	a := wire.ReplayAudit{
 		ID: uuid.NewString(), Origin: origin, Reason: opts.Reason, Operator: opts.Operator,
 		Filter: opts.Filter, Dedupe: opts.Dedupe, DedupeTTLSeconds: int64(opts.DedupeTTL / time.Second), Rate: opts.Rate, Planned: planned,
-		Status: StatusRunning, StartedAt: e.Clock.Now(),
+		Status: wire.ReplayRunning, StartedAt: e.Clock.Now(),
 	}
 	if err := e.Audits.Create(ctx, a); err != nil {
-		return Audit{}, fmt.Errorf("replay: record the audit: %w", err)
+		return wire.ReplayAudit{}, fmt.Errorf("replay: record the audit: %w", err)
 	}
 	return a, nil
 }
@@ -417,21 +335,21 @@ func (e *Engine) Begin(ctx context.Context, origin string, opts Options, planned
 // Start plans, begins and runs a replay over src (whose reads must have no
 // side effects for the plan; a DLQ is planned through a peeking source,
 // then Begin and Run). progress, if not nil, is called after every batch.
-func (e *Engine) Start(ctx context.Context, src Source, opts Options, progress func(Audit)) (Audit, error) {
+func (e *Engine) Start(ctx context.Context, src Source, opts Options, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
 	plan, err := e.Plan(ctx, src, opts)
 	if err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
 	a, err := e.Begin(ctx, src.Name(), opts, plan.Total)
 	if err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
 	return e.Run(ctx, src, a, opts.Limit, progress)
 }
 
 // Resumable reports whether a can be resumed, and why not.
-func Resumable(a Audit) error {
-	if a.Status == StatusDone {
+func Resumable(a wire.ReplayAudit) error {
+	if a.Status == wire.ReplayDone {
 		return fmt.Errorf("replay %s already finished at %s: nothing to resume; start a new replay for what is left", a.ID, a.EndedAt.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -440,27 +358,27 @@ func Resumable(a Audit) error {
 // Resume continues an interrupted or paused run from its audit: same
 // filter, reason, dedupe mode and rate; records already sent are not sent
 // again. limit bounds what this run sends (0: no limit).
-func (e *Engine) Resume(ctx context.Context, src Source, id string, limit int, progress func(Audit)) (Audit, error) {
+func (e *Engine) Resume(ctx context.Context, src Source, id string, limit int, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
 	a, err := e.Audits.Get(ctx, id)
 	if err != nil {
-		return Audit{}, err
+		return wire.ReplayAudit{}, err
 	}
 	if err := Resumable(a); err != nil {
 		return a, err
 	}
 	if a.Origin != src.Name() {
-		return Audit{}, fmt.Errorf("replay %s read from %s, not %s: resume it with --from %s", id, a.Origin, src.Name(), a.Origin)
+		return wire.ReplayAudit{}, fmt.Errorf("replay %s read from %s, not %s: resume it with --from %s", id, a.Origin, src.Name(), a.Origin)
 	}
-	a.Status, a.Resumes, a.Error = StatusRunning, a.Resumes+1, ""
+	a.Status, a.Resumes, a.Error = wire.ReplayRunning, a.Resumes+1, ""
 	return e.Run(ctx, src, a, limit, progress)
 }
 
-// Options returns the run options an audit records.
-func (a *Audit) Options() Options {
+// AuditOptions returns the run options an audit records.
+func AuditOptions(a *wire.ReplayAudit) Options {
 	return Options{Filter: a.Filter, Reason: a.Reason, Operator: a.Operator, Dedupe: a.Dedupe, DedupeTTL: time.Duration(a.DedupeTTLSeconds) * time.Second, Rate: a.Rate}
 }
 
-func interrupted(a *Audit) error {
+func interrupted(a *wire.ReplayAudit) error {
 	return fmt.Errorf("replay %s interrupted after %d of %d command(s): resume it with --resume %s", a.ID, a.SentCount, a.Planned, a.ID)
 }
 
@@ -468,20 +386,20 @@ func interrupted(a *Audit) error {
 // commands were sent (status paused), ctx ends (interrupted: the batch in
 // hand is finished first, so no accepted command is left unrecorded) or a
 // failure. The audit is saved after every batch and at the end.
-func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progress func(Audit)) (Audit, error) {
-	opts := a.Options()
+func (e *Engine) Run(ctx context.Context, src Source, a wire.ReplayAudit, limit int, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
+	opts := AuditOptions(&a)
 	if err := opts.Validate(); err != nil {
 		return a, err
 	}
 	// Bus, audit and ack calls finish even when ctx ends mid-batch.
 	keep := context.WithoutCancel(ctx)
 	inHand := false
-	finish := func(status Status, cause error) (Audit, error) {
+	finish := func(status wire.ReplayStatus, cause error) (wire.ReplayAudit, error) {
 		a.Status, a.EndedAt = status, e.Clock.Now()
 		if cause != nil {
 			a.Error = cause.Error()
 		}
-		if l, ok := src.(Leaser); ok && inHand && status != StatusDone {
+		if l, ok := src.(Leaser); ok && inHand && status != wire.ReplayDone {
 			a.ResumeAfter = a.EndedAt.Add(l.Lease())
 		}
 		// The audit must survive the interruption that ended the run.
@@ -496,7 +414,7 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 	if wait := a.ResumeAfter.Sub(e.Clock.Now()); wait > 0 {
 		// Records the interrupted run had in hand are still hidden.
 		if err := e.Sleep(ctx, wait); err != nil {
-			return finish(StatusInterrupted, interrupted(&a))
+			return finish(wire.ReplayInterrupted, interrupted(&a))
 		}
 	}
 	a.ResumeAfter = time.Time{}
@@ -509,10 +427,10 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 	sentNow := 0
 	for {
 		if ctx.Err() != nil {
-			return finish(StatusInterrupted, interrupted(&a))
+			return finish(wire.ReplayInterrupted, interrupted(&a))
 		}
 		if limit > 0 && sentNow >= limit {
-			return finish(StatusPaused, nil)
+			return finish(wire.ReplayPaused, nil)
 		}
 		n := opts.Batch
 		if limit > 0 {
@@ -521,12 +439,12 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 		recs, next, err := src.Next(ctx, a.Cursor, n)
 		if err != nil {
 			if ctx.Err() != nil {
-				return finish(StatusInterrupted, interrupted(&a))
+				return finish(wire.ReplayInterrupted, interrupted(&a))
 			}
-			return finish(StatusFailed, fmt.Errorf("replay: read %s: %w", src.Name(), err))
+			return finish(wire.ReplayFailed, fmt.Errorf("replay: read %s: %w", src.Name(), err))
 		}
 		if len(recs) == 0 {
-			return finish(StatusDone, nil)
+			return finish(wire.ReplayDone, nil)
 		}
 		inHand = true
 		var batch []Record
@@ -547,7 +465,7 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 			r := &recs[i]
 			if r.Refusal != "" {
 				// Never sent, never acknowledged: a DLQ keeps it.
-				if opts.Filter.matchRefused(r) {
+				if matchRefused(opts.Filter, r) {
 					a.Refused++
 					if a.RefusedBy == nil {
 						a.RefusedBy = map[string]int{}
@@ -561,7 +479,7 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 				a.Skipped++
 				continue
 			}
-			if !opts.Filter.match(r, &env) || (env.Metadata.Replay && env.Metadata.ReplayID == a.ID) {
+			if !match(opts.Filter, r, &env) || (env.Metadata.Replay && env.Metadata.ReplayID == a.ID) {
 				// Not selected, or this replay's own output (the archive
 				// keeps what the replay put on the bus).
 				continue
@@ -571,7 +489,7 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 				// Sent before an interruption; its Ack may not have
 				// happened.
 				if err := src.Ack(keep, *r); err != nil {
-					return finish(StatusFailed, fmt.Errorf("replay: acknowledge %s: %w", r.Ref, err))
+					return finish(wire.ReplayFailed, fmt.Errorf("replay: acknowledge %s: %w", r.Ref, err))
 				}
 				continue
 			}
@@ -587,35 +505,35 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 			}
 			if opts.Rate > 0 && !last.IsZero() {
 				if err := flush(); err != nil {
-					return finish(StatusFailed, err)
+					return finish(wire.ReplayFailed, err)
 				}
 				wait := time.Duration(float64(time.Second)/opts.Rate) - e.Clock.Now().Sub(last)
 				if wait > 0 {
 					if err := e.Sleep(ctx, wait); err != nil {
-						return finish(StatusInterrupted, interrupted(&a))
+						return finish(wire.ReplayInterrupted, interrupted(&a))
 					}
 				}
 			} else if ctx.Err() != nil {
 				if err := flush(); err != nil {
-					return finish(StatusFailed, err)
+					return finish(wire.ReplayFailed, err)
 				}
-				return finish(StatusInterrupted, interrupted(&a))
+				return finish(wire.ReplayInterrupted, interrupted(&a))
 			}
 			ev, err := e.resign(&env, r.Source, &a, &opts)
 			if err != nil {
 				_ = flush()
-				return finish(StatusFailed, err)
+				return finish(wire.ReplayFailed, err)
 			}
 			last = e.Clock.Now()
 			batch, events = append(batch, *r), append(events, ev)
 		}
 		if err := flush(); err != nil {
-			return finish(StatusFailed, err)
+			return finish(wire.ReplayFailed, err)
 		}
 		inHand = false
 		a.Cursor = next
 		if err := e.Audits.Update(keep, a); err != nil {
-			return finish(StatusFailed, fmt.Errorf("replay: record progress: %w", err))
+			return finish(wire.ReplayFailed, fmt.Errorf("replay: record progress: %w", err))
 		}
 	}
 }
@@ -624,7 +542,7 @@ func (e *Engine) Run(ctx context.Context, src Source, a Audit, limit int, progre
 // write (before acknowledging any to its source, so a crash in between
 // re-acks rather than re-sends), then acks them. A refused entry is
 // counted and left in its source. It returns how many were accepted.
-func (e *Engine) put(ctx context.Context, src Source, a *Audit, sent map[string]bool, recs []Record, events []Event) (int, error) {
+func (e *Engine) put(ctx context.Context, src Source, a *wire.ReplayAudit, sent map[string]bool, recs []Record, events []Event) (int, error) {
 	res, err := e.Bus.PutEvents(ctx, events)
 	if err != nil {
 		return 0, fmt.Errorf("replay: put %d command(s): %w", len(events), err)
@@ -669,7 +587,7 @@ func originalID(r Record) string {
 
 // resign re-timestamps env, sets the replay metadata, picks the id per the
 // dedupe mode, and signs it with the platform's copy of the source's key.
-func (e *Engine) resign(env *envelope.Envelope, source string, a *Audit, opts *Options) (Event, error) {
+func (e *Engine) resign(env *envelope.Envelope, source string, a *wire.ReplayAudit, opts *Options) (Event, error) {
 	now := e.Clock.Now()
 	if source == "" {
 		return Event{}, fmt.Errorf("replay: command %s names no source", env.Metadata.ID)
@@ -683,7 +601,7 @@ func (e *Engine) resign(env *envelope.Envelope, source string, a *Audit, opts *O
 	out.Metadata.Timestamp = envelope.FormatTimestamp(now)
 	out.Metadata.Replay, out.Metadata.ReplayReason, out.Metadata.ReplayID = true, opts.Reason, a.ID
 	out.Metadata.VersionID = key.VersionID()
-	if opts.Dedupe == DedupeNewID {
+	if opts.Dedupe == wire.DedupeNewID {
 		out.Metadata.ID = derivedID(a.ID, env.Metadata.ID)
 	}
 	if err := key.SignEnvelope(&out, source); err != nil {

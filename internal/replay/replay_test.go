@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -148,7 +149,7 @@ func setup(t testing.TB, n int) (*Engine, *dlq, *bus, *clock.Fake) {
 
 func TestPlanChangesNothing(t *testing.T) {
 	e, q, b, _ := setup(t, 12)
-	p, err := e.Plan(context.Background(), q, Options{Reason: "incident 42", Filter: Filter{Start: t0.Add(-20 * time.Minute)}})
+	p, err := e.Plan(context.Background(), q, Options{Reason: "incident 42", Filter: wire.ReplayFilter{Start: t0.Add(-20 * time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestPlanChangesNothing(t *testing.T) {
 	if len(b.got) != 0 || len(q.acked) != 0 {
 		t.Fatal("the plan sent or deleted something")
 	}
-	p, _ = e.Plan(context.Background(), q, Options{Reason: "r", Filter: Filter{Target: "accounts"}})
+	p, _ = e.Plan(context.Background(), q, Options{Reason: "r", Filter: wire.ReplayFilter{Target: "accounts"}})
 	if p.Total != 3 {
 		t.Fatalf("filtered plan = %+v", p)
 	}
@@ -172,7 +173,7 @@ func TestBadInput(t *testing.T) {
 	e, q, _, _ := setup(t, 1)
 	for _, o := range []Options{
 		{},
-		{Reason: "r", Filter: Filter{Start: t0, End: t0.Add(-time.Hour)}},
+		{Reason: "r", Filter: wire.ReplayFilter{Start: t0, End: t0.Add(-time.Hour)}},
 		{Reason: "r", Dedupe: "maybe"},
 		{Reason: "r", Rate: -1},
 	} {
@@ -191,7 +192,7 @@ func TestReplayResignsAndAcksAfterAcceptance(t *testing.T) {
 	}
 	// #4 goes to the strict route accounts and was sent a minute ago:
 	// keep-id holds it back until its dedupe TTL ends.
-	if a.Status != StatusDone || a.SentCount != 3 || a.Failed != 1 || a.Planned != 5 || a.Held != 1 || !a.HeldUntil.Equal(t0.Add(-time.Minute+300*time.Second)) {
+	if a.Status != wire.ReplayDone || a.SentCount != 3 || a.Failed != 1 || a.Planned != 5 || a.Held != 1 || !a.HeldUntil.Equal(t0.Add(-time.Minute+300*time.Second)) {
 		t.Fatalf("audit = %+v", a)
 	}
 	for _, env := range b.got {
@@ -222,12 +223,12 @@ func TestInterruptAndResume(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		b.cancel, b.cancelN = cancel, cut
 		a, err := e.Start(ctx, q, Options{Reason: "r", Rate: 50}, nil)
-		if err == nil || a.Status != StatusInterrupted || !strings.Contains(err.Error(), "--resume "+a.ID) {
+		if err == nil || a.Status != wire.ReplayInterrupted || !strings.Contains(err.Error(), "--resume "+a.ID) {
 			t.Fatalf("cut %d: %+v %v", cut, a, err)
 		}
 		b.cancel = nil
 		a, err = e.Resume(context.Background(), q, a.ID, 0, nil)
-		if err != nil || a.Status != StatusDone || a.Resumes != 1 {
+		if err != nil || a.Status != wire.ReplayDone || a.Resumes != 1 {
 			t.Fatalf("cut %d: resume = %+v %v", cut, a, err)
 		}
 		seen := map[string]int{}
@@ -271,7 +272,7 @@ func TestNewIDModeIsStableAcrossResume(t *testing.T) {
 	e, q, b, _ := setup(t, 6)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel, b.cancelN = cancel, 3
-	a, _ := e.Start(ctx, q, Options{Reason: "rerun", Dedupe: DedupeNewID, Rate: 100}, nil)
+	a, _ := e.Start(ctx, q, Options{Reason: "rerun", Dedupe: wire.DedupeNewID, Rate: 100}, nil)
 	b.cancel = nil
 	if _, err := e.Resume(context.Background(), q, a.ID, 0, nil); err != nil {
 		t.Fatal(err)
@@ -308,19 +309,19 @@ func TestFileAuditsSurvive(t *testing.T) {
 	dir := t.TempDir()
 	s := &FileAudits{Dir: dir}
 	ctx := context.Background()
-	a := Audit{ID: "11111111-2222-3333-4444-555555555555", Origin: "archive", Reason: "r", Status: StatusRunning, StartedAt: t0, Sent: []string{"a"}}
+	a := wire.ReplayAudit{ID: "11111111-2222-3333-4444-555555555555", Origin: "archive", Reason: "r", Status: wire.ReplayRunning, StartedAt: t0, Sent: []string{"a"}}
 	if err := s.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Create(ctx, a); err == nil {
 		t.Fatal("duplicate create accepted")
 	}
-	a.Status = StatusDone
+	a.Status = wire.ReplayDone
 	if err := s.Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	got, err := (&FileAudits{Dir: dir}).Get(ctx, a.ID)
-	if err != nil || got.Status != StatusDone || len(got.Sent) != 1 {
+	if err != nil || got.Status != wire.ReplayDone || len(got.Sent) != 1 {
 		t.Fatalf("reloaded = %+v %v", got, err)
 	}
 	list, _ := s.List(ctx)
@@ -352,7 +353,7 @@ func TestRefusedRecordsAreNeverSent(t *testing.T) {
 	}
 	// A filter on the target drops a refused command of another target,
 	// and keeps one whose target cannot be read.
-	p, _ = e.Plan(context.Background(), q, Options{Reason: "r", Filter: Filter{Target: "accounts"}})
+	p, _ = e.Plan(context.Background(), q, Options{Reason: "r", Filter: wire.ReplayFilter{Target: "accounts"}})
 	if p.Refused != 1 || p.RefusedBy["not_a_command"] != 1 {
 		t.Fatalf("filtered plan = %+v", p)
 	}
@@ -360,7 +361,7 @@ func TestRefusedRecordsAreNeverSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Status != StatusDone || a.Refused != 3 || a.RefusedBy["shield:bad_signature"] != 2 || a.RefusedBy["not_a_command"] != 1 {
+	if a.Status != wire.ReplayDone || a.Refused != 3 || a.RefusedBy["shield:bad_signature"] != 2 || a.RefusedBy["not_a_command"] != 1 {
 		t.Fatalf("audit = %+v", a)
 	}
 	for _, env := range b.got {
@@ -376,5 +377,19 @@ func TestRefusedRecordsAreNeverSent(t *testing.T) {
 	}
 	if len(b.got) == 0 {
 		t.Fatal("nothing was sent: the others should have been")
+	}
+}
+
+// A rate the CLI's parser accepts is one the engine runs with.
+func TestParsedRatesValidate(t *testing.T) {
+	for _, s := range []string{"50/s", "600/m", "1/h", "1e4/s", "10000/s", "0.5/s"} {
+		r, err := wire.ParseReplayRate(s)
+		if err != nil {
+			t.Fatalf("ParseReplayRate(%q): %v", s, err)
+		}
+		o := Options{Reason: "r", Rate: r}
+		if err := o.Validate(); err != nil {
+			t.Errorf("a parsed rate %v (%s) is refused by Validate: %v", r, s, err)
+		}
 	}
 }

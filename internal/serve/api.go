@@ -21,6 +21,7 @@ import (
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/sqsapi"
@@ -152,17 +153,8 @@ func (t *tenantPolls) LastPoll(source string) (time.Time, bool) {
 	return t.p.LastPoll(tenant)
 }
 
-// Whoami is the answer of GET /v1/whoami: who the token is, and the
-// server's clock (for `snavio doctor`'s skew check).
-type Whoami struct {
-	Principal  string    `json:"principal"`
-	Operator   bool      `json:"operator"`
-	Tenant     string    `json:"tenant,omitempty"`
-	ServerTime time.Time `json:"server_time"`
-}
-
 func (s *Serve) whoami(w http.ResponseWriter, _ *http.Request, p server.Principal) error {
-	controlapi.WriteJSON(w, http.StatusOK, Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
+	controlapi.WriteJSON(w, http.StatusOK, wire.Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/alerts/smtptest"
-	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -122,7 +122,7 @@ func TestEmailRefusedShowsOnTheDashboard(t *testing.T) {
 	}
 	// The tenant sees its failure, without the error text, which names
 	// the operator's relay.
-	var iss tokenapi.Issued
+	var iss wire.TokenIssued
 	if err := json.Unmarshal([]byte(apiCall(t, s, dir, "", http.MethodPost, "/v1/tokens", `{"tenant":"demo"}`, http.StatusCreated)), &iss); err != nil {
 		t.Fatal(err)
 	}

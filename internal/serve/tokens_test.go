@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snavio/snavio/internal/api/tokenapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -41,7 +41,7 @@ func TestTenantTokenIssuedOverTheAPIWorksAtOnceAndRevokedStops(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("issue: %d %s", status, body)
 	}
-	var iss tokenapi.Issued
+	var iss wire.TokenIssued
 	if err := json.Unmarshal([]byte(body), &iss); err != nil {
 		t.Fatal(err)
 	}

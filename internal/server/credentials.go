@@ -10,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/internal/atomicfile"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -29,8 +29,8 @@ const IngressCredentialsFile = "ingress-credentials.json"
 // id, 40-character secret), with prefixes of our own so that a snavio key
 // is never taken for an AWS one.
 const (
-	AccessKeyIDPrefix   = "SNVK"
-	accessKeyIDRandLen  = 16 // base32 characters (10 random bytes)
+	AccessKeyIDPrefix   = wire.AccessKeyIDPrefix
+	accessKeyIDRandLen  = wire.AccessKeyIDRandLen // base32 characters (10 random bytes)
 	AccessKeyIDLen      = len(AccessKeyIDPrefix) + accessKeyIDRandLen
 	secretRandomBytes   = 30 // 40 base64url characters
 	SecretAccessKeyLen  = 40
@@ -65,18 +65,7 @@ type CredentialInfo struct {
 
 // ValidAccessKeyID reports whether s has the shape of a snavio access key
 // id: SNVK and 16 characters of [A-Z2-7].
-func ValidAccessKeyID(s string) bool {
-	rest, ok := strings.CutPrefix(s, AccessKeyIDPrefix)
-	if !ok || len(rest) != accessKeyIDRandLen {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}
+func ValidAccessKeyID(s string) bool { return wire.ValidAccessKeyID(s) }
 
 func validSecret(s string) bool {
 	if len(s) != SecretAccessKeyLen {

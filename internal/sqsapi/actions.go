@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
 
@@ -30,7 +31,7 @@ const (
 	// maxVisibility is the longest visibility timeout in seconds.
 	maxVisibility = int(embedded.MaxVisibilityTimeout / time.Second)
 	// maxReceiptLen bounds one receipt handle.
-	maxReceiptLen = queueapi.MaxReceiptLen
+	maxReceiptLen = wire.QueueMaxReceiptLen
 )
 
 // GetQueueUrlInput is the request of GetQueueUrl.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 )
 
 // AttributesMD5 matches the checksums SQS publishes and other SQS
@@ -170,7 +170,7 @@ func FuzzDecode(f *testing.F) {
 		check(r, err)
 		if err == nil && r.QueueUrl != nil {
 			if name, err := ParseQueueURL(*r.QueueUrl); err == nil {
-				if cerr := queueapi.CheckName("queue", name); cerr != nil {
+				if cerr := wire.CheckQueueName("queue", name); cerr != nil {
 					t.Fatalf("ParseQueueURL(%q) = %q, not a queue name: %v", *r.QueueUrl, name, cerr)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 )
 
 // Error is an SQS error answer: Type is the `__type` of the JSON body (the
@@ -46,7 +46,7 @@ func receiptInvalid(msg string) *Error {
 }
 
 func checkName(name string) error {
-	if err := queueapi.CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return invalidParam("%v", err)
 	}
 	return nil

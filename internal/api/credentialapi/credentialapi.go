@@ -35,10 +35,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 )
 
@@ -59,9 +59,6 @@ const (
 	DefaultMaxCredentials    = 10000
 	DefaultMaxCredentialBody = 4 << 10
 )
-
-// CredentialNotice is said with every new credential.
-const CredentialNotice = "the secret access key is shown once and never again: give it to the tenant's producers now (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); revoke it with `snavio tenant credentials revoke ACCESS_KEY_ID`"
 
 // CredentialOptions configure New.
 type CredentialOptions struct {
@@ -108,61 +105,21 @@ func (a *CredentialAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/credentials/{id}", a.ep.Handle(controlapi.AnyPrincipal, a.revoke))
 }
 
-// CreateRequest is the body of POST /v1/credentials.
-type CreateRequest struct {
-	// Tenant is the tenant whose sources the credential may put.
-	Tenant string `json:"tenant"`
-}
-
-// CheckAccessKeyID validates an access key id given as input (named by what).
-func CheckAccessKeyID(what, id string) error {
-	if !server.ValidAccessKeyID(id) {
-		return fmt.Errorf("%s %q is not an ingress access key id: ids are %s followed by 16 characters of A-Z and 2-7; list them with `snavio tenant credentials list`", what, id, server.AccessKeyIDPrefix)
-	}
-	return nil
-}
-
 // DecodeCreateRequest parses and validates the body of POST
 // /v1/credentials: one JSON object, no unknown fields, a valid tenant id.
-func DecodeCreateRequest(b []byte) (CreateRequest, error) {
-	var req CreateRequest
+func DecodeCreateRequest(b []byte) (wire.CredentialCreateRequest, error) {
+	var req wire.CredentialCreateRequest
 	if err := controlapi.DecodeJSON(b, &req, tokenapi.SendTenant); err != nil {
-		return CreateRequest{}, err
+		return wire.CredentialCreateRequest{}, err
 	}
-	if err := tokenapi.CheckTenant("tenant", req.Tenant); err != nil {
-		return CreateRequest{}, controlapi.BadRequest(err.Error(), tokenapi.SendTenant)
+	if err := wire.CheckTenant("tenant", req.Tenant); err != nil {
+		return wire.CredentialCreateRequest{}, controlapi.BadRequest(err.Error(), tokenapi.SendTenant)
 	}
 	return req, nil
 }
 
-// Credential is a credential as listed: never the secret.
-type Credential struct {
-	AccessKeyID string    `json:"access_key_id"`
-	Tenant      string    `json:"tenant"`
-	Created     time.Time `json:"created"`
-}
-
-func credentialOf(i server.CredentialInfo) Credential {
-	return Credential{AccessKeyID: i.AccessKeyID, Tenant: i.Tenant, Created: i.Created}
-}
-
-// Created is the answer of POST /v1/credentials: the only answer that
-// carries a secret.
-type Created struct {
-	Credential
-	SecretAccessKey string `json:"secret_access_key"`
-	Notice          string `json:"notice"`
-}
-
-// List is the answer of GET /v1/credentials.
-type List struct {
-	Credentials []Credential `json:"credentials"`
-}
-
-// Revoked is the answer of DELETE /v1/credentials/{id}.
-type Revoked struct {
-	Credential
-	Revoked bool `json:"revoked"`
+func credentialOf(i server.CredentialInfo) wire.Credential {
+	return wire.Credential{AccessKeyID: i.AccessKeyID, Tenant: i.Tenant, Created: i.Created}
 }
 
 // allowed refuses p acting for tenant unless it is the operator or that
@@ -199,14 +156,14 @@ func (a *CredentialAPI) create(w http.ResponseWriter, r *http.Request, p server.
 		return fmt.Errorf("creating a credential for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("ingress credential created", "by", p.String(), "tenant", c.Tenant, "access_key_id", c.AccessKeyID)
-	controlapi.WriteJSON(w, http.StatusCreated, Created{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: CredentialNotice})
+	controlapi.WriteJSON(w, http.StatusCreated, wire.CredentialCreated{Credential: credentialOf(c.Info()), SecretAccessKey: c.Secret, Notice: wire.CredentialNotice})
 	return nil
 }
 
 func (a *CredentialAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
-		if err := tokenapi.CheckTenant("tenant", tenant); err != nil {
+		if err := wire.CheckTenant("tenant", tenant); err != nil {
 			return controlapi.BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
 		}
 	}
@@ -218,7 +175,7 @@ func (a *CredentialAPI) list(w http.ResponseWriter, r *http.Request, p server.Pr
 			return err
 		}
 	}
-	out := List{Credentials: []Credential{}}
+	out := wire.CredentialList{Credentials: []wire.Credential{}}
 	for _, c := range a.o.Credentials.List() {
 		if tenant == "" || c.Tenant == tenant {
 			out.Credentials = append(out.Credentials, credentialOf(c))
@@ -230,7 +187,7 @@ func (a *CredentialAPI) list(w http.ResponseWriter, r *http.Request, p server.Pr
 
 func (a *CredentialAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
-	if err := CheckAccessKeyID("access key id", id); err != nil {
+	if err := wire.CheckAccessKeyID("access key id", id); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass an access key id from GET /v1/credentials")
 	}
 	notFound := controlapi.Refuse(http.StatusNotFound, "no ingress credential has access key id "+id,
@@ -249,6 +206,6 @@ func (a *CredentialAPI) revoke(w http.ResponseWriter, r *http.Request, p server.
 		return fmt.Errorf("revoking credential %s: %w", id, err)
 	}
 	a.o.Logger.Info("ingress credential revoked", "by", p.String(), "tenant", info.Tenant, "access_key_id", id)
-	controlapi.WriteJSON(w, http.StatusOK, Revoked{Credential: credentialOf(info), Revoked: true})
+	controlapi.WriteJSON(w, http.StatusOK, wire.CredentialRevoked{Credential: credentialOf(info), Revoked: true})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -41,7 +42,7 @@ func TestCredentialAPIWhoMayDoWhat(t *testing.T) {
 	op, acme, globex := server.OperatorPrincipal(), server.TenantPrincipal("acme"), server.TenantPrincipal("globex")
 
 	w := credentialCall(mux, op, "POST", "/v1/credentials", `{"tenant":"acme"}`)
-	var c Created
+	var c wire.CredentialCreated
 	if w.Code != 201 || json.Unmarshal(w.Body.Bytes(), &c) != nil || c.SecretAccessKey == "" || c.Tenant != "acme" || !server.ValidAccessKeyID(c.AccessKeyID) {
 		t.Fatalf("operator create: %d %s", w.Code, w.Body)
 	}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -69,19 +70,6 @@ func (a *DeliveryAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/delivery-keys/{target}", a.ep.Handle(controlapi.Operator, a.get))
 }
 
-// Key is the answer: what a target's consumer needs to verify its messages.
-type Key struct {
-	Target string `json:"target"`
-	// KeyID is the value of the snavio.signature_key attribute the
-	// target's messages carry.
-	KeyID string `json:"key_id"`
-	// Key is the HMAC-SHA256 key, base64url without padding.
-	Key    string `json:"key"`
-	Scheme string `json:"scheme"`
-	// Routes counts the routes delivering to the target.
-	Routes int `json:"routes"`
-}
-
 func (a *DeliveryAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	target := r.PathValue("target")
 	if !envelope.ValidTarget(target) {
@@ -106,6 +94,6 @@ func (a *DeliveryAPI) get(w http.ResponseWriter, r *http.Request, _ server.Princ
 	if err != nil { // cannot happen: the target is valid
 		return controlapi.BadRequest(err.Error(), "name a valid target")
 	}
-	controlapi.WriteJSON(w, http.StatusOK, Key{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
+	controlapi.WriteJSON(w, http.StatusOK, wire.DeliveryKey{Target: k.Target, KeyID: k.ID, Key: base64.RawURLEncoding.EncodeToString(k.Secret), Scheme: provenance.Scheme, Routes: routes})
 	return nil
 }

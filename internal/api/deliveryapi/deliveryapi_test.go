@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
@@ -61,7 +62,7 @@ func TestKeyVerifiesTheTargetsMessages(t *testing.T) {
 	if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("answer %d %v %s", w.Code, w.Header(), w.Body)
 	}
-	var k Key
+	var k wire.DeliveryKey
 	if err := json.Unmarshal(w.Body.Bytes(), &k); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -54,15 +55,8 @@ func (a *ExplainAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/explain", a.ep.Handle(controlapi.AnyPrincipal, a.explain))
 }
 
-// Request is the body of POST /v1/explain: the bus source and the event
-// detail (the signed envelope) exactly as they would be put on the bus.
-type Request struct {
-	Source string `json:"source"`
-	Detail string `json:"detail"`
-}
-
 func (a *ExplainAPI) explain(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req Request
+	var req wire.ExplainRequest
 	if err := controlapi.Decode(r, maxExplainBody, &req, `send {"source":"<tenant>/<service>","detail":"<the signed envelope as a JSON string>"}`); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
 
@@ -20,11 +21,11 @@ func FuzzCreateRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req CreateRequest
+		var req wire.QueueCreateRequest
 		if json.Unmarshal(b, &req) != nil {
 			return
 		}
-		cfg, err := req.Validate()
+		cfg, err := storeConfig(req)
 		if err != nil {
 			return
 		}

@@ -55,6 +55,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -73,20 +74,6 @@ type QueueStore interface {
 }
 
 var _ QueueStore = (*embedded.Store)(nil)
-
-// Limits of the API.
-const (
-	// MaxWait is the longest long poll, as SQS's WaitTimeSeconds.
-	MaxWait = 20 * time.Second
-	// MaxPage is the largest list page.
-	MaxPage = 1000
-	// DefaultPage is the list page size when ?limit is absent.
-	DefaultPage = 100
-	// MaxDeleteBatch is the most receipt handles one delete takes.
-	MaxDeleteBatch = 10
-	// MaxReceiptLen bounds one receipt handle.
-	MaxReceiptLen = 512
-)
 
 // QueueOptions configure New.
 type QueueOptions struct {
@@ -199,47 +186,21 @@ func (a *QueueAPI) decode(r *http.Request, v any) error {
 	return controlapi.DecodeJSON(b, v, "send the JSON object this endpoint documents")
 }
 
-// Info is a queue with its configuration and current counts.
-type Info struct {
-	Name                     string    `json:"name"`
-	ARN                      string    `json:"arn"`
-	DeadLetterQueue          string    `json:"dlq,omitempty"`
-	MaxReceives              int       `json:"max_receives,omitempty"`
-	VisibilityTimeoutSeconds float64   `json:"visibility_timeout_seconds"`
-	MaxDepth                 int       `json:"max_depth"`
-	CreatedAt                time.Time `json:"created_at"`
-	// Visible is ApproximateNumberOfMessages, InFlight
-	// ApproximateNumberOfMessagesNotVisible, OldestAgeSeconds
-	// ApproximateAgeOfOldestMessage.
-	Visible          int     `json:"visible"`
-	InFlight         int     `json:"in_flight"`
-	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
-	// Reserved marks a queue of the dispatcher itself: read-only here.
-	Reserved bool `json:"reserved,omitempty"`
-}
-
-func (a *QueueAPI) info(s embedded.QueueStats) Info {
-	return Info{Reserved: a.reserved(s.Name),
+func (a *QueueAPI) info(s embedded.QueueStats) wire.QueueInfo {
+	return wire.QueueInfo{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
 		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(),
 	}
 }
 
-// List is a page of queues in name order. Next, when set, is the ?after
-// value of the next page.
-type List struct {
-	Queues []Info  `json:"queues"`
-	Next   *string `json:"next,omitempty"`
-}
-
 func (a *QueueAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	q := r.URL.Query()
-	limit := DefaultPage
+	limit := wire.QueueDefaultPage
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPage {
-			return controlapi.BadRequest(fmt.Sprintf("limit %q is not a number from 1 to %d", s, MaxPage), "pass ?limit=1.."+strconv.Itoa(MaxPage))
+		if err != nil || n < 1 || n > wire.QueueMaxPage {
+			return controlapi.BadRequest(fmt.Sprintf("limit %q is not a number from 1 to %d", s, wire.QueueMaxPage), "pass ?limit=1.."+strconv.Itoa(wire.QueueMaxPage))
 		}
 		limit = n
 	}
@@ -252,7 +213,7 @@ func (a *QueueAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princip
 		return err
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	out := List{Queues: []Info{}}
+	out := wire.QueueList{Queues: []wire.QueueInfo{}}
 	for _, s := range all {
 		if s.Name <= after {
 			continue
@@ -269,20 +230,20 @@ func (a *QueueAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princip
 }
 
 // stats returns the queue name with its counts.
-func (a *QueueAPI) stats(ctx context.Context, name string) (Info, error) {
-	if err := CheckName("queue", name); err != nil {
-		return Info{}, controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
+func (a *QueueAPI) stats(ctx context.Context, name string) (wire.QueueInfo, error) {
+	if err := wire.CheckQueueName("queue", name); err != nil {
+		return wire.QueueInfo{}, controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	all, err := a.o.Queues.ListQueues(ctx)
 	if err != nil {
-		return Info{}, err
+		return wire.QueueInfo{}, err
 	}
 	for _, s := range all {
 		if s.Name == name {
 			return a.info(s), nil
 		}
 	}
-	return Info{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
+	return wire.QueueInfo{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
 }
 
 func (a *QueueAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
@@ -305,68 +266,11 @@ func (a *QueueAPI) refuseReserved(name string) error {
 	return nil
 }
 
-// CheckName validates a queue name the way the store does, naming what
-// (queue, dlq) in the error. FIFO names are refused with the fix.
-func CheckName(what, name string) error {
-	if strings.HasSuffix(name, ".fifo") {
-		return fmt.Errorf("%s %q is a FIFO queue name: Snavio delivers to standard queues only (FIFO would serialise every tenant behind one message group); drop the .fifo suffix", what, name)
-	}
-	if name == "" || len(name) > embedded.MaxQueueNameLen {
-		return fmt.Errorf("%s name %.90q must be 1 to %d characters", what, name, embedded.MaxQueueNameLen)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return fmt.Errorf("%s name %q: character %q is not allowed: use letters, digits, - and _", what, name, r)
-		}
-	}
-	return nil
-}
-
-// CreateRequest is the body of POST /v1/queues.
-type CreateRequest struct {
-	Name string `json:"name"`
-	// DeadLetterQueue names an existing queue; with it MaxReceives is
-	// 1..1000, 0 taking DefaultMaxReceives.
-	DeadLetterQueue string `json:"dlq,omitempty"`
-	MaxReceives     int    `json:"max_receives,omitempty"`
-	// VisibilityTimeoutSeconds is 0..43200; 0 takes the default (30 s).
-	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
-	// MaxDepth is 0..10,000,000; 0 takes the default (100,000).
-	MaxDepth int `json:"max_depth,omitempty"`
-}
-
-// DefaultMaxReceives is a dead-letter queue's max receives when a create
-// request names a DLQ without one: a few retries, without parking a poison
-// message for long.
-const DefaultMaxReceives = 5
-
-// Validate checks every field and returns the store configuration.
-func (c CreateRequest) Validate() (embedded.QueueConfig, error) {
-	if err := CheckName("queue", c.Name); err != nil {
+// storeConfig checks every field of c and returns the store configuration.
+func storeConfig(c wire.QueueCreateRequest) (embedded.QueueConfig, error) {
+	c, err := c.Normalize()
+	if err != nil {
 		return embedded.QueueConfig{}, err
-	}
-	if c.DeadLetterQueue != "" {
-		if err := CheckName("dead-letter queue", c.DeadLetterQueue); err != nil {
-			return embedded.QueueConfig{}, err
-		}
-		if c.DeadLetterQueue == c.Name {
-			return embedded.QueueConfig{}, fmt.Errorf("queue %s cannot be its own dead-letter queue: create a separate DLQ first", c.Name)
-		}
-		if c.MaxReceives == 0 {
-			c.MaxReceives = DefaultMaxReceives
-		}
-		if c.MaxReceives < 1 || c.MaxReceives > embedded.MaxMaxReceives {
-			return embedded.QueueConfig{}, fmt.Errorf("max receives %d: with a dead-letter queue it must be 1 to %d (or left out for %d)", c.MaxReceives, embedded.MaxMaxReceives, DefaultMaxReceives)
-		}
-	} else if c.MaxReceives != 0 {
-		return embedded.QueueConfig{}, fmt.Errorf("max receives %d without a dead-letter queue: set both or neither", c.MaxReceives)
-	}
-	maxVT := int(embedded.MaxVisibilityTimeout / time.Second)
-	if c.VisibilityTimeoutSeconds < 0 || c.VisibilityTimeoutSeconds > maxVT {
-		return embedded.QueueConfig{}, fmt.Errorf("visibility timeout %d s: must be 0 to %d s (0: the default, 30 s)", c.VisibilityTimeoutSeconds, maxVT)
-	}
-	if c.MaxDepth < 0 || c.MaxDepth > embedded.MaxMaxDepth {
-		return embedded.QueueConfig{}, fmt.Errorf("max depth %d: must be 0 to %d (0: the default, %d)", c.MaxDepth, embedded.MaxMaxDepth, embedded.DefaultMaxDepth)
 	}
 	return embedded.QueueConfig{
 		Name: c.Name, DeadLetterQueue: c.DeadLetterQueue, MaxReceives: c.MaxReceives,
@@ -374,19 +278,12 @@ func (c CreateRequest) Validate() (embedded.QueueConfig, error) {
 	}, nil
 }
 
-// CreateResult is the answer of a create: the queue, and whether it was
-// created now (false: it existed with the same configuration).
-type CreateResult struct {
-	Created bool `json:"created"`
-	Info
-}
-
 func (a *QueueAPI) create(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	var req CreateRequest
+	var req wire.QueueCreateRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
-	cfg, err := req.Validate()
+	cfg, err := storeConfig(req)
 	if err != nil {
 		return controlapi.BadRequest(err.Error(), "fix the field named; see `snavio queue create --help`")
 	}
@@ -412,43 +309,12 @@ func (a *QueueAPI) create(w http.ResponseWriter, r *http.Request, _ server.Princ
 	if existed {
 		status = http.StatusOK
 	}
-	controlapi.WriteJSON(w, status, CreateResult{Created: !existed, Info: in})
+	controlapi.WriteJSON(w, status, wire.QueueCreateResult{Created: !existed, QueueInfo: in})
 	return nil
 }
 
-// ReceiveRequest is the body of POST /v1/queues/{name}/receive.
-type ReceiveRequest struct {
-	// Max is 1..10 (0: 1).
-	Max int `json:"max,omitempty"`
-	// VisibilityTimeoutSeconds is 0..43200; 0 takes the queue's.
-	VisibilityTimeoutSeconds int `json:"visibility_timeout_seconds,omitempty"`
-	// WaitSeconds is the long poll, 0..20: how long to wait for a
-	// message when none is visible.
-	WaitSeconds int `json:"wait_seconds,omitempty"`
-}
-
-// Message is a received message. Body is the body as text when it is
-// valid UTF-8 (BodyEncoding "utf-8"), else base64 (BodyEncoding "base64").
-type Message struct {
-	ID              string            `json:"id"`
-	Body            string            `json:"body"`
-	BodyEncoding    string            `json:"body_encoding"`
-	Attributes      map[string]string `json:"attributes,omitempty"`
-	SentAt          time.Time         `json:"sent_at"`
-	ReceiptHandle   string            `json:"receipt_handle"`
-	ReceiveCount    int               `json:"receive_count"`
-	FirstReceivedAt time.Time         `json:"first_received_at"`
-}
-
-// Received is the answer of a receive; an empty list means nothing became
-// visible within the wait.
-type Received struct {
-	Queue    string    `json:"queue"`
-	Messages []Message `json:"messages"`
-}
-
-func message(m embedded.Received) Message {
-	out := Message{ID: m.ID, Attributes: m.Attributes, SentAt: m.SentAt, ReceiptHandle: m.ReceiptHandle,
+func message(m embedded.Received) wire.QueueMessage {
+	out := wire.QueueMessage{ID: m.ID, Attributes: m.Attributes, SentAt: m.SentAt, ReceiptHandle: m.ReceiptHandle,
 		ReceiveCount: m.ReceiveCount, FirstReceivedAt: m.FirstReceivedAt}
 	if utf8.Valid(m.Body) {
 		out.Body, out.BodyEncoding = string(m.Body), "utf-8"
@@ -460,13 +326,13 @@ func message(m embedded.Received) Message {
 
 func (a *QueueAPI) receive(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
-	if err := CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
 		return err
 	}
-	var req ReceiveRequest
+	var req wire.QueueReceiveRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
@@ -480,14 +346,14 @@ func (a *QueueAPI) receive(w http.ResponseWriter, r *http.Request, _ server.Prin
 	if req.VisibilityTimeoutSeconds < 0 || req.VisibilityTimeoutSeconds > maxVT {
 		return controlapi.BadRequest(fmt.Sprintf("visibility timeout %d s: must be 0 to %d s", req.VisibilityTimeoutSeconds, maxVT), "pass 0 for the queue's own timeout")
 	}
-	if req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > MaxWait {
-		return controlapi.BadRequest(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(MaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
+	if req.WaitSeconds < 0 || time.Duration(req.WaitSeconds)*time.Second > wire.QueueMaxWait {
+		return controlapi.BadRequest(fmt.Sprintf("wait %d s: must be 0 to %d s", req.WaitSeconds, int(wire.QueueMaxWait/time.Second)), "long polls wait at most 20 s, as SQS; poll again after")
 	}
 	msgs, err := a.Poll(r.Context(), name, req.Max, time.Duration(req.VisibilityTimeoutSeconds)*time.Second, time.Duration(req.WaitSeconds)*time.Second)
 	if err != nil {
 		return err
 	}
-	out := Received{Queue: name, Messages: make([]Message, 0, len(msgs))}
+	out := wire.QueueReceived{Queue: name, Messages: make([]wire.QueueMessage, 0, len(msgs))}
 	for _, m := range msgs {
 		out.Messages = append(out.Messages, message(m))
 	}
@@ -544,54 +410,33 @@ func (a *QueueAPI) changed() <-chan struct{} {
 	return a.o.Changed()
 }
 
-// DeleteRequest is the body of POST /v1/queues/{name}/messages/delete.
-type DeleteRequest struct {
-	ReceiptHandles []string `json:"receipt_handles"`
-}
-
-// DeleteOutcome is one receipt handle's outcome. Error is set when it was
-// not deleted: Code "stale_receipt" (received again since, or already
-// deleted) or "invalid_receipt" (not a handle this server issued).
-type DeleteOutcome struct {
-	ReceiptHandle string `json:"receipt_handle"`
-	Deleted       bool   `json:"deleted"`
-	Code          string `json:"code,omitempty"`
-	Error         string `json:"error,omitempty"`
-}
-
-// DeleteResult lists each handle's outcome, in the request's order.
-type DeleteResult struct {
-	Queue   string          `json:"queue"`
-	Results []DeleteOutcome `json:"results"`
-}
-
 func (a *QueueAPI) deleteMessages(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
-	if err := CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
 		return err
 	}
-	var req DeleteRequest
+	var req wire.QueueDeleteRequest
 	if err := a.decode(r, &req); err != nil {
 		return err
 	}
-	if n := len(req.ReceiptHandles); n < 1 || n > MaxDeleteBatch {
-		return controlapi.BadRequest(fmt.Sprintf("%d receipt handles: send 1 to %d", n, MaxDeleteBatch), "split the handles into batches of at most 10")
+	if n := len(req.ReceiptHandles); n < 1 || n > wire.QueueMaxDeleteBatch {
+		return controlapi.BadRequest(fmt.Sprintf("%d receipt handles: send 1 to %d", n, wire.QueueMaxDeleteBatch), "split the handles into batches of at most 10")
 	}
 	for i, h := range req.ReceiptHandles {
-		if h == "" || len(h) > MaxReceiptLen {
-			return controlapi.BadRequest(fmt.Sprintf("receipt handle %d is empty or longer than %d bytes", i+1, MaxReceiptLen), "pass the receipt handles a receive returned, unchanged")
+		if h == "" || len(h) > wire.QueueMaxReceiptLen {
+			return controlapi.BadRequest(fmt.Sprintf("receipt handle %d is empty or longer than %d bytes", i+1, wire.QueueMaxReceiptLen), "pass the receipt handles a receive returned, unchanged")
 		}
 	}
 	if _, err := a.stats(r.Context(), name); err != nil {
 		return err
 	}
-	out := DeleteResult{Queue: name, Results: make([]DeleteOutcome, 0, len(req.ReceiptHandles))}
+	out := wire.QueueDeleteResult{Queue: name, Results: make([]wire.QueueDeleteOutcome, 0, len(req.ReceiptHandles))}
 	for _, h := range req.ReceiptHandles {
 		err := a.o.Queues.DeleteMessage(r.Context(), name, h)
-		o := DeleteOutcome{ReceiptHandle: h, Deleted: err == nil}
+		o := wire.QueueDeleteOutcome{ReceiptHandle: h, Deleted: err == nil}
 		switch {
 		case err == nil:
 		case errors.Is(err, embedded.ErrStaleReceipt):
@@ -610,15 +455,9 @@ func (a *QueueAPI) deleteMessages(w http.ResponseWriter, r *http.Request, _ serv
 	return nil
 }
 
-// PurgeResult is the answer of a purge.
-type PurgeResult struct {
-	Queue  string `json:"queue"`
-	Purged int    `json:"purged"`
-}
-
 func (a *QueueAPI) purge(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	name := r.PathValue("name")
-	if err := CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass a queue name as `snavio queue list` shows it")
 	}
 	if err := a.refuseReserved(name); err != nil {
@@ -628,7 +467,7 @@ func (a *QueueAPI) purge(w http.ResponseWriter, r *http.Request, _ server.Princi
 	if err != nil {
 		return err
 	}
-	controlapi.WriteJSON(w, http.StatusOK, PurgeResult{Queue: name, Purged: n})
+	controlapi.WriteJSON(w, http.StatusOK, wire.QueuePurgeResult{Queue: name, Purged: n})
 	return nil
 }
 

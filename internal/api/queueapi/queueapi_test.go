@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -133,15 +134,15 @@ func wantError(t *testing.T, status int, b []byte, wantStatus int, wantMsg strin
 
 func TestCreateListGet(t *testing.T) {
 	fx := newQueueFixture(t, nil)
-	var dlq CreateResult
-	status, b, _ := fx.call(t, "POST", "/v1/queues", CreateRequest{Name: "orders-dlq"}, nil)
+	var dlq wire.QueueCreateResult
+	status, b, _ := fx.call(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders-dlq"}, nil)
 	if status != http.StatusCreated {
 		t.Fatalf("create = %d %s", status, b)
 	}
 	if err := json.Unmarshal(b, &dlq); err != nil || !dlq.Created || dlq.VisibilityTimeoutSeconds != 30 || dlq.MaxDepth != embedded.DefaultMaxDepth {
 		t.Fatalf("dlq = %+v (%v)", dlq, err)
 	}
-	req := CreateRequest{Name: "orders", DeadLetterQueue: "orders-dlq", MaxReceives: 3, VisibilityTimeoutSeconds: 10, MaxDepth: 50}
+	req := wire.QueueCreateRequest{Name: "orders", DeadLetterQueue: "orders-dlq", MaxReceives: 3, VisibilityTimeoutSeconds: 10, MaxDepth: 50}
 	fx.ok(t, "POST", "/v1/queues", req, nil)
 	// The same configuration again is 200 and not created; another is 409.
 	status, b, _ = fx.call(t, "POST", "/v1/queues", req, nil)
@@ -156,24 +157,24 @@ func TestCreateListGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.clk.Advance(5 * time.Second)
-	var l List
+	var l wire.QueueList
 	fx.ok(t, "GET", "/v1/queues", nil, &l)
 	if len(l.Queues) != 2 || l.Next != nil || l.Queues[0].Name != "orders" || l.Queues[0].Visible != 1 || l.Queues[0].OldestAgeSeconds != 5 ||
 		l.Queues[0].DeadLetterQueue != "orders-dlq" || l.Queues[0].ARN != embedded.QueueARN("orders") {
 		t.Fatalf("list = %+v", l)
 	}
 	// Paging by name.
-	l = List{}
+	l = wire.QueueList{}
 	fx.ok(t, "GET", "/v1/queues?limit=1", nil, &l)
 	if len(l.Queues) != 1 || l.Next == nil || *l.Next != "orders" {
 		t.Fatalf("page 1 = %+v", l)
 	}
-	l = List{}
+	l = wire.QueueList{}
 	fx.ok(t, "GET", "/v1/queues?limit=1&after=orders", nil, &l)
 	if len(l.Queues) != 1 || l.Queues[0].Name != "orders-dlq" || l.Next != nil {
 		t.Fatalf("page 2 = %+v", l)
 	}
-	var in Info
+	var in wire.QueueInfo
 	fx.ok(t, "GET", "/v1/queues/orders", nil, &in)
 	if in.Visible != 1 || in.MaxReceives != 3 || in.VisibilityTimeoutSeconds != 10 {
 		t.Fatalf("get = %+v", in)
@@ -182,10 +183,10 @@ func TestCreateListGet(t *testing.T) {
 	wantError(t, status, b, http.StatusNotFound, "does not exist")
 
 	// A DLQ without max receives takes the default.
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "mailer", DeadLetterQueue: "orders-dlq"}, nil)
-	in = Info{}
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "mailer", DeadLetterQueue: "orders-dlq"}, nil)
+	in = wire.QueueInfo{}
 	fx.ok(t, "GET", "/v1/queues/mailer", nil, &in)
-	if in.MaxReceives != DefaultMaxReceives || in.DeadLetterQueue != "orders-dlq" {
+	if in.MaxReceives != wire.QueueDefaultMaxReceives || in.DeadLetterQueue != "orders-dlq" {
 		t.Fatalf("default max receives: get = %+v", in)
 	}
 }
@@ -196,17 +197,17 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		body any
 		want string
 	}{
-		{CreateRequest{Name: "orders.fifo"}, "FIFO"},
-		{CreateRequest{Name: ""}, "must be 1 to 80"},
-		{CreateRequest{Name: "a b"}, "not allowed"},
-		{CreateRequest{Name: strings.Repeat("a", 81)}, "must be 1 to 80"},
-		{CreateRequest{Name: "q", DeadLetterQueue: "q.fifo", MaxReceives: 1}, "dead-letter queue \"q.fifo\" is a FIFO"},
-		{CreateRequest{Name: "q", DeadLetterQueue: "q", MaxReceives: 1}, "its own dead-letter"},
-		{CreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: -1}, "max receives -1"},
-		{CreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: 1001}, "max receives 1001"},
-		{CreateRequest{Name: "q", MaxReceives: 2}, "without a dead-letter"},
-		{CreateRequest{Name: "q", VisibilityTimeoutSeconds: 43201}, "visibility timeout"},
-		{CreateRequest{Name: "q", MaxDepth: -1}, "max depth"},
+		{wire.QueueCreateRequest{Name: "orders.fifo"}, "FIFO"},
+		{wire.QueueCreateRequest{Name: ""}, "must be 1 to 80"},
+		{wire.QueueCreateRequest{Name: "a b"}, "not allowed"},
+		{wire.QueueCreateRequest{Name: strings.Repeat("a", 81)}, "must be 1 to 80"},
+		{wire.QueueCreateRequest{Name: "q", DeadLetterQueue: "q.fifo", MaxReceives: 1}, "dead-letter queue \"q.fifo\" is a FIFO"},
+		{wire.QueueCreateRequest{Name: "q", DeadLetterQueue: "q", MaxReceives: 1}, "its own dead-letter"},
+		{wire.QueueCreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: -1}, "max receives -1"},
+		{wire.QueueCreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: 1001}, "max receives 1001"},
+		{wire.QueueCreateRequest{Name: "q", MaxReceives: 2}, "without a dead-letter"},
+		{wire.QueueCreateRequest{Name: "q", VisibilityTimeoutSeconds: 43201}, "visibility timeout"},
+		{wire.QueueCreateRequest{Name: "q", MaxDepth: -1}, "max depth"},
 		{`{"name":"q","bogus":1}`, "unknown field"},
 		{`{"name":"q"}{}`, "more than one"},
 		{`[`, "request body"},
@@ -215,7 +216,7 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		wantError(t, status, b, http.StatusBadRequest, tc.want)
 	}
 	// A DLQ that does not exist is 404.
-	status, b, _ := fx.call(t, "POST", "/v1/queues", CreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: 2}, nil)
+	status, b, _ := fx.call(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "q", DeadLetterQueue: "d", MaxReceives: 2}, nil)
 	wantError(t, status, b, http.StatusNotFound, "does not exist")
 	// Oversized bodies are 413.
 	status, b, _ = fx.call(t, "POST", "/v1/queues", `{"name":"`+strings.Repeat("a", 70<<10)+`"}`, nil)
@@ -228,7 +229,7 @@ func TestCreateRefusesBadInput(t *testing.T) {
 
 func TestAccess(t *testing.T) {
 	fx := newQueueFixture(t, nil)
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders"}, nil)
 	tenant := map[string]string{"X-Test-Tenant": "acme"}
 	for _, path := range []string{"/v1/queues", "/v1/queues/orders"} {
 		if status, b, _ := fx.call(t, "GET", path, nil, tenant); status != http.StatusOK {
@@ -245,8 +246,8 @@ func TestAccess(t *testing.T) {
 
 func TestReceiveDeletePurge(t *testing.T) {
 	fx := newQueueFixture(t, nil)
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "dlq"}, nil)
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders", DeadLetterQueue: "dlq", MaxReceives: 1}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "dlq"}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders", DeadLetterQueue: "dlq", MaxReceives: 1}, nil)
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := fx.store.Send(ctx, "orders", []byte(fmt.Sprintf(`{"n":%d}`, i)), map[string]string{"command.source": "acme/billing"}); err != nil {
@@ -256,8 +257,8 @@ func TestReceiveDeletePurge(t *testing.T) {
 	if _, err := fx.store.Send(ctx, "orders", []byte{0xff, 0x00}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var got Received
-	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{Max: 10, VisibilityTimeoutSeconds: 60}, &got)
+	var got wire.QueueReceived
+	fx.ok(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{Max: 10, VisibilityTimeoutSeconds: 60}, &got)
 	if len(got.Messages) != 4 {
 		t.Fatalf("received %d, want 4", len(got.Messages))
 	}
@@ -268,23 +269,23 @@ func TestReceiveDeletePurge(t *testing.T) {
 	if b := got.Messages[3]; b.BodyEncoding != "base64" || b.Body != "/wA=" {
 		t.Fatalf("binary body = %+v", b)
 	}
-	var del DeleteResult
-	fx.ok(t, "POST", "/v1/queues/orders/messages/delete", DeleteRequest{ReceiptHandles: []string{m.ReceiptHandle, m.ReceiptHandle, "garbage"}}, &del)
+	var del wire.QueueDeleteResult
+	fx.ok(t, "POST", "/v1/queues/orders/messages/delete", wire.QueueDeleteRequest{ReceiptHandles: []string{m.ReceiptHandle, m.ReceiptHandle, "garbage"}}, &del)
 	if len(del.Results) != 3 || !del.Results[0].Deleted || del.Results[1].Code != "stale_receipt" || del.Results[2].Code != "invalid_receipt" {
 		t.Fatalf("delete = %+v", del)
 	}
 	// The other three become visible again after 60 s; with max receives
 	// 1 the next receive moves them to the DLQ.
 	fx.clk.Advance(61 * time.Second)
-	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{Max: 10}, &got)
+	fx.ok(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{Max: 10}, &got)
 	if len(got.Messages) != 0 {
 		t.Fatalf("received %d after redrive, want 0", len(got.Messages))
 	}
-	fx.ok(t, "POST", "/v1/queues/dlq/receive", ReceiveRequest{Max: 1}, &got)
+	fx.ok(t, "POST", "/v1/queues/dlq/receive", wire.QueueReceiveRequest{Max: 1}, &got)
 	if len(got.Messages) != 1 || got.Messages[0].Attributes[embedded.AttrDLQReason] != embedded.DLQReasonMaxReceives {
 		t.Fatalf("dlq receive = %+v", got)
 	}
-	var p PurgeResult
+	var p wire.QueuePurgeResult
 	fx.ok(t, "POST", "/v1/queues/dlq/purge", nil, &p)
 	if p.Purged != 3 {
 		t.Fatalf("purged %d, want 3", p.Purged)
@@ -295,16 +296,16 @@ func TestReceiveDeletePurge(t *testing.T) {
 		want string
 		code int
 	}{
-		{"/v1/queues/orders/receive", ReceiveRequest{Max: 11}, "max 11", 400},
-		{"/v1/queues/orders/receive", ReceiveRequest{Max: -1}, "max -1", 400},
-		{"/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 21}, "wait 21", 400},
-		{"/v1/queues/orders/receive", ReceiveRequest{VisibilityTimeoutSeconds: -1}, "visibility", 400},
+		{"/v1/queues/orders/receive", wire.QueueReceiveRequest{Max: 11}, "max 11", 400},
+		{"/v1/queues/orders/receive", wire.QueueReceiveRequest{Max: -1}, "max -1", 400},
+		{"/v1/queues/orders/receive", wire.QueueReceiveRequest{WaitSeconds: 21}, "wait 21", 400},
+		{"/v1/queues/orders/receive", wire.QueueReceiveRequest{VisibilityTimeoutSeconds: -1}, "visibility", 400},
 		{"/v1/queues/o.fifo/receive", nil, "FIFO", 400},
 		{"/v1/queues/none/receive", nil, "does not exist", 404},
-		{"/v1/queues/orders/messages/delete", DeleteRequest{}, "0 receipt handles", 400},
-		{"/v1/queues/orders/messages/delete", DeleteRequest{ReceiptHandles: make([]string, 11)}, "11 receipt handles", 400},
-		{"/v1/queues/orders/messages/delete", DeleteRequest{ReceiptHandles: []string{""}}, "empty", 400},
-		{"/v1/queues/none/messages/delete", DeleteRequest{ReceiptHandles: []string{"x"}}, "does not exist", 404},
+		{"/v1/queues/orders/messages/delete", wire.QueueDeleteRequest{}, "0 receipt handles", 400},
+		{"/v1/queues/orders/messages/delete", wire.QueueDeleteRequest{ReceiptHandles: make([]string, 11)}, "11 receipt handles", 400},
+		{"/v1/queues/orders/messages/delete", wire.QueueDeleteRequest{ReceiptHandles: []string{""}}, "empty", 400},
+		{"/v1/queues/none/messages/delete", wire.QueueDeleteRequest{ReceiptHandles: []string{"x"}}, "does not exist", 404},
 		{"/v1/queues/none/purge", nil, "does not exist", 404},
 	} {
 		status, b, _ := fx.call(t, "POST", tc.path, tc.body, nil)
@@ -314,9 +315,9 @@ func TestReceiveDeletePurge(t *testing.T) {
 
 func TestLongPollWaitsUntilTheDeadline(t *testing.T) {
 	fx := newQueueFixture(t, nil)
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
-	var got Received
-	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 20}, &got)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders"}, nil)
+	var got wire.QueueReceived
+	fx.ok(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{WaitSeconds: 20}, &got)
 	if len(got.Messages) != 0 {
 		t.Fatalf("got %d messages from an empty queue", len(got.Messages))
 	}
@@ -341,7 +342,7 @@ func TestLongPollWaitsUntilTheDeadline(t *testing.T) {
 
 func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
 	fx := newQueueFixture(t, nil)
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders"}, nil)
 	fx.onPause = func(n int) {
 		if n == 3 {
 			if _, err := fx.store.Send(context.Background(), "orders", []byte("hello"), nil); err != nil {
@@ -349,8 +350,8 @@ func TestLongPollReturnsWhenAMessageArrives(t *testing.T) {
 			}
 		}
 	}
-	var got Received
-	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 20}, &got)
+	var got wire.QueueReceived
+	fx.ok(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{WaitSeconds: 20}, &got)
 	if len(got.Messages) != 1 || got.Messages[0].Body != "hello" {
 		t.Fatalf("got %+v", got)
 	}
@@ -370,7 +371,7 @@ func (b blockingAfter) after(time.Duration) <-chan time.Time {
 func TestLongPollWaitersAreBounded(t *testing.T) {
 	b := blockingAfter{started: make(chan struct{}, 4)}
 	fx := newQueueFixture(t, func(o *QueueOptions) { o.MaxWaiters = 2; o.After = b.after })
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 2 {
@@ -385,13 +386,13 @@ func TestLongPollWaitersAreBounded(t *testing.T) {
 	}
 	<-b.started
 	<-b.started
-	status, body, hdr := fx.call(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 1}, nil)
+	status, body, hdr := fx.call(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{WaitSeconds: 1}, nil)
 	wantError(t, status, body, http.StatusTooManyRequests, "already waiting")
 	if hdr.Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After = %q", hdr.Get("Retry-After"))
 	}
 	// A receive that does not wait is still served.
-	if status, body, _ := fx.call(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{}, nil); status != http.StatusOK {
+	if status, body, _ := fx.call(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{}, nil); status != http.StatusOK {
 		t.Fatalf("short poll = %d %s", status, body)
 	}
 	cancel()
@@ -422,7 +423,7 @@ func TestLongPollWakesOnChange(t *testing.T) {
 		// The timer never fires: only the change can end the pause.
 		o.After = func(time.Duration) <-chan time.Time { started <- struct{}{}; return nil }
 	})
-	fx.ok(t, "POST", "/v1/queues", CreateRequest{Name: "orders"}, nil)
+	fx.ok(t, "POST", "/v1/queues", wire.QueueCreateRequest{Name: "orders"}, nil)
 	go func() {
 		<-started
 		if _, err := fx.store.Send(context.Background(), "orders", []byte("woken"), nil); err != nil {
@@ -433,8 +434,8 @@ func TestLongPollWakesOnChange(t *testing.T) {
 		ch = make(chan struct{})
 		mu.Unlock()
 	}()
-	var got Received
-	fx.ok(t, "POST", "/v1/queues/orders/receive", ReceiveRequest{WaitSeconds: 20}, &got)
+	var got wire.QueueReceived
+	fx.ok(t, "POST", "/v1/queues/orders/receive", wire.QueueReceiveRequest{WaitSeconds: 20}, &got)
 	if len(got.Messages) != 1 || got.Messages[0].Body != "woken" {
 		t.Fatalf("got %+v", got)
 	}
@@ -445,7 +446,7 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 	if _, err := fx.store.CreateQueue(context.Background(), embedded.QueueConfig{Name: "handoff"}); err != nil {
 		t.Fatal(err)
 	}
-	var in Info
+	var in wire.QueueInfo
 	fx.ok(t, "GET", "/v1/queues/handoff", nil, &in)
 	if !in.Reserved {
 		t.Fatalf("info = %+v", in)
@@ -454,9 +455,9 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 		path string
 		body any
 	}{
-		{"/v1/queues", CreateRequest{Name: "handoff"}},
+		{"/v1/queues", wire.QueueCreateRequest{Name: "handoff"}},
 		{"/v1/queues/handoff/receive", nil},
-		{"/v1/queues/handoff/messages/delete", DeleteRequest{ReceiptHandles: []string{"x"}}},
+		{"/v1/queues/handoff/messages/delete", wire.QueueDeleteRequest{ReceiptHandles: []string{"x"}}},
 		{"/v1/queues/handoff/purge", nil},
 	} {
 		status, b, _ := fx.call(t, "POST", tc.path, tc.body, nil)

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -173,63 +174,6 @@ func (a *ReplayAPI) Close() {
 	}
 }
 
-// Request starts a replay (and plans one).
-type Request struct {
-	// From is "archive" or "dlq:<queue>".
-	From string `json:"from"`
-	// Start and End bound when commands were received (archive) or first
-	// queued (DLQ). The archive needs Start; its End defaults to now.
-	Start time.Time `json:"start,omitzero"`
-	End   time.Time `json:"end,omitzero"`
-	// Source, Target and Command filter; FailureReason filters a DLQ by
-	// the reason its messages carry.
-	Source        string `json:"source,omitempty"`
-	Target        string `json:"target,omitempty"`
-	Command       string `json:"command,omitempty"`
-	FailureReason string `json:"failure_reason,omitempty"`
-	// Reason is why: audited, and carried as replay_reason.
-	Reason string `json:"reason"`
-	// Dedupe is keep-id (default) or new-id.
-	Dedupe string `json:"dedupe,omitempty"`
-	// Rate is commands per second (0: no limit).
-	Rate float64 `json:"rate,omitzero"`
-	// Limit stops the run after that many commands (paused, resumable).
-	Limit int `json:"limit,omitzero"`
-}
-
-// ResumeRequest resumes a replay.
-type ResumeRequest struct {
-	Limit int `json:"limit,omitzero"`
-}
-
-// Update is one line of a run's NDJSON answer: "started" once the audit is
-// recorded, "progress" after each batch, "finished" last (with the error
-// that ended the run, if any).
-type Update struct {
-	Event  string       `json:"event"`
-	Replay replay.Audit `json:"replay"`
-	Error  string       `json:"error,omitempty"`
-}
-
-// Update events.
-const (
-	EventStarted  = "started"
-	EventProgress = "progress"
-	EventFinished = "finished"
-)
-
-// PlanResponse is the answer of POST /v1/replays/plan.
-type PlanResponse struct {
-	Plan replay.Plan `json:"plan"`
-	// End is the end of the archive range the run would use.
-	End time.Time `json:"end,omitzero"`
-}
-
-// List is the answer of GET /v1/replays.
-type List struct {
-	Replays []replay.Audit `json:"replays"`
-}
-
 // replayErrors maps the audits' and queues' errors.
 func replayErrors(err error) *controlapi.Error {
 	switch {
@@ -247,22 +191,22 @@ func decodeReplay(r *http.Request, v any) error {
 
 // prepared is a validated request.
 type prepared struct {
-	origin replay.Origin
+	origin wire.ReplayOrigin
 	opts   replay.Options
 }
 
-func (a *ReplayAPI) prepare(ctx context.Context, req Request, operator string) (prepared, error) {
-	origin, err := replay.ParseOrigin(req.From)
+func (a *ReplayAPI) prepare(ctx context.Context, req wire.ReplayRequest, operator string) (prepared, error) {
+	origin, err := wire.ParseReplayOrigin(req.From)
 	if err != nil {
 		return prepared{}, controlapi.BadRequest(err.Error(), "pass --from archive or --from dlq:QUEUE")
 	}
 	now := a.o.Clock.Now()
-	mode, err := replay.ParseDedupeMode(req.Dedupe)
+	mode, err := wire.ParseReplayDedupeMode(req.Dedupe)
 	if err != nil {
 		return prepared{}, controlapi.BadRequest(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
 	}
 	opts := replay.Options{
-		Filter: replay.Filter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
+		Filter: wire.ReplayFilter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
 			Start: req.Start.UTC(), End: req.End.UTC()},
 		Reason: req.Reason, Operator: operator, Dedupe: mode, DedupeTTL: a.o.DedupeTTL, Rate: req.Rate, Limit: req.Limit,
 	}
@@ -314,7 +258,7 @@ func (a *ReplayAPI) source(p prepared, lease time.Duration, view *registryView) 
 }
 
 func (a *ReplayAPI) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
-	var req Request
+	var req wire.ReplayRequest
 	if err := decodeReplay(r, &req); err != nil {
 		return err
 	}
@@ -334,7 +278,7 @@ func (a *ReplayAPI) plan(w http.ResponseWriter, r *http.Request, who server.Prin
 	if err != nil {
 		return err
 	}
-	controlapi.WriteJSON(w, http.StatusOK, PlanResponse{Plan: plan, End: p.opts.Filter.End})
+	controlapi.WriteJSON(w, http.StatusOK, wire.ReplayPlanResponse{Plan: plan, End: p.opts.Filter.End})
 	return nil
 }
 
@@ -376,14 +320,14 @@ func (a *ReplayAPI) runContext(r *http.Request) (context.Context, context.Cancel
 }
 
 // stream answers 200 with NDJSON updates and returns the writer.
-func stream(w http.ResponseWriter) func(Update) {
+func stream(w http.ResponseWriter) func(wire.ReplayUpdate) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	return func(u Update) {
+	return func(u wire.ReplayUpdate) {
 		u.Replay = strip(u.Replay)
 		_ = enc.Encode(u)
 		_ = rc.Flush()
@@ -391,7 +335,7 @@ func stream(w http.ResponseWriter) func(Update) {
 }
 
 func (a *ReplayAPI) start(w http.ResponseWriter, r *http.Request, who server.Principal) error {
-	var req Request
+	var req wire.ReplayRequest
 	if err := decodeReplay(r, &req); err != nil {
 		return err
 	}
@@ -436,13 +380,13 @@ func (a *ReplayAPI) start(w http.ResponseWriter, r *http.Request, who server.Pri
 	return nil
 }
 
-func (a *ReplayAPI) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit replay.Audit, limit int) {
+func (a *ReplayAPI) run(ctx context.Context, w http.ResponseWriter, e *replay.Engine, src replay.Source, audit wire.ReplayAudit, limit int) {
 	send := stream(w)
-	send(Update{Event: EventStarted, Replay: audit})
-	final, err := e.Run(ctx, src, audit, limit, func(p replay.Audit) {
-		send(Update{Event: EventProgress, Replay: p})
+	send(wire.ReplayUpdate{Event: wire.ReplayEventStarted, Replay: audit})
+	final, err := e.Run(ctx, src, audit, limit, func(p wire.ReplayAudit) {
+		send(wire.ReplayUpdate{Event: wire.ReplayEventProgress, Replay: p})
 	})
-	u := Update{Event: EventFinished, Replay: final}
+	u := wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: final}
 	if err != nil {
 		u.Error = err.Error()
 	}
@@ -464,7 +408,7 @@ func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Pr
 	if ae != nil {
 		return ae
 	}
-	var req ResumeRequest
+	var req wire.ReplayResumeRequest
 	if r.ContentLength != 0 {
 		if err := decodeReplay(r, &req); err != nil {
 			return err
@@ -480,7 +424,7 @@ func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Pr
 	if err := replay.Resumable(audit); err != nil {
 		return controlapi.Refuse(http.StatusConflict, err.Error(), "see `snavio replay show "+id+"`")
 	}
-	origin, err := replay.ParseOrigin(audit.Origin)
+	origin, err := wire.ParseReplayOrigin(audit.Origin)
 	if err != nil {
 		return fmt.Errorf("replay %s has a corrupt origin: %w", id, err)
 	}
@@ -493,7 +437,7 @@ func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Pr
 	if err != nil {
 		return err
 	}
-	src, err := a.source(prepared{origin: origin, opts: audit.Options()}, a.o.Lease, view)
+	src, err := a.source(prepared{origin: origin, opts: replay.AuditOptions(&audit)}, a.o.Lease, view)
 	if err != nil {
 		return err
 	}
@@ -503,7 +447,7 @@ func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Pr
 		return ae
 	}
 	defer a.release(id)
-	audit.Status, audit.Resumes, audit.Error = replay.StatusRunning, audit.Resumes+1, ""
+	audit.Status, audit.Resumes, audit.Error = wire.ReplayRunning, audit.Resumes+1, ""
 	a.o.Logger.Info("replay resumed", "replay_id", id, "operator", who.String())
 	a.run(ctx, w, e, src, audit, req.Limit)
 	return nil
@@ -512,9 +456,9 @@ func (a *ReplayAPI) resume(w http.ResponseWriter, r *http.Request, who server.Pr
 // view is an audit as the API shows it: without the sent ids (a resume
 // reads them from the store), and a run that is recorded as running but
 // runs nowhere (the server stopped under it) as interrupted.
-func (a *ReplayAPI) view(au replay.Audit) replay.Audit {
-	if au.Status == replay.StatusRunning && !a.running(au.ID) {
-		au.Status = replay.StatusInterrupted
+func (a *ReplayAPI) view(au wire.ReplayAudit) wire.ReplayAudit {
+	if au.Status == wire.ReplayRunning && !a.running(au.ID) {
+		au.Status = wire.ReplayInterrupted
 		if au.Error == "" {
 			au.Error = "the server stopped during the replay: resume it with --resume " + au.ID
 		}
@@ -522,7 +466,7 @@ func (a *ReplayAPI) view(au replay.Audit) replay.Audit {
 	return strip(au)
 }
 
-func strip(au replay.Audit) replay.Audit {
+func strip(au wire.ReplayAudit) wire.ReplayAudit {
 	au.Sent = nil
 	au.Cursor = ""
 	return au
@@ -533,7 +477,7 @@ func (a *ReplayAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princi
 	if err != nil {
 		return err
 	}
-	out := List{Replays: make([]replay.Audit, 0, len(all))}
+	out := wire.ReplayList{Replays: make([]wire.ReplayAudit, 0, len(all))}
 	for _, au := range all {
 		out.Replays = append(out.Replays, a.view(au))
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
@@ -248,21 +249,21 @@ func (e *replayEnv) op(method, path string, body any) *httptest.ResponseRecorder
 }
 
 // updates decodes a run's NDJSON answer and returns its last update.
-func updates(t *testing.T, w *httptest.ResponseRecorder) ([]Update, Update) {
+func updates(t *testing.T, w *httptest.ResponseRecorder) ([]wire.ReplayUpdate, wire.ReplayUpdate) {
 	t.Helper()
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	var us []Update
+	var us []wire.ReplayUpdate
 	sc := bufio.NewScanner(w.Body)
 	for sc.Scan() {
-		var u Update
+		var u wire.ReplayUpdate
 		if err := json.Unmarshal(sc.Bytes(), &u); err != nil {
 			t.Fatalf("bad line %q: %v", sc.Text(), err)
 		}
 		us = append(us, u)
 	}
-	if len(us) < 2 || us[0].Event != EventStarted || us[len(us)-1].Event != EventFinished {
+	if len(us) < 2 || us[0].Event != wire.ReplayEventStarted || us[len(us)-1].Event != wire.ReplayEventFinished {
 		t.Fatalf("updates = %+v", us)
 	}
 	return us, us[len(us)-1]
@@ -271,11 +272,11 @@ func updates(t *testing.T, w *httptest.ResponseRecorder) ([]Update, Update) {
 func TestPlanChangesNothing(t *testing.T) {
 	e := newReplayEnv(t)
 	e.fillDLQ(8)
-	w := e.op("POST", "/v1/replays/plan", Request{From: "dlq:" + dlq, Reason: "incident 42"})
+	w := e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "incident 42"})
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	var pr PlanResponse
+	var pr wire.ReplayPlanResponse
 	if err := json.Unmarshal(w.Body.Bytes(), &pr); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestPlanChangesNothing(t *testing.T) {
 	}
 	// A second plan right after sees the same: the plan's receives expire.
 	e.clk.Advance(time.Millisecond)
-	w = e.op("POST", "/v1/replays/plan", Request{From: "dlq:" + dlq, Reason: "r", Target: "accounts"})
+	w = e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Target: "accounts"})
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
 	if pr.Plan.Total != 2 {
 		t.Fatalf("filtered plan = %+v", pr.Plan)
@@ -303,9 +304,9 @@ func TestDLQReplayDeletesOnlyAccepted(t *testing.T) {
 	e := newReplayEnv(t)
 	e.fillDLQ(6)
 	e.pipe.refuse = "000000000003"
-	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "incident 42"}))
+	_, fin := updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "incident 42"}))
 	a := fin.Replay
-	if fin.Error != "" || a.Status != replay.StatusDone || a.SentCount != 5 || a.Failed != 1 || a.Planned != 6 || a.Operator != "operator" {
+	if fin.Error != "" || a.Status != wire.ReplayDone || a.SentCount != 5 || a.Failed != 1 || a.Planned != 6 || a.Operator != "operator" {
 		t.Fatalf("finished = %+v", fin)
 	}
 	if d := e.depth(dlq); d != 1 {
@@ -319,7 +320,7 @@ func TestDLQReplayDeletesOnlyAccepted(t *testing.T) {
 	}
 	// The audit lives server side, listed and shown without the sent ids.
 	w := e.op("GET", "/v1/replays", nil)
-	var l List
+	var l wire.ReplayList
 	if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil || len(l.Replays) != 1 || l.Replays[0].ID != a.ID || l.Replays[0].Sent != nil {
 		t.Fatalf("list = %s %v", w.Body, err)
 	}
@@ -337,19 +338,19 @@ func TestStrictKeepIDHoldsAndNewIDRunsAgain(t *testing.T) {
 	e := newReplayEnv(t)
 	e.fillDLQ(4)
 	e.clk.Advance(-8 * time.Minute) // #4 (accounts, strict) queued 2 min ago
-	w := e.op("POST", "/v1/replays/plan", Request{From: "dlq:" + dlq, Reason: "r"})
-	var pr PlanResponse
+	w := e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r"})
+	var pr wire.ReplayPlanResponse
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
 	if pr.Plan.Held != 1 || len(pr.Plan.Warnings) != 1 || !strings.Contains(pr.Plan.Warnings[0], "--dedupe new-id") {
 		t.Fatalf("plan = %+v", pr.Plan)
 	}
 	e.clk.Advance(time.Millisecond)
-	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "r"}))
+	_, fin := updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r"}))
 	if fin.Replay.SentCount != 3 || fin.Replay.Held != 1 || e.depth(dlq) != 1 {
 		t.Fatalf("keep-id: %+v, depth %d", fin.Replay, e.depth(dlq))
 	}
 	e.clk.Advance(DefaultLease)
-	_, fin = updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "r", Dedupe: "new-id"}))
+	_, fin = updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Dedupe: "new-id"}))
 	last := e.pipe.got[len(e.pipe.got)-1].Metadata.ID
 	if fin.Replay.SentCount != 1 || e.depth(dlq) != 0 || last == "0f8fad5b-d9cb-469f-a165-000000000004" || !envelope.ValidID(last) {
 		t.Fatalf("new-id: %+v, depth %d, id %s", fin.Replay, e.depth(dlq), last)
@@ -376,7 +377,7 @@ func TestInterruptAndResume(t *testing.T) {
 					}
 				}
 			}
-			req := Request{From: "dlq:" + dlq, Reason: "r"}
+			req := wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r"}
 			if cut%2 == 0 {
 				req.Rate = 3 // one command per put, batches of 3
 			}
@@ -385,7 +386,7 @@ func TestInterruptAndResume(t *testing.T) {
 			// Paced, every command is its own put; otherwise the batch in
 			// hand (up to 10) is finished before the run stops.
 			sentOK := fin.Replay.SentCount == cut || (req.Rate == 0 && fin.Replay.SentCount >= cut)
-			if fin.Replay.Status != replay.StatusInterrupted || !strings.Contains(fin.Error, "--resume "+id) || !sentOK {
+			if fin.Replay.Status != wire.ReplayInterrupted || !strings.Contains(fin.Error, "--resume "+id) || !sentOK {
 				t.Fatalf("cut %d by %s: %+v", cut, how, fin)
 			}
 			e.pipe.after = nil
@@ -393,7 +394,7 @@ func TestInterruptAndResume(t *testing.T) {
 			e.api.closed = false
 			e.api.mu.Unlock()
 			_, fin = updates(t, e.op("POST", "/v1/replays/"+id+"/resume", nil))
-			if fin.Replay.Status != replay.StatusDone || fin.Replay.Resumes != 1 || fin.Replay.SentCount != n {
+			if fin.Replay.Status != wire.ReplayDone || fin.Replay.Resumes != 1 || fin.Replay.SentCount != n {
 				t.Fatalf("cut %d by %s: resume = %+v", cut, how, fin)
 			}
 			ids := e.pipe.ids()
@@ -415,16 +416,16 @@ func TestInterruptAndResume(t *testing.T) {
 func TestLimitPausesAndResumeContinues(t *testing.T) {
 	e := newReplayEnv(t)
 	e.fillDLQ(5)
-	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "dlq:" + dlq, Reason: "r", Limit: 2}))
-	if fin.Replay.Status != replay.StatusPaused || fin.Replay.SentCount != 2 || fin.Error != "" || e.depth(dlq) != 3 {
+	_, fin := updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Limit: 2}))
+	if fin.Replay.Status != wire.ReplayPaused || fin.Replay.SentCount != 2 || fin.Error != "" || e.depth(dlq) != 3 {
 		t.Fatalf("limited run = %+v, depth %d", fin, e.depth(dlq))
 	}
-	_, fin = updates(t, e.op("POST", "/v1/replays/"+fin.Replay.ID+"/resume", ResumeRequest{Limit: 2}))
-	if fin.Replay.Status != replay.StatusPaused || fin.Replay.SentCount != 4 {
+	_, fin = updates(t, e.op("POST", "/v1/replays/"+fin.Replay.ID+"/resume", wire.ReplayResumeRequest{Limit: 2}))
+	if fin.Replay.Status != wire.ReplayPaused || fin.Replay.SentCount != 4 {
 		t.Fatalf("second leg = %+v", fin)
 	}
 	_, fin = updates(t, e.op("POST", "/v1/replays/"+fin.Replay.ID+"/resume", nil))
-	if fin.Replay.Status != replay.StatusDone || fin.Replay.SentCount != 5 || e.depth(dlq) != 0 || len(e.pipe.ids()) != 5 {
+	if fin.Replay.Status != wire.ReplayDone || fin.Replay.SentCount != 5 || e.depth(dlq) != 0 || len(e.pipe.ids()) != 5 {
 		t.Fatalf("last leg = %+v", fin)
 	}
 }
@@ -440,12 +441,12 @@ func TestArchiveReplayNeverReadsItsOwnOutput(t *testing.T) {
 		e.clk.Advance(time.Minute)
 	}
 	// No --start: refused with the fix.
-	if w := e.op("POST", "/v1/replays", Request{From: "archive", Reason: "r"}); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "--start") {
+	if w := e.op("POST", "/v1/replays", wire.ReplayRequest{From: "archive", Reason: "r"}); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "--start") {
 		t.Fatalf("archive without start: %d %s", w.Code, w.Body)
 	}
 	start := t0.Add(2 * time.Minute) // commands 3..12
-	w := e.op("POST", "/v1/replays/plan", Request{From: "archive", Reason: "r", Start: start, Rate: 100})
-	var pr PlanResponse
+	w := e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "archive", Reason: "r", Start: start, Rate: 100})
+	var pr wire.ReplayPlanResponse
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
 	if pr.Plan.Total != 10 || !pr.End.Equal(e.clk.Now()) {
 		t.Fatalf("archive plan = %s", w.Body)
@@ -453,8 +454,8 @@ func TestArchiveReplayNeverReadsItsOwnOutput(t *testing.T) {
 	// The pipeline archives what it accepts (as the node does); the
 	// clock moves on while pacing, so the replay's output lands inside an
 	// open-ended range unless the run bounds it at its start.
-	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "archive", Reason: "r", Start: start, Rate: 100}))
-	if fin.Replay.Status != replay.StatusDone || fin.Replay.SentCount != 10 || len(e.pipe.got) != 10 {
+	_, fin := updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "archive", Reason: "r", Start: start, Rate: 100}))
+	if fin.Replay.Status != wire.ReplayDone || fin.Replay.SentCount != 10 || len(e.pipe.got) != 10 {
 		t.Fatalf("archive replay = %+v, %d put", fin.Replay, len(e.pipe.got))
 	}
 	if e.op("GET", "/v1/replays/"+fin.Replay.ID, nil).Code != http.StatusOK {
@@ -464,14 +465,14 @@ func TestArchiveReplayNeverReadsItsOwnOutput(t *testing.T) {
 
 func TestRunningWithoutARunShowsInterrupted(t *testing.T) {
 	e := newReplayEnv(t)
-	a := replay.Audit{ID: "11111111-2222-4333-8444-555555555555", Origin: "archive", Reason: "r", Status: replay.StatusRunning, StartedAt: t0}
+	a := wire.ReplayAudit{ID: "11111111-2222-4333-8444-555555555555", Origin: "archive", Reason: "r", Status: wire.ReplayRunning, StartedAt: t0}
 	if err := e.api.o.Audits.Create(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	w := e.op("GET", "/v1/replays/"+a.ID, nil)
-	var got replay.Audit
+	var got wire.ReplayAudit
 	_ = json.Unmarshal(w.Body.Bytes(), &got)
-	if got.Status != replay.StatusInterrupted || !strings.Contains(got.Error, "--resume") {
+	if got.Status != wire.ReplayInterrupted || !strings.Contains(got.Error, "--resume") {
 		t.Fatalf("a crashed run shows %+v", got)
 	}
 }
@@ -483,14 +484,14 @@ func TestBadInput(t *testing.T) {
 		status int
 		want   string
 	}{
-		{Request{From: "s3:bucket", Reason: "r"}, 400, "unknown --from"},
-		{Request{From: "dlq:nope", Reason: "r"}, 404, "snavio queue list"},
-		{Request{From: "dlq:" + dlq}, 400, "--reason-text"},
-		{Request{From: "dlq:" + dlq, Reason: "r", Rate: -1}, 400, "--rate"},
-		{Request{From: "dlq:" + dlq, Reason: "r", Dedupe: "maybe"}, 400, "keep-id"},
-		{Request{From: "dlq:" + dlq, Reason: "r", Start: t0, End: t0.Add(-time.Hour)}, 400, "bad time range"},
-		{Request{From: "archive", Reason: "r", Start: t0.Add(-time.Hour), FailureReason: "x"}, 400, "archived events have none"},
-		{Request{From: "dlq:" + dlq, Reason: "r", Target: "Bad Target"}, 400, "--target"},
+		{wire.ReplayRequest{From: "s3:bucket", Reason: "r"}, 400, "unknown --from"},
+		{wire.ReplayRequest{From: "dlq:nope", Reason: "r"}, 404, "snavio queue list"},
+		{wire.ReplayRequest{From: "dlq:" + dlq}, 400, "--reason-text"},
+		{wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Rate: -1}, 400, "--rate"},
+		{wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Dedupe: "maybe"}, 400, "keep-id"},
+		{wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Start: t0, End: t0.Add(-time.Hour)}, 400, "bad time range"},
+		{wire.ReplayRequest{From: "archive", Reason: "r", Start: t0.Add(-time.Hour), FailureReason: "x"}, 400, "archived events have none"},
+		{wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Target: "Bad Target"}, 400, "--target"},
 		{map[string]any{"from": "archive", "reson": "typo"}, 400, "unknown field"},
 	} {
 		for _, path := range []string{"/v1/replays/plan", "/v1/replays"} {
@@ -536,13 +537,13 @@ func TestServerShutdownInterruptsRuns(t *testing.T) {
 			}
 		}
 	}
-	body, _ := json.Marshal(Request{From: "dlq:" + dlq, Reason: "r", Rate: 1})
+	body, _ := json.Marshal(wire.ReplayRequest{From: "dlq:" + dlq, Reason: "r", Rate: 1})
 	resp, err := http.Post(srv.URL+"/v1/replays", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var last Update
+	var last wire.ReplayUpdate
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		_ = json.Unmarshal(sc.Bytes(), &last)
@@ -550,7 +551,7 @@ func TestServerShutdownInterruptsRuns(t *testing.T) {
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown waited for the replay: %v", err)
 	}
-	if last.Event != EventFinished || last.Replay.Status != replay.StatusInterrupted || last.Replay.SentCount != 3 {
+	if last.Event != wire.ReplayEventFinished || last.Replay.Status != wire.ReplayInterrupted || last.Replay.SentCount != 3 {
 		t.Fatalf("last update = %+v", last)
 	}
 }
@@ -576,14 +577,14 @@ func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
 		}
 	}
 	e.clk.Advance(time.Minute)
-	w := e.op("POST", "/v1/replays/plan", Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)})
-	var pr PlanResponse
+	w := e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)})
+	var pr wire.ReplayPlanResponse
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
 	want := map[string]int{"bad_signature": 1, "timestamp_too_old": 1, "shield:source_banned": 1, RefuseKeyVersionMismatch: 1}
 	if pr.Plan.Total != 1 || pr.Plan.Refused != 4 || fmt.Sprint(pr.Plan.RefusedBy) != fmt.Sprint(want) {
 		t.Fatalf("plan = %s", w.Body)
 	}
-	_, fin := updates(t, e.op("POST", "/v1/replays", Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}))
+	_, fin := updates(t, e.op("POST", "/v1/replays", wire.ReplayRequest{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}))
 	if fin.Replay.SentCount != 1 || fin.Replay.Refused != 4 || len(e.pipe.got) != 1 || e.pipe.got[0].Metadata.ID != "0f8fad5b-d9cb-469f-a165-000000000001" {
 		t.Fatalf("run = %+v, put %d", fin.Replay, len(e.pipe.got))
 	}
@@ -598,9 +599,9 @@ func TestArchiveReplayRefusesARevokedKeysCommands(t *testing.T) {
 	if err := e.store.ArchiveAppend(ctx, embedded.ArchivedEvent{EventID: "a1", Source: src, DetailType: envelope.EventType, Detail: sent, ReceivedAt: e.clk.Now(), Verdict: embedded.VerdictAccepted, KeyVersion: "hmac-v1"}); err != nil {
 		t.Fatal(err)
 	}
-	req := Request{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}
+	req := wire.ReplayRequest{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)}
 	e.clk.Advance(time.Minute)
-	var pr PlanResponse
+	var pr wire.ReplayPlanResponse
 	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
 	if pr.Plan.Total != 1 || pr.Plan.Refused != 0 {
 		t.Fatalf("before the revocation: %+v", pr.Plan)

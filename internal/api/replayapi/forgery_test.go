@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/api/replayapi"
-	"github.com/snavio/snavio/internal/control"
-	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -155,15 +154,15 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 	// accepted live, but stays in the key history.
 	rotated := time.Now()
 	for i := range 2 {
-		resp := e.post("/v1/keys/rotate", control.KeyRequest{Source: victim, ActivateAt: rotated.Add(time.Duration(i) * time.Microsecond)})
-		var kr control.KeyResult
+		resp := e.post("/v1/keys/rotate", wire.KeyRequest{Source: victim, ActivateAt: rotated.Add(time.Duration(i) * time.Microsecond)})
+		var kr wire.KeyResult
 		if err := json.NewDecoder(resp.Body).Decode(&kr); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	req := replayapi.Request{From: "archive", Start: now.Add(-10 * time.Minute), Source: victim, Reason: "issue 19 forgery suite"}
-	var pr replayapi.PlanResponse
+	req := wire.ReplayRequest{From: "archive", Start: now.Add(-10 * time.Minute), Source: victim, Reason: "issue 19 forgery suite"}
+	var pr wire.ReplayPlanResponse
 	if err := json.NewDecoder(e.post("/v1/replays/plan", req).Body).Decode(&pr); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +177,7 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 		t.Fatalf("plan: total %d, refused %d %v; want 1, 6 %v", pr.Plan.Total, pr.Plan.Refused, pr.Plan.RefusedBy, want)
 	}
 
-	var fin replayapi.Update
+	var fin wire.ReplayUpdate
 	sc := bufio.NewScanner(e.post("/v1/replays", req).Body)
 	for sc.Scan() {
 		if err := json.Unmarshal(sc.Bytes(), &fin); err != nil {
@@ -186,7 +185,7 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 		}
 	}
 	a := fin.Replay
-	if fin.Event != replayapi.EventFinished || a.Status != replay.StatusDone || a.SentCount != 1 || a.Refused != 6 || fmt.Sprint(a.RefusedBy) != fmt.Sprint(want) {
+	if fin.Event != wire.ReplayEventFinished || a.Status != wire.ReplayDone || a.SentCount != 1 || a.Refused != 6 || fmt.Sprint(a.RefusedBy) != fmt.Sprint(want) {
 		t.Fatalf("run: %+v", fin)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -40,11 +41,11 @@ const archiveEnd = "end"
 // Refusal (verify). Ack does nothing: the archive keeps everything.
 type archiveSource struct {
 	a ReplayArchive
-	f replay.Filter
+	f wire.ReplayFilter
 	v *verifier
 }
 
-func (s *archiveSource) Name() string { return replay.OriginArchive }
+func (s *archiveSource) Name() string { return wire.ReplayOriginArchive }
 
 func (s *archiveSource) Next(ctx context.Context, cursor string, limit int) ([]replay.Record, string, error) {
 	if cursor == archiveEnd {

@@ -34,9 +34,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -126,59 +126,19 @@ func snapshotErrors(err error) *controlapi.Error {
 	return nil
 }
 
-// Kinds are the document kinds in the order List shows them.
-var kinds = [...]snapshot.Kind{snapshot.KindFull, snapshot.KindACL, snapshot.KindHMAC}
-
-// ParseKind validates a document kind.
-func ParseKind(s string) (snapshot.Kind, error) {
-	for _, k := range kinds {
-		if string(k) == s {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("snapshot kind %q: use full, acl or hmac", s)
-}
-
-// Generated is the answer of a generation.
-type Generated struct {
-	VersionID   string                `json:"version_id"`
-	GeneratedAt time.Time             `json:"generated_at"`
-	Bytes       map[snapshot.Kind]int `json:"bytes"`
-}
-
 func (a *SnapshotAPI) generate(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	pub, err := a.o.Generator.Generate(r.Context())
 	if err != nil {
 		return err
 	}
-	controlapi.WriteJSON(w, http.StatusOK, Generated{VersionID: pub.VersionID, GeneratedAt: pub.GeneratedAt, Bytes: pub.Bytes})
+	controlapi.WriteJSON(w, http.StatusOK, wire.SnapshotGenerated{VersionID: pub.VersionID, GeneratedAt: pub.GeneratedAt, Bytes: pub.Bytes})
 	return nil
 }
 
-// Document describes one document kind's versions.
-type Document struct {
-	Kind snapshot.Kind `json:"kind"`
-	Path string        `json:"path"`
-	// Latest is the promoted version ("" before the first generation)
-	// and Bytes its signed size.
-	Latest string `json:"latest,omitempty"`
-	Bytes  int    `json:"bytes,omitempty"`
-	// Versions counts the stored versions; Recent names the newest
-	// RecentVersions of them, newest first.
-	Versions int      `json:"versions"`
-	Recent   []string `json:"recent"`
-}
-
-// List is the answer of GET /v1/snapshots.
-type List struct {
-	KeyID     string     `json:"key_id"`
-	Documents []Document `json:"documents"`
-}
-
 func (a *SnapshotAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	out := List{KeyID: a.o.KeyID, Documents: make([]Document, 0, len(kinds))}
-	for _, k := range kinds {
-		d := Document{Kind: k, Path: a.o.Paths.Of(k), Recent: []string{}}
+	out := wire.SnapshotList{KeyID: a.o.KeyID, Documents: make([]wire.SnapshotDocument, 0, len(wire.SnapshotKinds()))}
+	for _, k := range wire.SnapshotKinds() {
+		d := wire.SnapshotDocument{Kind: k, Path: a.o.Paths.Of(k), Recent: []string{}}
 		version, body, err := a.o.Store.Latest(r.Context(), d.Path, a.o.MaxBytes)
 		switch {
 		case errors.Is(err, snapshot.ErrNotFound):
@@ -201,11 +161,8 @@ func (a *SnapshotAPI) list(w http.ResponseWriter, r *http.Request, _ server.Prin
 	return nil
 }
 
-// VersionHeader names the version of the document GET .../latest returns.
-const VersionHeader = "X-Snavio-Snapshot-Version"
-
 func (a *SnapshotAPI) latest(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	k, err := ParseKind(r.PathValue("kind"))
+	k, err := wire.ParseSnapshotKind(r.PathValue("kind"))
 	if err != nil {
 		return controlapi.BadRequest(err.Error(), "ask for /v1/snapshots/full/latest, acl/latest or hmac/latest")
 	}
@@ -213,29 +170,18 @@ func (a *SnapshotAPI) latest(w http.ResponseWriter, r *http.Request, _ server.Pr
 	if err != nil {
 		return err
 	}
-	w.Header().Set(VersionHeader, version)
+	w.Header().Set(wire.SnapshotVersionHeader, version)
 	controlapi.WriteBody(w, http.StatusOK, "application/json", body)
 	return nil
 }
 
-// PublicKey is the answer of GET /v1/snapshots/public-key: the key that
-// verifies every snapshot this server signs. PublicKey is the raw 32-byte
-// key in standard base64; PEM is the same key as a PKIX "PUBLIC KEY"
-// block. Either, or this whole JSON, is a valid --public-key file.
-type PublicKey struct {
-	KeyID     string `json:"key_id"`
-	Algorithm string `json:"algorithm"`
-	PublicKey string `json:"public_key"`
-	PEM       string `json:"pem"`
-}
-
 // NewPublicKey describes pub under id.
-func NewPublicKey(id string, pub ed25519.PublicKey) (PublicKey, error) {
+func NewPublicKey(id string, pub ed25519.PublicKey) (wire.SnapshotPublicKey, error) {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return PublicKey{}, fmt.Errorf("encode the public key: %w", err)
+		return wire.SnapshotPublicKey{}, fmt.Errorf("encode the public key: %w", err)
 	}
-	return PublicKey{
+	return wire.SnapshotPublicKey{
 		KeyID: id, Algorithm: snapshot.Algorithm,
 		PublicKey: base64.StdEncoding.EncodeToString(pub),
 		PEM:       string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})),

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -113,7 +114,7 @@ func TestGenerateListFetchVerify(t *testing.T) {
 	// Nothing published yet.
 	status, b, _ := fx.call(t, "GET", "/v1/snapshots/full/latest", "")
 	wantError(t, status, b, http.StatusNotFound, "no snapshot has been published")
-	var l List
+	var l wire.SnapshotList
 	if status, b, _ = fx.call(t, "GET", "/v1/snapshots", ""); status != 200 || json.Unmarshal(b, &l) != nil {
 		t.Fatalf("list = %d %s", status, b)
 	}
@@ -122,7 +123,7 @@ func TestGenerateListFetchVerify(t *testing.T) {
 	}
 
 	status, b, _ = fx.call(t, "POST", "/v1/snapshots/generate", "")
-	var g Generated
+	var g wire.SnapshotGenerated
 	if status != 200 || json.Unmarshal(b, &g) != nil || g.VersionID != snapshot.VersionIDAt(t0) || g.Bytes[snapshot.KindFull] == 0 {
 		t.Fatalf("generate = %d %s", status, b)
 	}
@@ -131,7 +132,7 @@ func TestGenerateListFetchVerify(t *testing.T) {
 		t.Fatalf("second generate = %d %s", status, b)
 	}
 
-	l = List{}
+	l = wire.SnapshotList{}
 	if status, b, _ = fx.call(t, "GET", "/v1/snapshots", "acme"); status != 200 || json.Unmarshal(b, &l) != nil {
 		t.Fatalf("tenant list = %d %s", status, b)
 	}
@@ -142,13 +143,13 @@ func TestGenerateListFetchVerify(t *testing.T) {
 	}
 
 	status, body, hdr := fx.call(t, "GET", "/v1/snapshots/full/latest", "")
-	if status != 200 || hdr.Get(VersionHeader) != v2 || len(body) != full.Bytes {
-		t.Fatalf("latest = %d %q %d bytes (want %d)", status, hdr.Get(VersionHeader), len(body), full.Bytes)
+	if status != 200 || hdr.Get(wire.SnapshotVersionHeader) != v2 || len(body) != full.Bytes {
+		t.Fatalf("latest = %d %q %d bytes (want %d)", status, hdr.Get(wire.SnapshotVersionHeader), len(body), full.Bytes)
 	}
 
 	// The public key the API serves verifies the document, in both of its
 	// encodings.
-	var pk PublicKey
+	var pk wire.SnapshotPublicKey
 	if status, b, _ = fx.call(t, "GET", "/v1/snapshots/public-key", "acme"); status != 200 || json.Unmarshal(b, &pk) != nil {
 		t.Fatalf("public key = %d %s", status, b)
 	}
@@ -228,11 +229,11 @@ type snapshotStoreStub struct{ snapshot.Store }
 
 func TestParseKind(t *testing.T) {
 	for _, k := range []string{"full", "acl", "hmac"} {
-		if got, err := ParseKind(k); err != nil || string(got) != k {
-			t.Errorf("ParseKind(%q) = %q, %v", k, got, err)
+		if got, err := wire.ParseSnapshotKind(k); err != nil || string(got) != k {
+			t.Errorf("wire.ParseSnapshotKind(%q) = %q, %v", k, got, err)
 		}
 	}
-	if _, err := ParseKind("FULL"); err == nil {
-		t.Error("ParseKind(FULL) accepted")
+	if _, err := wire.ParseSnapshotKind("FULL"); err == nil {
+		t.Error("wire.ParseSnapshotKind(FULL) accepted")
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -129,18 +130,10 @@ func (a *TelemetryAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/telemetry/ack", a.ep.Handle(controlapi.AnyPrincipal, a.ack))
 }
 
-// Ack is the body of POST /v1/telemetry/ack: the tenant's consumer has
-// everything up to Seq. Acknowledged records count as consumed: when they
-// age out of retention no snavio.telemetry.dropped is raised for them.
-type Ack struct {
-	Tenant string `json:"tenant"`
-	Seq    uint64 `json:"seq"`
-}
-
 // ack moves a tenant's consumer cursor (never backwards). A tenant acks
 // its own stream; the operator any.
 func (a *TelemetryAPI) ack(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var in Ack
+	var in wire.TelemetryAck
 	if err := controlapi.Decode(r, 4<<10, &in, `send {"tenant":"T","seq":N}`); err != nil {
 		return err
 	}
@@ -341,9 +334,9 @@ func (a *TelemetryAPI) seek(ctx context.Context, tenant string, since time.Time)
 }
 
 func (a *TelemetryAPI) answer(w http.ResponseWriter, tenant string, after uint64, recs []embedded.TelemetryRecord) {
-	page := Page{Records: make([]Record, len(recs)), NextAfter: after, ServerTime: a.o.Clock.Now().UTC()}
+	page := wire.TelemetryPage{Records: make([]wire.TelemetryRecord, len(recs)), NextAfter: after, ServerTime: a.o.Clock.Now().UTC()}
 	for i, r := range recs {
-		page.Records[i] = Record{Seq: r.Seq, Tenant: r.Tenant, At: r.AppendedAt.UTC(), Event: r.Event}
+		page.Records[i] = wire.TelemetryRecord{Seq: r.Seq, Tenant: r.Tenant, At: r.AppendedAt.UTC(), Event: r.Event}
 		if tenant == "" {
 			page.Records[i].Global = r.Global
 			page.NextAfter = r.Global
@@ -377,12 +370,12 @@ func (a *TelemetryAPI) streams(w http.ResponseWriter, r *http.Request, p server.
 	if err != nil {
 		return readFailed(err)
 	}
-	out := Streams{Streams: []Stream{}, ServerTime: a.o.Clock.Now().UTC()}
+	out := wire.TelemetryStreams{Streams: []wire.TelemetryStream{}, ServerTime: a.o.Clock.Now().UTC()}
 	for _, s := range all {
 		if tenant != "" && s.Tenant != tenant {
 			continue
 		}
-		out.Streams = append(out.Streams, Stream{
+		out.Streams = append(out.Streams, wire.TelemetryStream{
 			Tenant: s.Tenant, LastSeq: s.LastSeq, Cursor: s.Cursor, Stored: s.Stored, Unconsumed: s.Unconsumed,
 			Oldest: timePtr(s.Oldest), OldestUnconsumed: timePtr(s.OldestUnconsumed), LastAckAt: timePtr(s.LastAckAt),
 		})

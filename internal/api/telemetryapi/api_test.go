@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -112,7 +113,7 @@ func (e *telemetryEnv) appendEv(sources ...string) {
 type telemetryAnswer struct {
 	status int
 	header http.Header
-	page   Page
+	page   wire.TelemetryPage
 	err    server.APIError
 	raw    string
 }
@@ -153,7 +154,7 @@ func (e *telemetryEnv) getCtx(ctx context.Context, token, path string) telemetry
 	return a
 }
 
-func seqs(p Page) string {
+func seqs(p wire.TelemetryPage) string {
 	var b []string
 	for _, r := range p.Records {
 		b = append(b, fmt.Sprintf("%s#%d", r.Tenant, r.Seq))
@@ -226,7 +227,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("unknown token: %d", a.status)
 	}
 
-	var st Streams
+	var st wire.TelemetryStreams
 	a = e.get("acme-token", "/v1/telemetry/streams")
 	if err := json.Unmarshal([]byte(a.raw), &st); err != nil || len(st.Streams) != 1 || st.Streams[0].Tenant != "acme" || st.Streams[0].LastSeq != 2 || st.Streams[0].Stored != 2 {
 		t.Fatalf("acme's streams: %s", a.raw)
@@ -474,7 +475,7 @@ func FuzzParseTelemetryQuery(f *testing.F) {
 			}
 			return
 		}
-		if q.Limit < 1 || q.Limit > MaxLimit || q.Wait < 0 || q.Wait > DefaultMaxWait {
+		if q.Limit < 1 || q.Limit > wire.TelemetryMaxLimit || q.Wait < 0 || q.Wait > DefaultMaxWait {
 			t.Fatalf("%q: out of bounds: %+v", raw, q)
 		}
 		if q.Tenant != "" && !telemetry.ValidStream(q.Tenant) || q.HasAfter && !q.Since.IsZero() || q.After == ^uint64(0) {
@@ -502,7 +503,7 @@ func TestAckMovesTheConsumerCursor(t *testing.T) {
 	if code, body := e.ack("acme-token", `{"seq":1}`); code != http.StatusNoContent {
 		t.Fatalf("own ack: %d %s", code, body)
 	}
-	var st Streams
+	var st wire.TelemetryStreams
 	a := e.get("acme-token", "/v1/telemetry/streams")
 	if err := json.Unmarshal([]byte(a.raw), &st); err != nil || st.Streams[0].Cursor != 1 || st.Streams[0].Unconsumed != 1 || st.Streams[0].LastAckAt == nil {
 		t.Fatalf("after the ack: %s", a.raw)

@@ -7,37 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
-// TelemetryQuery limits and defaults.
+// Query limits and defaults.
 const (
-	// DefaultLimit is the page size when limit is not given.
-	DefaultLimit = 100
-	// MaxLimit is the largest page.
-	MaxLimit = embedded.MaxReadPage
 	// DefaultMaxWait caps wait: a longer wait is shortened to it.
 	DefaultMaxWait = 30 * time.Second
 )
-
-// TelemetryQuery is a parsed GET /v1/telemetry query.
-type TelemetryQuery struct {
-	// Tenant is the stream to read; empty: every tenant's (operator only).
-	Tenant string
-	// After is the position to read after: a per-tenant sequence number
-	// with Tenant, the global append number without it.
-	After uint64
-	// HasAfter says after was given.
-	HasAfter bool
-	// Since, when not zero, starts the read at the first record appended
-	// at or after it (instead of After).
-	Since time.Time
-	// Limit is the page size, 1 to MaxLimit.
-	Limit int
-	// Wait is how long to hold the request when nothing is there yet.
-	Wait time.Duration
-}
 
 // TelemetryQueryError is a bad query parameter.
 type TelemetryQueryError struct {
@@ -52,8 +30,8 @@ var queryParams = []string{"tenant", "after", "since", "limit", "wait"}
 // optional and may appear once; unknown ones are refused, so a typo is
 // not silently ignored. wait is a Go duration ("5s", "250ms") or whole
 // seconds ("5"); a wait over maxWait is shortened to maxWait.
-func ParseTelemetryQuery(v url.Values, maxWait time.Duration) (TelemetryQuery, error) {
-	q := TelemetryQuery{Limit: DefaultLimit}
+func ParseTelemetryQuery(v url.Values, maxWait time.Duration) (wire.TelemetryQuery, error) {
+	q := wire.TelemetryQuery{Limit: wire.TelemetryDefaultLimit}
 	for k, vals := range v {
 		known := false
 		for _, p := range queryParams {
@@ -93,8 +71,8 @@ func ParseTelemetryQuery(v url.Values, maxWait time.Duration) (TelemetryQuery, e
 	}
 	if s, ok := one(v, "limit"); ok {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxLimit {
-			return q, &TelemetryQueryError{Param: "limit", Msg: fmt.Sprintf("%.40q is not a page size", s), Fix: fmt.Sprintf("give a whole number from 1 to %d", MaxLimit)}
+		if err != nil || n < 1 || n > wire.TelemetryMaxLimit {
+			return q, &TelemetryQueryError{Param: "limit", Msg: fmt.Sprintf("%.40q is not a page size", s), Fix: fmt.Sprintf("give a whole number from 1 to %d", wire.TelemetryMaxLimit)}
 		}
 		q.Limit = n
 	}

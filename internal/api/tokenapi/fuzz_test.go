@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -59,7 +60,7 @@ func FuzzDecodeIssueRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the store refused tenant %q that the decoder accepted: %v", req.Tenant, err)
 		}
-		if CheckID("id", info.ID) != nil {
+		if wire.CheckTokenID("id", info.ID) != nil {
 			t.Fatalf("the store's id %q fails CheckID", info.ID)
 		}
 		if p, err := st.Authenticate(t.Context(), tok); err != nil || p != server.TenantPrincipal(req.Tenant) {

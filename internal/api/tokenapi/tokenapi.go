@@ -33,13 +33,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // Tokens is the port the API serves: *server.FileTokenStore implements it,
@@ -60,13 +58,7 @@ const (
 	DefaultMaxTokens = 10000
 	// DefaultMaxTokenBody bounds a request body.
 	DefaultMaxTokenBody = 4 << 10
-	// IDPrefix starts every token id; 12 lowercase hex digits follow.
-	IDPrefix = "tok_"
-	idHexLen = 12
 )
-
-// TokenNotice is said with every new token.
-const TokenNotice = "this token is shown once and never again: hand it to the tenant now (it goes in SNAVIO_TOKEN); revoke it with `snavio token revoke ID`"
 
 // TokenOptions configure New.
 type TokenOptions struct {
@@ -114,80 +106,25 @@ func (a *TokenAPI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/tokens/{id}", a.ep.Handle(revoker, a.revoke))
 }
 
-// IssueRequest is the body of POST /v1/tokens.
-type IssueRequest struct {
-	// Tenant is the one tenant the token acts as: the part of a bus
-	// source before '/'.
-	Tenant string `json:"tenant"`
-}
-
-// CheckTenant validates a tenant id given as input (named by what, such as
-// "--tenant"), with the fix in the error.
-func CheckTenant(what, tenant string) error {
-	if tenant == "" {
-		return fmt.Errorf("%s is empty: name the tenant, the part of its sources before '/' (demo for demo/app)", what)
-	}
-	if !envelope.ValidTenant(tenant) {
-		return fmt.Errorf("%s %q is not a tenant id: use "+envelope.TenantRule+" (the part of a source before '/')", what, tenant)
-	}
-	return nil
-}
-
-// CheckID validates a token id given as input (named by what).
-func CheckID(what, id string) error {
-	hexPart, ok := strings.CutPrefix(id, IDPrefix)
-	if !ok || len(hexPart) != idHexLen || strings.Trim(hexPart, "0123456789abcdef") != "" {
-		return fmt.Errorf("%s %q is not a token id: ids are %s followed by %d lowercase hex digits; list them with `snavio token list`", what, id, IDPrefix, idHexLen)
-	}
-	return nil
-}
-
 // SendTenant is the fix of a bad body of POST /v1/tokens and
 // /v1/credentials.
 const SendTenant = `send {"tenant":"<tenant>"} with a valid tenant id`
 
 // DecodeIssueRequest parses and validates the body of POST /v1/tokens: one
 // JSON object, no unknown fields, a valid tenant id.
-func DecodeIssueRequest(b []byte) (IssueRequest, error) {
-	var req IssueRequest
+func DecodeIssueRequest(b []byte) (wire.TokenIssueRequest, error) {
+	var req wire.TokenIssueRequest
 	if err := controlapi.DecodeJSON(b, &req, SendTenant); err != nil {
-		return IssueRequest{}, err
+		return wire.TokenIssueRequest{}, err
 	}
-	if err := CheckTenant("tenant", req.Tenant); err != nil {
-		return IssueRequest{}, controlapi.BadRequest(err.Error(), SendTenant)
+	if err := wire.CheckTenant("tenant", req.Tenant); err != nil {
+		return wire.TokenIssueRequest{}, controlapi.BadRequest(err.Error(), SendTenant)
 	}
 	return req, nil
 }
 
-// Token is an issued token as listed: never the secret, nor its digest.
-type Token struct {
-	ID      string    `json:"id"`
-	Tenant  string    `json:"tenant"`
-	Created time.Time `json:"created"`
-}
-
-func tokenOf(i server.TokenInfo) Token {
-	return Token{ID: i.ID, Tenant: i.Tenant, Created: i.Created}
-}
-
-// Issued is the answer of POST /v1/tokens: the only answer that carries a
-// token.
-type Issued struct {
-	Token
-	// Secret is the bearer token itself.
-	Secret string `json:"token"`
-	Notice string `json:"notice"`
-}
-
-// List is the answer of GET /v1/tokens.
-type List struct {
-	Tokens []Token `json:"tokens"`
-}
-
-// Revoked is the answer of DELETE /v1/tokens/{id}.
-type Revoked struct {
-	Token
-	Revoked bool `json:"revoked"`
+func tokenOf(i server.TokenInfo) wire.Token {
+	return wire.Token{ID: i.ID, Tenant: i.Tenant, Created: i.Created}
 }
 
 // The access of issuing and revoking.
@@ -222,14 +159,14 @@ func (a *TokenAPI) issue(w http.ResponseWriter, r *http.Request, p server.Princi
 		return fmt.Errorf("issuing a token for tenant %s: %w", req.Tenant, err)
 	}
 	a.o.Logger.Info("tenant token issued", "by", p.String(), "tenant", info.Tenant, "id", info.ID)
-	controlapi.WriteJSON(w, http.StatusCreated, Issued{Token: tokenOf(info), Secret: secret, Notice: TokenNotice})
+	controlapi.WriteJSON(w, http.StatusCreated, wire.TokenIssued{Token: tokenOf(info), Secret: secret, Notice: wire.TokenNotice})
 	return nil
 }
 
 func (a *TokenAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	if tenant != "" {
-		if err := CheckTenant("tenant", tenant); err != nil {
+		if err := wire.CheckTenant("tenant", tenant); err != nil {
 			return controlapi.BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
 		}
 	}
@@ -240,7 +177,7 @@ func (a *TokenAPI) list(w http.ResponseWriter, r *http.Request, p server.Princip
 		}
 		tenant = p.Tenant
 	}
-	out := List{Tokens: []Token{}}
+	out := wire.TokenList{Tokens: []wire.Token{}}
 	for _, t := range a.o.Tokens.List() {
 		if tenant == "" || t.Tenant == tenant {
 			out.Tokens = append(out.Tokens, tokenOf(t))
@@ -252,7 +189,7 @@ func (a *TokenAPI) list(w http.ResponseWriter, r *http.Request, p server.Princip
 
 func (a *TokenAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	id := r.PathValue("id")
-	if err := CheckID("token id", id); err != nil {
+	if err := wire.CheckTokenID("token id", id); err != nil {
 		return controlapi.BadRequest(err.Error(), "pass an id from GET /v1/tokens")
 	}
 	var found server.TokenInfo
@@ -268,6 +205,6 @@ func (a *TokenAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Princ
 		return fmt.Errorf("revoking token %s: %w", id, err)
 	}
 	a.o.Logger.Info("tenant token revoked", "by", p.String(), "tenant", found.Tenant, "id", id)
-	controlapi.WriteJSON(w, http.StatusOK, Revoked{Token: tokenOf(found), Revoked: true})
+	controlapi.WriteJSON(w, http.StatusOK, wire.TokenRevoked{Token: tokenOf(found), Revoked: true})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -113,8 +114,8 @@ func TestIssueListRevoke(t *testing.T) {
 	if a.header.Get("Cache-Control") != "no-store" {
 		t.Errorf("an answer carrying a secret is cacheable: %v", a.header)
 	}
-	iss := decodeAnswer[Issued](t, a)
-	if iss.Tenant != "acme" || !iss.Created.Equal(t0) || CheckID("id", iss.ID) != nil || iss.Notice == "" {
+	iss := decodeAnswer[wire.TokenIssued](t, a)
+	if iss.Tenant != "acme" || !iss.Created.Equal(t0) || wire.CheckTokenID("id", iss.ID) != nil || iss.Notice == "" {
 		t.Fatalf("issued %+v", iss)
 	}
 	// The token is the server's: it authenticates as the tenant.
@@ -123,29 +124,29 @@ func TestIssueListRevoke(t *testing.T) {
 		t.Fatalf("the issued token authenticates as %v, %v", p, err)
 	}
 	fx.clk.Advance(time.Minute)
-	other := decodeAnswer[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"globex"}`))
+	other := decodeAnswer[wire.TokenIssued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"globex"}`))
 
 	// The operator lists all, oldest first, or one tenant's; never a secret.
 	a = fx.do(t, "", "GET", "/v1/tokens", "")
-	l := decodeAnswer[List](t, a)
+	l := decodeAnswer[wire.TokenList](t, a)
 	if len(l.Tokens) != 2 || l.Tokens[0].ID != iss.ID || l.Tokens[1].ID != other.ID {
 		t.Fatalf("list %+v", l)
 	}
 	if strings.Contains(a.body, iss.Secret) || strings.Contains(a.body, other.Secret) || strings.Contains(a.body, "sha256") {
 		t.Fatalf("the list shows a secret or a digest: %s", a.body)
 	}
-	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=globex", "")); len(l.Tokens) != 1 || l.Tokens[0].Tenant != "globex" {
+	if l := decodeAnswer[wire.TokenList](t, fx.do(t, "", "GET", "/v1/tokens?tenant=globex", "")); len(l.Tokens) != 1 || l.Tokens[0].Tenant != "globex" {
 		t.Fatalf("filtered list %+v", l)
 	}
-	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens?tenant=nobody", "")); l.Tokens == nil || len(l.Tokens) != 0 {
+	if l := decodeAnswer[wire.TokenList](t, fx.do(t, "", "GET", "/v1/tokens?tenant=nobody", "")); l.Tokens == nil || len(l.Tokens) != 0 {
 		t.Fatalf("empty list must be [], got %+v", l)
 	}
 
 	// A tenant lists its own tenant's tokens only.
-	if l := decodeAnswer[List](t, fx.do(t, "acme", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != iss.ID {
+	if l := decodeAnswer[wire.TokenList](t, fx.do(t, "acme", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != iss.ID {
 		t.Fatalf("acme's list %+v", l)
 	}
-	if l := decodeAnswer[List](t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=acme", "")); len(l.Tokens) != 1 {
+	if l := decodeAnswer[wire.TokenList](t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=acme", "")); len(l.Tokens) != 1 {
 		t.Fatalf("acme's list of acme %+v", l)
 	}
 	tokenWantError(t, fx.do(t, "acme", "GET", "/v1/tokens?tenant=globex", ""), http.StatusForbidden, "tenant:acme", "own tenant", "operator token")
@@ -155,21 +156,21 @@ func TestIssueListRevoke(t *testing.T) {
 	if a.status != http.StatusOK {
 		t.Fatalf("revoke: %d %s", a.status, a.body)
 	}
-	if r := decodeAnswer[Revoked](t, a); !r.Revoked || r.ID != iss.ID || r.Tenant != "acme" {
+	if r := decodeAnswer[wire.TokenRevoked](t, a); !r.Revoked || r.ID != iss.ID || r.Tenant != "acme" {
 		t.Fatalf("revoked %+v", r)
 	}
 	if _, err := fx.store.Authenticate(t.Context(), iss.Secret); !errors.Is(err, server.ErrUnknownToken) {
 		t.Fatalf("a revoked token still authenticates: %v", err)
 	}
 	tokenWantError(t, fx.do(t, "", "DELETE", "/v1/tokens/"+iss.ID, ""), http.StatusNotFound, "revoked already", "snavio token create")
-	if l := decodeAnswer[List](t, fx.do(t, "", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != other.ID {
+	if l := decodeAnswer[wire.TokenList](t, fx.do(t, "", "GET", "/v1/tokens", "")); len(l.Tokens) != 1 || l.Tokens[0].ID != other.ID {
 		t.Fatalf("list after revoke %+v", l)
 	}
 }
 
 func TestTokenRefusals(t *testing.T) {
 	fx := newTokenFixture(t, func(o *TokenOptions) { o.MaxBody = 64 })
-	tok := decodeAnswer[Issued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`))
+	tok := decodeAnswer[wire.TokenIssued](t, fx.do(t, "", "POST", "/v1/tokens", `{"tenant":"acme"}`))
 	tests := []struct {
 		name, who, method, path, body string
 		status                        int
@@ -253,12 +254,12 @@ func TestNewNeedsTokens(t *testing.T) {
 
 func TestCheckID(t *testing.T) {
 	for _, ok := range []string{"tok_000000000000", "tok_0123456789ab"} {
-		if err := CheckID("id", ok); err != nil {
+		if err := wire.CheckTokenID("id", ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "tok_", "tok_0123456789a", "tok_0123456789abc", "TOK_0123456789ab", "tok_0123456789aG", "snvt_0123456789ab"} {
-		if err := CheckID("id", bad); err == nil {
+		if err := wire.CheckTokenID("id", bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -133,7 +133,7 @@ profile's cache TTLs. --ttl makes the grant expire.`,
 // RunGrant grants through the one registration code path.
 func RunGrant(ctx context.Context, opts *GrantOptions) error {
 	a := opts.ACL
-	res, err := route.Apply(ctx, opts.API, control.ApplyRequest{Items: []registry.Item{{ACL: &a}}, DryRun: opts.DryRun}, "snavio acl list")
+	res, err := route.Apply(ctx, opts.API, wire.ApplyRequest{Items: []registry.Item{{ACL: &a}}, DryRun: opts.DryRun}, "snavio acl list")
 	if err != nil {
 		return fmt.Errorf("grant %s -> %s %s: %w", a.Source, a.Target, a.Command, err)
 	}
@@ -185,7 +185,7 @@ func RunRevoke(ctx context.Context, opts *RevokeOptions) error {
 		return err
 	}
 	var ch registry.Change
-	req := control.RevokeRequest{Source: opts.Source, Target: opts.Target, Command: opts.Command}
+	req := wire.ACLRevokeRequest{Source: opts.Source, Target: opts.Target, Command: opts.Command}
 	if err := a.Do(ctx, http.MethodPost, "/v1/registry/acl/revoke", nil, req, &ch); err != nil {
 		return fmt.Errorf("revoke %s -> %s %s: %w", opts.Source, opts.Target, opts.Command, controlapi.MapError(err, "snavio acl list"))
 	}

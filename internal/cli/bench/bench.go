@@ -21,7 +21,8 @@ import (
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/send"
 	"github.com/snavio/snavio/internal/platform"
-	engine "github.com/snavio/snavio/internal/replay"
+
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -149,7 +150,7 @@ func (o *Options) validate(cmd *cobra.Command) error {
 		}
 	}
 	if o.Rate != "" {
-		r, err := engine.ParseRate(o.Rate)
+		r, err := wire.ParseReplayRate(o.Rate)
 		if err != nil {
 			return &cmdutil.UsageError{Err: err}
 		}

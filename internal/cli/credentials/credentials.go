@@ -20,11 +20,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/credentialapi"
-	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -95,7 +94,7 @@ its own tenant's.`,
 func mapErr(err error) error { return controlapi.MapError(err, "snavio tenant credentials list") }
 
 func checkTenant(tenant string) error {
-	if err := tokenapi.CheckTenant("--tenant", tenant); err != nil {
+	if err := wire.CheckTenant("--tenant", tenant); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	return nil
@@ -193,11 +192,11 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	var c credentialapi.Created
-	if err := api.Do(ctx, http.MethodPost, "/v1/credentials", nil, credentialapi.CreateRequest{Tenant: o.Tenant}, &c); err != nil {
+	var c wire.CredentialCreated
+	if err := api.Do(ctx, http.MethodPost, "/v1/credentials", nil, wire.CredentialCreateRequest{Tenant: o.Tenant}, &c); err != nil {
 		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 	}
-	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: credentialapi.CredentialNotice}
+	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
 	if o.CredentialsFile != "" {
 		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
 		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {
@@ -224,7 +223,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 }
 
 // Credentials is a list of credentials without secrets.
-type Credentials []credentialapi.Credential
+type Credentials []wire.Credential
 
 // TableHeader implements output.Tabular.
 func (Credentials) TableHeader() []string { return []string{"access key id", "tenant", "created"} }
@@ -283,7 +282,7 @@ func runList(ctx context.Context, o *ListOptions) error {
 	if o.Tenant != "" {
 		q = url.Values{"tenant": {o.Tenant}}
 	}
-	var l credentialapi.List
+	var l wire.CredentialList
 	if err := api.Do(ctx, http.MethodGet, "/v1/credentials", q, nil, &l); err != nil {
 		return mapErr(err)
 	}
@@ -305,7 +304,7 @@ type RevokeOptions struct {
 }
 
 // Revoked is a revoked credential as printed.
-type Revoked credentialapi.Revoked
+type Revoked wire.CredentialRevoked
 
 // TableHeader implements output.Tabular.
 func (Revoked) TableHeader() []string { return []string{"access key id", "tenant", "revoked"} }
@@ -332,7 +331,7 @@ operator token, or the credential's tenant's token.`,
 		Args: cmdutil.ExactArgs(1, "the ACCESS_KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.AccessKeyID = args[0]
-			if err := credentialapi.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
+			if err := wire.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
 				return &cmdutil.UsageError{Err: err}
 			}
 			if runF != nil {
@@ -348,7 +347,7 @@ func runRevoke(ctx context.Context, o *RevokeOptions) error {
 	if err != nil {
 		return err
 	}
-	var r credentialapi.Revoked
+	var r wire.CredentialRevoked
 	if err := api.Do(ctx, http.MethodDelete, "/v1/credentials/"+url.PathEscape(o.AccessKeyID), nil, nil, &r); err != nil {
 		return fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
 	}

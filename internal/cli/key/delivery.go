@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/deliveryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -27,7 +27,7 @@ type DeliveryOptions struct {
 }
 
 // DeliveryKey is a target's delivery verification key as printed.
-type DeliveryKey deliveryapi.Key
+type DeliveryKey wire.DeliveryKey
 
 // TableHeader implements output.Tabular.
 func (DeliveryKey) TableHeader() []string { return []string{"field", "value"} }
@@ -79,7 +79,7 @@ func RunDelivery(ctx context.Context, opts *DeliveryOptions) error {
 	if err != nil {
 		return err
 	}
-	var k deliveryapi.Key
+	var k wire.DeliveryKey
 	if err := a.Do(ctx, http.MethodGet, "/v1/delivery-keys/"+url.PathEscape(opts.Target), nil, nil, &k); err != nil {
 		return fmt.Errorf("delivery key of %s: %w", opts.Target, controlapi.MapError(err, "snavio route list"))
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -181,8 +181,8 @@ func run(ctx context.Context, opts *Options, path string) error {
 	if err != nil {
 		return err
 	}
-	var res control.KeyResult
-	if err := a.Do(ctx, http.MethodPost, path, nil, control.KeyRequest{Source: opts.Service, ActivateAt: opts.ActivateAt}, &res); err != nil {
+	var res wire.KeyResult
+	if err := a.Do(ctx, http.MethodPost, path, nil, wire.KeyRequest{Source: opts.Service, ActivateAt: opts.ActivateAt}, &res); err != nil {
 		verb := strings.TrimPrefix(path, "/v1/keys/")
 		return fmt.Errorf("%s key of %s: %w", verb, opts.Service, controlapi.MapError(err, "snavio key list"))
 	}

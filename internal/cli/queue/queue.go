@@ -18,9 +18,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -96,8 +96,8 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	if err != nil {
 		return nil
 	}
-	var l queueapi.List
-	if err := api.Do(ctx, http.MethodGet, "/v1/queues", url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}, nil, &l); err != nil {
+	var l wire.QueueList
+	if err := api.Do(ctx, http.MethodGet, "/v1/queues", url.Values{"limit": {strconv.Itoa(wire.QueueMaxPage)}}, nil, &l); err != nil {
 		return nil
 	}
 	var out []string
@@ -115,7 +115,7 @@ func queuePath(name string, rest ...string) string {
 
 // checkQueueArg validates a QUEUE argument before any request.
 func checkQueueArg(name string) error {
-	if err := queueapi.CheckName("queue", name); err != nil {
+	if err := wire.CheckQueueName("queue", name); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	return nil
@@ -133,7 +133,7 @@ func seconds(flag string, d, max time.Duration) (int, error) {
 }
 
 // Queues is a list of queues with their counts.
-type Queues []queueapi.Info
+type Queues []wire.QueueInfo
 
 // TableHeader implements output.Tabular.
 func (Queues) TableHeader() []string {
@@ -194,11 +194,11 @@ func runList(ctx context.Context, o *ListOptions) error {
 	out := Queues{}
 	after := ""
 	for {
-		q := url.Values{"limit": {strconv.Itoa(queueapi.MaxPage)}}
+		q := url.Values{"limit": {strconv.Itoa(wire.QueueMaxPage)}}
 		if after != "" {
 			q.Set("after", after)
 		}
-		var page queueapi.List
+		var page wire.QueueList
 		if err := api.Do(ctx, http.MethodGet, "/v1/queues", q, nil, &page); err != nil {
 			return mapErr(err)
 		}
@@ -259,20 +259,20 @@ receive.`,
 	_ = cmd.RegisterFlagCompletionFunc("dlq", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return queueNames(c.Context(), d, toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
-	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", queueapi.DefaultMaxReceives))
+	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", wire.QueueDefaultMaxReceives))
 	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
 	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
 	return cmd
 }
 
-func (o *CreateOptions) request() (queueapi.CreateRequest, error) {
+func (o *CreateOptions) request() (wire.QueueCreateRequest, error) {
 	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
 	if err != nil {
-		return queueapi.CreateRequest{}, err
+		return wire.QueueCreateRequest{}, err
 	}
-	req := queueapi.CreateRequest{Name: o.Name, DeadLetterQueue: o.DLQ, MaxReceives: o.MaxReceives, VisibilityTimeoutSeconds: vt, MaxDepth: o.MaxDepth}
-	if _, err := req.Validate(); err != nil {
-		return queueapi.CreateRequest{}, err
+	req := wire.QueueCreateRequest{Name: o.Name, DeadLetterQueue: o.DLQ, MaxReceives: o.MaxReceives, VisibilityTimeoutSeconds: vt, MaxDepth: o.MaxDepth}
+	if _, err := req.Normalize(); err != nil {
+		return wire.QueueCreateRequest{}, err
 	}
 	return req, nil
 }
@@ -286,7 +286,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	var res queueapi.CreateResult
+	var res wire.QueueCreateResult
 	if err := api.Do(ctx, http.MethodPost, "/v1/queues", nil, req, &res); err != nil {
 		return mapErr(err)
 	}
@@ -309,7 +309,7 @@ type ReceiveOptions struct {
 
 // Messages are received messages, printed with their attributes and
 // receipt handles.
-type Messages []queueapi.Message
+type Messages []wire.QueueMessage
 
 // TableHeader implements output.Tabular.
 func (Messages) TableHeader() []string {
@@ -378,22 +378,22 @@ JSON, nothing in NDJSON) and exits 0.`,
 	return cmd
 }
 
-func (o *ReceiveOptions) request() (queueapi.ReceiveRequest, error) {
+func (o *ReceiveOptions) request() (wire.QueueReceiveRequest, error) {
 	if err := checkQueueArg(o.Queue); err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
 	if o.Max < 1 || o.Max > embedded.MaxReceiveBatch {
-		return queueapi.ReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, embedded.MaxReceiveBatch)
+		return wire.QueueReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, embedded.MaxReceiveBatch)
 	}
 	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
 	if err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
-	wait, err := seconds("wait", o.Wait, queueapi.MaxWait)
+	wait, err := seconds("wait", o.Wait, wire.QueueMaxWait)
 	if err != nil {
-		return queueapi.ReceiveRequest{}, err
+		return wire.QueueReceiveRequest{}, err
 	}
-	return queueapi.ReceiveRequest{Max: o.Max, VisibilityTimeoutSeconds: vt, WaitSeconds: wait}, nil
+	return wire.QueueReceiveRequest{Max: o.Max, VisibilityTimeoutSeconds: vt, WaitSeconds: wait}, nil
 }
 
 func runReceive(ctx context.Context, o *ReceiveOptions) error {
@@ -405,7 +405,7 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 	if err != nil {
 		return err
 	}
-	var got queueapi.Received
+	var got wire.QueueReceived
 	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/receive"), nil, req, &got); err != nil {
 		return mapErr(err)
 	}
@@ -437,12 +437,12 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 }
 
 // deleteHandles deletes handles in batches of queueapi.MaxDeleteBatch.
-func deleteHandles(ctx context.Context, api *platform.API, queue string, handles []string) ([]queueapi.DeleteOutcome, error) {
-	var out []queueapi.DeleteOutcome
+func deleteHandles(ctx context.Context, api *platform.API, queue string, handles []string) ([]wire.QueueDeleteOutcome, error) {
+	var out []wire.QueueDeleteOutcome
 	for len(handles) > 0 {
-		n := min(len(handles), queueapi.MaxDeleteBatch)
-		var res queueapi.DeleteResult
-		if err := api.Do(ctx, http.MethodPost, queuePath(queue, "/messages/delete"), nil, queueapi.DeleteRequest{ReceiptHandles: handles[:n]}, &res); err != nil {
+		n := min(len(handles), wire.QueueMaxDeleteBatch)
+		var res wire.QueueDeleteResult
+		if err := api.Do(ctx, http.MethodPost, queuePath(queue, "/messages/delete"), nil, wire.QueueDeleteRequest{ReceiptHandles: handles[:n]}, &res); err != nil {
 			return out, mapErr(err)
 		}
 		out = append(out, res.Results...)
@@ -451,7 +451,7 @@ func deleteHandles(ctx context.Context, api *platform.API, queue string, handles
 	return out, nil
 }
 
-func failures(res []queueapi.DeleteOutcome) []string {
+func failures(res []wire.QueueDeleteOutcome) []string {
 	var out []string
 	for _, r := range res {
 		if !r.Deleted {
@@ -469,7 +469,7 @@ type DeleteOptions struct {
 }
 
 // Outcomes are the results of a delete.
-type Outcomes []queueapi.DeleteOutcome
+type Outcomes []wire.QueueDeleteOutcome
 
 // TableHeader implements output.Tabular.
 func (Outcomes) TableHeader() []string { return []string{"receipt handle", "deleted", "error"} }
@@ -516,8 +516,8 @@ table says which) or the request failed; 2 bad arguments.`,
 				return err
 			}
 			for i, h := range opts.Receipts {
-				if h == "" || len(h) > queueapi.MaxReceiptLen {
-					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, queueapi.MaxReceiptLen)
+				if h == "" || len(h) > wire.QueueMaxReceiptLen {
+					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, wire.QueueMaxReceiptLen)
 				}
 			}
 			if runF != nil {
@@ -597,7 +597,7 @@ func runPurge(ctx context.Context, o *PurgeOptions) error {
 		return err
 	}
 	if !o.Yes {
-		var in queueapi.Info
+		var in wire.QueueInfo
 		if err := api.Do(ctx, http.MethodGet, queuePath(o.Queue), nil, nil, &in); err != nil {
 			return mapErr(err)
 		}
@@ -610,7 +610,7 @@ func runPurge(ctx context.Context, o *PurgeOptions) error {
 			return fmt.Errorf("purge of %s %w (the typed name did not match): nothing was deleted", o.Queue, errNotConfirmed)
 		}
 	}
-	var res queueapi.PurgeResult
+	var res wire.QueuePurgeResult
 	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/purge"), nil, nil, &res); err != nil {
 		return mapErr(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server/servertest"
@@ -72,7 +73,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := create.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var cr queueapi.CreateResult
+	var cr wire.QueueCreateResult
 	if err := json.Unmarshal(fx.out.Bytes(), &cr); err != nil || !cr.Created || cr.VisibilityTimeoutSeconds != 45 || cr.DeadLetterQueue != "mailer-dlq" {
 		t.Fatalf("create = %s (%v)", fx.out, err)
 	}
@@ -87,7 +88,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := list.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var qs []queueapi.Info
+	var qs []wire.QueueInfo
 	if err := json.Unmarshal(fx.out.Bytes(), &qs); err != nil || len(qs) != 2 || qs[0].Name != "mailer" || qs[0].Visible != 2 {
 		t.Fatalf("list = %s (%v)", fx.out, err)
 	}
@@ -98,7 +99,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 	if err := recv.ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var msgs []queueapi.Message
+	var msgs []wire.QueueMessage
 	if err := json.Unmarshal(fx.out.Bytes(), &msgs); err != nil || len(msgs) != 2 || msgs[0].Attributes["command.source"] != "acme/billing" || msgs[0].ReceiptHandle == "" {
 		t.Fatalf("receive = %s (%v)", fx.out, err)
 	}
@@ -251,7 +252,7 @@ func TestWaitIsSentAsSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, err := got.request()
-	if err != nil || req != (queueapi.ReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
+	if err != nil || req != (wire.QueueReceiveRequest{Max: 5, VisibilityTimeoutSeconds: 120, WaitSeconds: 20}) {
 		t.Fatalf("request = %+v, %v", req, err)
 	}
 }

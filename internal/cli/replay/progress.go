@@ -7,7 +7,7 @@ import (
 
 	"charm.land/bubbles/v2/progress"
 
-	engine "github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -32,9 +32,9 @@ func newProgress(w io.Writer, tty bool, clk clock.Clock) *progressView {
 	return &progressView{w: w, tty: tty, clk: clk, bar: progress.New(progress.WithDefaultBlend(), progress.WithWidth(30), progress.WithoutPercentage())}
 }
 
-func done(a engine.Audit) int { return a.SentCount + a.Failed + a.Held }
+func done(a wire.ReplayAudit) int { return a.SentCount + a.Failed + a.Held }
 
-func (p *progressView) start(a engine.Audit) {
+func (p *progressView) start(a wire.ReplayAudit) {
 	p.began, p.base = p.clk.Now(), done(a)
 	fmt.Fprintf(p.w, "replay %s: %d command(s) planned from %s\n", a.ID, a.Planned, a.Origin)
 }
@@ -42,7 +42,7 @@ func (p *progressView) start(a engine.Audit) {
 // eta estimates the time left from this run's pace.
 // eta estimates the time left from this run's pace, and never below what
 // the rate limit allows.
-func (p *progressView) eta(a engine.Audit) (time.Duration, bool) {
+func (p *progressView) eta(a wire.ReplayAudit) (time.Duration, bool) {
 	n := done(a) - p.base
 	el := p.clk.Now().Sub(p.began)
 	left := a.Planned - done(a)
@@ -57,7 +57,7 @@ func (p *progressView) eta(a engine.Audit) (time.Duration, bool) {
 }
 
 // Line is the text of a progress update.
-func (p *progressView) line(a engine.Audit, final bool) string {
+func (p *progressView) line(a wire.ReplayAudit, final bool) string {
 	s := fmt.Sprintf("sent %d/%d", a.SentCount, a.Planned)
 	if a.Failed > 0 {
 		s += fmt.Sprintf(", refused %d", a.Failed)
@@ -74,14 +74,14 @@ func (p *progressView) line(a engine.Audit, final bool) string {
 	return s
 }
 
-func (p *progressView) update(a engine.Audit) {
+func (p *progressView) update(a wire.ReplayAudit) {
 	now := p.clk.Now()
 	if p.tty {
 		frac := 1.0
 		if a.Planned > 0 {
 			frac = min(1, float64(done(a))/float64(a.Planned))
 		}
-		fmt.Fprintf(p.w, "\r\x1b[K%s %3.0f%%  %s", p.bar.ViewAs(frac), frac*100, p.line(a, a.Status != engine.StatusRunning))
+		fmt.Fprintf(p.w, "\r\x1b[K%s %3.0f%%  %s", p.bar.ViewAs(frac), frac*100, p.line(a, a.Status != wire.ReplayRunning))
 		p.drawn = true
 		return
 	}
@@ -94,7 +94,7 @@ func (p *progressView) update(a engine.Audit) {
 
 // finish ends the progress display; a is the final audit (zero if the
 // stream ended early).
-func (p *progressView) finish(a engine.Audit) {
+func (p *progressView) finish(a wire.ReplayAudit) {
 	if p.tty {
 		if a.ID != "" {
 			p.update(a)

@@ -20,12 +20,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	engine "github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -175,14 +174,14 @@ func (o *Options) validate() error {
 	if o.From == "" {
 		return cmdutil.Usagef("say where to replay from: --from dlq:QUEUE or --from archive (or --resume ID)")
 	}
-	origin, err := engine.ParseOrigin(o.From)
+	origin, err := wire.ParseReplayOrigin(o.From)
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	if o.Reason == "" {
 		return cmdutil.Usagef("a replay needs a reason: give --reason-text \"why\" (it is audited and carried in telemetry)")
 	}
-	if _, _, err := engine.ParseRange(o.Start, o.End, o.Clock.Now()); err != nil {
+	if _, _, err := wire.ParseReplayRange(o.Start, o.End, o.Clock.Now()); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	if origin.IsArchive() {
@@ -194,14 +193,14 @@ func (o *Options) validate() error {
 		}
 	}
 	if o.Rate != "" {
-		if _, err := engine.ParseRate(o.Rate); err != nil {
+		if _, err := wire.ParseReplayRate(o.Rate); err != nil {
 			return &cmdutil.UsageError{Err: err}
 		}
 	}
-	if _, err := engine.ParseDedupeMode(o.Dedupe); err != nil {
+	if _, err := wire.ParseReplayDedupeMode(o.Dedupe); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
-	f := engine.Filter{Source: o.Source, Target: o.Target, Command: o.Command, Reason: o.FailureReason}
+	f := wire.ReplayFilter{Source: o.Source, Target: o.Target, Command: o.Command, Reason: o.FailureReason}
 	if err := f.Validate(); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
@@ -212,13 +211,13 @@ func (o *Options) validate() error {
 }
 
 // request builds the API request from validated flags.
-func (o *Options) request() replayapi.Request {
-	start, end, _ := engine.ParseRange(o.Start, o.End, o.Clock.Now())
+func (o *Options) request() wire.ReplayRequest {
+	start, end, _ := wire.ParseReplayRange(o.Start, o.End, o.Clock.Now())
 	rate := 0.0
 	if o.Rate != "" {
-		rate, _ = engine.ParseRate(o.Rate)
+		rate, _ = wire.ParseReplayRate(o.Rate)
 	}
-	return replayapi.Request{
+	return wire.ReplayRequest{
 		From: o.From, Start: start, End: end, Source: o.Source, Target: o.Target, Command: o.Command,
 		FailureReason: o.FailureReason, Reason: o.Reason, Dedupe: o.Dedupe, Rate: rate, Limit: o.Limit,
 	}
@@ -242,17 +241,17 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.DryRun {
-		var pr replayapi.PlanResponse
+		var pr wire.ReplayPlanResponse
 		if err := api.Do(ctx, http.MethodPost, "/v1/replays/plan", nil, o.request(), &pr); err != nil {
 			return mapErr(err, o.From)
 		}
-		return p.Print(PlanView{Plan: pr.Plan, End: pr.End})
+		return p.Print(PlanView{ReplayPlan: pr.Plan, End: pr.End})
 	}
 	ctx, stop := o.Interrupt(ctx)
 	defer stop()
 	path, body, origin := "/v1/replays", any(o.request()), o.From
 	if o.Resume != "" {
-		path, body, origin = "/v1/replays/"+o.Resume+"/resume", replayapi.ResumeRequest{Limit: o.Limit}, ""
+		path, body, origin = "/v1/replays/"+o.Resume+"/resume", wire.ReplayResumeRequest{Limit: o.Limit}, ""
 	}
 	fin, err := o.stream(ctx, api, path, body, origin)
 	if err != nil {
@@ -265,7 +264,7 @@ func run(ctx context.Context, o *Options) error {
 }
 
 // outcome turns the finished update into the exit status, with a note.
-func outcome(w io.Writer, fin replayapi.Update) error {
+func outcome(w io.Writer, fin wire.ReplayUpdate) error {
 	a := fin.Replay
 	if a.Held > 0 {
 		fmt.Fprintf(w, "%d strict-mode command(s) were held back inside their dedupe TTL until %s and left in place: replay again after that time, or use --dedupe new-id\n",
@@ -275,10 +274,10 @@ func outcome(w io.Writer, fin replayapi.Update) error {
 		fmt.Fprintf(w, "%d record(s) were refused and never sent: they are not commands the dispatcher accepted, or fail re-verification (see `snavio replay show %s`)\n", a.Refused, a.ID)
 	}
 	switch a.Status {
-	case engine.StatusPaused:
+	case wire.ReplayPaused:
 		fmt.Fprintf(w, "replay %s paused after --limit: continue it with `snavio replay --resume %s`\n", a.ID, a.ID)
 		return nil
-	case engine.StatusDone:
+	case wire.ReplayDone:
 		if a.Failed > 0 {
 			return fmt.Errorf("replay %s: the bus refused %d command(s), left in place (last: %s): fix the cause and replay again", a.ID, a.Failed, a.LastError)
 		}
@@ -295,47 +294,47 @@ func outcome(w io.Writer, fin replayapi.Update) error {
 const maxLine = 1 << 20
 
 // stream runs a replay request and follows its updates to the end.
-func (o *Options) stream(ctx context.Context, api *platform.API, path string, body any, origin string) (replayapi.Update, error) {
+func (o *Options) stream(ctx context.Context, api *platform.API, path string, body any, origin string) (wire.ReplayUpdate, error) {
 	req, err := api.NewRequest(ctx, http.MethodPost, path, nil, body)
 	if err != nil {
-		return replayapi.Update{}, err
+		return wire.ReplayUpdate{}, err
 	}
 	hc := *api.HTTPClient()
 	hc.Timeout = 0 // a replay runs as long as it takes; Ctrl-C ends it
 	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return replayapi.Update{}, errors.New("interrupted before the replay started: nothing was sent")
+			return wire.ReplayUpdate{}, errors.New("interrupted before the replay started: nothing was sent")
 		}
-		return replayapi.Update{}, &platform.UnreachableError{Endpoint: api.Endpoint(), Err: err}
+		return wire.ReplayUpdate{}, &platform.UnreachableError{Endpoint: api.Endpoint(), Err: err}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return replayapi.Update{}, mapErr(decodeError(resp), origin)
+		return wire.ReplayUpdate{}, mapErr(decodeError(resp), origin)
 	}
 	pv := newProgress(o.ErrOut, o.ProgressTTY(), o.Clock)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var id string
 	for sc.Scan() {
-		var u replayapi.Update
+		var u wire.ReplayUpdate
 		if err := json.Unmarshal(sc.Bytes(), &u); err != nil {
-			return replayapi.Update{}, fmt.Errorf("the server's replay update is not the JSON this snavio expects (%v); check that snavio and the server are the same version", err)
+			return wire.ReplayUpdate{}, fmt.Errorf("the server's replay update is not the JSON this snavio expects (%v); check that snavio and the server are the same version", err)
 		}
 		id = u.Replay.ID
 		switch u.Event {
-		case replayapi.EventStarted:
+		case wire.ReplayEventStarted:
 			pv.start(u.Replay)
-		case replayapi.EventProgress:
+		case wire.ReplayEventProgress:
 			pv.update(u.Replay)
-		case replayapi.EventFinished:
+		case wire.ReplayEventFinished:
 			pv.finish(u.Replay)
 			return u, nil
 		}
 	}
-	pv.finish(engine.Audit{})
+	pv.finish(wire.ReplayAudit{})
 	if id == "" {
-		return replayapi.Update{}, errors.New("the server ended the replay request before it started: run `snavio replay list` to check, then try again")
+		return wire.ReplayUpdate{}, errors.New("the server ended the replay request before it started: run `snavio replay list` to check, then try again")
 	}
 	if ctx.Err() != nil {
 		// Ctrl-C closed the connection: the server finishes the batch in
@@ -343,24 +342,24 @@ func (o *Options) stream(ctx context.Context, api *platform.API, path string, bo
 		fmt.Fprintf(o.ErrOut, "stopping replay %s after the batch in hand...\n", id)
 		a, err := waitStopped(api, id, o.Clock)
 		if err != nil {
-			return replayapi.Update{}, fmt.Errorf("replay %s was interrupted; its final state is unknown (%v): see `snavio replay show %s`, and continue it with --resume %s", id, err, id, id)
+			return wire.ReplayUpdate{}, fmt.Errorf("replay %s was interrupted; its final state is unknown (%v): see `snavio replay show %s`, and continue it with --resume %s", id, err, id, id)
 		}
-		return replayapi.Update{Event: replayapi.EventFinished, Replay: a,
+		return wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: a,
 			Error: fmt.Sprintf("replay %s interrupted after %d of %d command(s): resume it with --resume %s", id, a.SentCount, a.Planned, id)}, nil
 	}
-	return replayapi.Update{}, fmt.Errorf("lost the connection to the server during replay %s (%v): see `snavio replay show %s`, and continue it with --resume %s", id, sc.Err(), id, id)
+	return wire.ReplayUpdate{}, fmt.Errorf("lost the connection to the server during replay %s (%v): see `snavio replay show %s`, and continue it with --resume %s", id, sc.Err(), id, id)
 }
 
 // waitStopped polls the audit until the run has stopped (at most 30 s).
-func waitStopped(api *platform.API, id string, clk clock.Clock) (engine.Audit, error) {
+func waitStopped(api *platform.API, id string, clk clock.Clock) (wire.ReplayAudit, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		var a engine.Audit
+		var a wire.ReplayAudit
 		if err := api.Do(ctx, http.MethodGet, "/v1/replays/"+id, nil, nil, &a); err != nil {
 			return a, err
 		}
-		if a.Status != engine.StatusRunning {
+		if a.Status != wire.ReplayRunning {
 			return a, nil
 		}
 		t := time.NewTimer(100 * time.Millisecond)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	engine "github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -78,7 +78,7 @@ func TestFlags(t *testing.T) {
 func TestProgress(t *testing.T) {
 	clk := clock.NewFake(t0)
 	var buf bytes.Buffer
-	a := engine.Audit{ID: "r1", Origin: "archive", Planned: 100, Status: engine.StatusRunning}
+	a := wire.ReplayAudit{ID: "r1", Origin: "archive", Planned: 100, Status: wire.ReplayRunning}
 	p := newProgress(&buf, false, clk)
 	p.start(a)
 	clk.Advance(10 * time.Second)
@@ -87,7 +87,7 @@ func TestProgress(t *testing.T) {
 	clk.Advance(100 * time.Millisecond)
 	a.SentCount = 21
 	p.update(a) // within a second of the last line: not printed
-	a.SentCount, a.Failed, a.Status = 99, 1, engine.StatusDone
+	a.SentCount, a.Failed, a.Status = 99, 1, wire.ReplayDone
 	p.finish(a)
 	want := "replay r1: 100 command(s) planned from archive\nreplay r1: sent 20/100, ETA 40s\nreplay r1: done: sent 99/100, refused 1\n"
 	if buf.String() != want {
@@ -97,7 +97,7 @@ func TestProgress(t *testing.T) {
 	// ETA (30 left at 1/s is at least 30 s).
 	buf.Reset()
 	p = newProgress(&buf, true, clk)
-	a = engine.Audit{ID: "r2", Planned: 40, Rate: 1, Status: engine.StatusRunning}
+	a = wire.ReplayAudit{ID: "r2", Planned: 40, Rate: 1, Status: wire.ReplayRunning}
 	p.start(a)
 	clk.Advance(time.Second)
 	a.SentCount = 10

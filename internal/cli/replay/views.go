@@ -11,15 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	engine "github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
 
 // PlanView prints a dry run's plan.
 type PlanView struct {
-	engine.Plan
+	wire.ReplayPlan
 	// End is the end of the archive range the run would use.
 	End time.Time `json:"end,omitzero"`
 }
@@ -78,7 +77,7 @@ func stamp(t time.Time) string {
 }
 
 // AuditView prints one replay's audit.
-type AuditView engine.Audit
+type AuditView wire.ReplayAudit
 
 // TableHeader implements output.Tabular.
 func (AuditView) TableHeader() []string { return []string{"field", "value"} }
@@ -117,7 +116,7 @@ func (v AuditView) TableRows() [][]string {
 }
 
 // Audits prints the list of replays.
-type Audits []engine.Audit
+type Audits []wire.ReplayAudit
 
 // TableHeader implements output.Tabular.
 func (Audits) TableHeader() []string {
@@ -155,8 +154,8 @@ interrupted; continue it with snavio replay --resume ID.`,
   snavio replay list --status interrupted -o json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch engine.Status(o.Status) {
-			case "", engine.StatusRunning, engine.StatusPaused, engine.StatusInterrupted, engine.StatusDone, engine.StatusFailed:
+			switch wire.ReplayStatus(o.Status) {
+			case "", wire.ReplayRunning, wire.ReplayPaused, wire.ReplayInterrupted, wire.ReplayDone, wire.ReplayFailed:
 			default:
 				return cmdutil.Usagef("invalid --status %.40q: use running, paused, interrupted, done or failed", o.Status)
 			}
@@ -175,7 +174,7 @@ func runList(ctx context.Context, o *ListOptions) error {
 	if err != nil {
 		return err
 	}
-	var l replayapi.List
+	var l wire.ReplayList
 	if err := api.Do(ctx, http.MethodGet, "/v1/replays", nil, nil, &l); err != nil {
 		return mapErr(err, "")
 	}
@@ -225,7 +224,7 @@ func runShow(ctx context.Context, o *ShowOptions) error {
 	if err != nil {
 		return err
 	}
-	var a engine.Audit
+	var a wire.ReplayAudit
 	if err := api.Do(ctx, http.MethodGet, "/v1/replays/"+o.ID, nil, nil, &a); err != nil {
 		return mapErr(err, "")
 	}

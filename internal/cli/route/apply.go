@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -139,7 +139,7 @@ func RunApply(ctx context.Context, opts *ApplyOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := Apply(ctx, opts.API, control.ApplyRequest{Items: its, Prune: opts.Prune, DryRun: opts.DryRun}, "snavio route list")
+	res, err := Apply(ctx, opts.API, wire.ApplyRequest{Items: its, Prune: opts.Prune, DryRun: opts.DryRun}, "snavio route list")
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", opts.File, err)
 	}

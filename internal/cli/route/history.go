@@ -14,7 +14,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -80,7 +80,7 @@ func GetHistory(ctx context.Context, api func() (*platform.API, error), id regis
 	if err != nil {
 		return nil, err
 	}
-	var h control.History
+	var h wire.RegistryHistory
 	if err := a.Do(ctx, http.MethodGet, "/v1/registry/history", url.Values{"id": {string(id)}, "limit": {strconv.Itoa(limit)}}, nil, &h); err != nil {
 		return nil, controlapi.MapError(err, list)
 	}

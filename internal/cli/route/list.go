@@ -11,7 +11,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -110,7 +110,7 @@ func ListItems(ctx context.Context, api func() (*platform.API, error), kind regi
 			q.Set(k, vs[0])
 		}
 	}
-	var out control.Items
+	var out wire.RegistryItems
 	if err := a.Do(ctx, http.MethodGet, "/v1/registry", q, nil, &out); err != nil {
 		return nil, controlapi.MapError(err, list)
 	}

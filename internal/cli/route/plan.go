@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/snavio/snavio/internal/cli/controlapi"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/spec"
@@ -87,7 +87,7 @@ func (r Result) Line() string {
 }
 
 // NewResult builds the printed result of an apply answer.
-func NewResult(res control.ApplyResult, dryRun bool) Result {
+func NewResult(res wire.ApplyResult, dryRun bool) Result {
 	out := Result{DryRun: dryRun, Changes: []ChangeRow{}}
 	versions := map[registry.ID]int64{}
 	for _, ch := range res.Applied {
@@ -152,12 +152,12 @@ func fields(it *registry.Item) map[string]any {
 // Apply sends items to the one registration code path and returns the
 // result to print; API errors are mapped for the CLI (list names the
 // command that shows what exists).
-func Apply(ctx context.Context, api func() (*platform.API, error), req control.ApplyRequest, list string) (Result, error) {
+func Apply(ctx context.Context, api func() (*platform.API, error), req wire.ApplyRequest, list string) (Result, error) {
 	a, err := api()
 	if err != nil {
 		return Result{}, err
 	}
-	var res control.ApplyResult
+	var res wire.ApplyResult
 	if err := a.Do(ctx, http.MethodPost, "/v1/registry/apply", nil, req, &res); err != nil {
 		return Result{}, controlapi.MapError(err, list)
 	}

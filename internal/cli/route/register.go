@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/spec"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -197,7 +197,7 @@ func profiles() []string {
 // RunRegister registers opts.Route through the apply endpoint.
 func RunRegister(ctx context.Context, opts *RegisterOptions) error {
 	r := opts.Route
-	res, err := Apply(ctx, opts.API, control.ApplyRequest{Items: []registry.Item{{Route: &r}}, DryRun: opts.DryRun}, "snavio route list")
+	res, err := Apply(ctx, opts.API, wire.ApplyRequest{Items: []registry.Item{{Route: &r}}, DryRun: opts.DryRun}, "snavio route list")
 	if err != nil {
 		return fmt.Errorf("register route %s %s: %w", r.Target, r.Command, err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/snavio/snavio/internal/api/snapshotapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
@@ -120,7 +120,7 @@ func Decode(b []byte) (*File, error) {
 	if d.Format != snapshot.Format {
 		return nil, fmt.Errorf("document format %.64q: this snavio reads %q", d.Format, snapshot.Format)
 	}
-	if _, err := snapshotapi.ParseKind(string(d.Kind)); err != nil {
+	if _, err := wire.ParseSnapshotKind(string(d.Kind)); err != nil {
 		return nil, fmt.Errorf("document %w", err)
 	}
 	if d.VersionID == "" || d.GeneratedAt.IsZero() {
@@ -170,7 +170,7 @@ func ParseKey(b []byte) (Key, error) {
 		k, err := pemKey(b)
 		return Key{Key: k}, err
 	case b[0] == '{':
-		var pk snapshotapi.PublicKey
+		var pk wire.SnapshotPublicKey
 		if err := json.Unmarshal(b, &pk); err != nil {
 			return Key{}, fmt.Errorf("not valid JSON (%v): %s", err, keyFileHelp)
 		}

@@ -14,6 +14,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/internal/api/snapshotapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -250,7 +251,7 @@ func FuzzDecode(f *testing.F) {
 		if fl.Doc == nil || fl.Doc.VersionID == "" || fl.Doc.GeneratedAt.IsZero() {
 			t.Fatalf("accepted without a complete document: %+v", fl)
 		}
-		if _, err := snapshotapi.ParseKind(string(fl.Doc.Kind)); err != nil {
+		if _, err := wire.ParseSnapshotKind(string(fl.Doc.Kind)); err != nil {
 			t.Fatalf("accepted kind %q", fl.Doc.Kind)
 		}
 		_ = Verify(fl, Key{Key: make(ed25519.PublicKey, ed25519.PublicKeySize)})

@@ -19,10 +19,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/snapshotapi"
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -75,7 +75,7 @@ func mapErr(err error) error {
 }
 
 func kindArg(s string) (snapshot.Kind, error) {
-	k, err := snapshotapi.ParseKind(s)
+	k, err := wire.ParseSnapshotKind(s)
 	if err != nil {
 		return "", &cmdutil.UsageError{Err: err}
 	}
@@ -92,8 +92,8 @@ func fetchLatest(ctx context.Context, api *platform.API, kind snapshot.Kind) ([]
 }
 
 // serverKey fetches the server's public key.
-func serverKey(ctx context.Context, api *platform.API) (snapshotapi.PublicKey, Key, error) {
-	var pk snapshotapi.PublicKey
+func serverKey(ctx context.Context, api *platform.API) (wire.SnapshotPublicKey, Key, error) {
+	var pk wire.SnapshotPublicKey
 	if err := api.Do(ctx, http.MethodGet, "/v1/snapshots/public-key", nil, nil, &pk); err != nil {
 		return pk, Key{}, mapErr(err)
 	}
@@ -467,7 +467,7 @@ func runGenerate(ctx context.Context, o *GenerateOptions) error {
 	if err != nil {
 		return err
 	}
-	var g snapshotapi.Generated
+	var g wire.SnapshotGenerated
 	if err := api.Do(ctx, http.MethodPost, "/v1/snapshots/generate", nil, nil, &g); err != nil {
 		return mapErr(err)
 	}
@@ -579,12 +579,12 @@ fetch it.`,
 }
 
 // keyView hides the PEM from the table (it spans lines).
-type keyView struct{ snapshotapi.PublicKey }
+type keyView struct{ wire.SnapshotPublicKey }
 
 func (keyView) TableHeader() []string { return []string{"key id", "algorithm", "public key"} }
 
 func (k keyView) TableRows() [][]string {
-	return [][]string{{k.KeyID, k.Algorithm, k.PublicKey.PublicKey}}
+	return [][]string{{k.KeyID, k.Algorithm, k.SnapshotPublicKey.PublicKey}}
 }
 
 func runPublicKey(ctx context.Context, o *PublicKeyOptions) error {

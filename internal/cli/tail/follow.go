@@ -9,18 +9,18 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // Fetch reads one page of GET /v1/telemetry with query q.
-type Fetch func(ctx context.Context, q url.Values) (telemetryapi.Page, error)
+type Fetch func(ctx context.Context, q url.Values) (wire.TelemetryPage, error)
 
 // APIFetch returns the Fetch of a control-API client.
 func APIFetch(api *platform.API) Fetch {
-	return func(ctx context.Context, q url.Values) (telemetryapi.Page, error) {
-		var p telemetryapi.Page
+	return func(ctx context.Context, q url.Values) (wire.TelemetryPage, error) {
+		var p wire.TelemetryPage
 		err := api.Do(ctx, http.MethodGet, "/v1/telemetry", q, nil, &p)
 		return p, err
 	}
@@ -31,7 +31,7 @@ func APIFetch(api *platform.API) Fetch {
 type Sink interface {
 	// Record takes the next record: each once, in order per tenant.
 	// An error stops the follower and is returned by Run.
-	Record(r telemetryapi.Record) error
+	Record(r wire.TelemetryRecord) error
 	// Heartbeat says the server answered at serverTime.
 	Heartbeat(serverTime time.Time)
 	// Connection reports a change: connected (err nil), or the connection
@@ -109,8 +109,8 @@ func (f *Follower) Run(ctx context.Context) error {
 	if f.Wait <= 0 {
 		f.Wait = 10 * time.Second
 	}
-	if f.Limit <= 0 || f.Limit > telemetryapi.MaxLimit {
-		f.Limit = telemetryapi.MaxLimit
+	if f.Limit <= 0 || f.Limit > wire.TelemetryMaxLimit {
+		f.Limit = wire.TelemetryMaxLimit
 	}
 	if f.Backoff == nil {
 		f.Backoff = Backoff
@@ -187,7 +187,7 @@ func (f *Follower) Run(ctx context.Context) error {
 
 // take checks r against what was handed over for its tenant: a sequence
 // number already seen is dropped, a jump is reported as a gap.
-func (f *Follower) take(r telemetryapi.Record) bool {
+func (f *Follower) take(r wire.TelemetryRecord) bool {
 	last, seen := f.last[r.Tenant]
 	if seen && r.Seq <= last {
 		f.Duplicates++

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
@@ -110,10 +111,10 @@ func (r *restartable) fetch() Fetch {
 // recorder is a Sink that logs what it gets; onRecord runs on each record.
 type recorder struct {
 	log      []string
-	onRecord func(telemetryapi.Record)
+	onRecord func(wire.TelemetryRecord)
 }
 
-func (s *recorder) Record(r telemetryapi.Record) error {
+func (s *recorder) Record(r wire.TelemetryRecord) error {
 	s.log = append(s.log, fmt.Sprintf("%s#%d", r.Tenant, r.Seq))
 	if s.onRecord != nil {
 		s.onRecord(r)
@@ -144,7 +145,7 @@ func TestFollowAcrossRestartsBackfillsWithoutGapOrDuplicate(t *testing.T) {
 	var slept []time.Duration
 	onSleep := map[int]func(){}
 	sink := &recorder{}
-	sink.onRecord = func(r telemetryapi.Record) {
+	sink.onRecord = func(r wire.TelemetryRecord) {
 		switch {
 		case r.Seq == 3 && len(slept) == 0:
 			// The server dies; events keep being appended while it is down
@@ -202,35 +203,35 @@ func TestFollowAcrossRestartsBackfillsWithoutGapOrDuplicate(t *testing.T) {
 // scripted is a Fetch that answers from a script and records the queries.
 type scripted struct {
 	queries []url.Values
-	answers []func() (telemetryapi.Page, error)
+	answers []func() (wire.TelemetryPage, error)
 }
 
-func (s *scripted) fetch(_ context.Context, q url.Values) (telemetryapi.Page, error) {
+func (s *scripted) fetch(_ context.Context, q url.Values) (wire.TelemetryPage, error) {
 	s.queries = append(s.queries, q)
 	if len(s.answers) == 0 {
-		return telemetryapi.Page{}, errors.New("script exhausted")
+		return wire.TelemetryPage{}, errors.New("script exhausted")
 	}
 	a := s.answers[0]
 	s.answers = s.answers[1:]
 	return a()
 }
 
-func page(next uint64, seqs ...uint64) func() (telemetryapi.Page, error) {
-	return func() (telemetryapi.Page, error) {
-		p := telemetryapi.Page{Records: []telemetryapi.Record{}, NextAfter: next, ServerTime: t0}
+func page(next uint64, seqs ...uint64) func() (wire.TelemetryPage, error) {
+	return func() (wire.TelemetryPage, error) {
+		p := wire.TelemetryPage{Records: []wire.TelemetryRecord{}, NextAfter: next, ServerTime: t0}
 		for _, s := range seqs {
-			p.Records = append(p.Records, telemetryapi.Record{Seq: s, Tenant: "acme", At: t0, Event: []byte(`{"event":"snavio.command.delivered"}`)})
+			p.Records = append(p.Records, wire.TelemetryRecord{Seq: s, Tenant: "acme", At: t0, Event: []byte(`{"event":"snavio.command.delivered"}`)})
 		}
 		return p, nil
 	}
 }
 
-func fail(err error) func() (telemetryapi.Page, error) {
-	return func() (telemetryapi.Page, error) { return telemetryapi.Page{}, err }
+func fail(err error) func() (wire.TelemetryPage, error) {
+	return func() (wire.TelemetryPage, error) { return wire.TelemetryPage{}, err }
 }
 
 func TestFollowFalseReadsToTheEndFromSince(t *testing.T) {
-	s := &scripted{answers: []func() (telemetryapi.Page, error){page(2, 1, 2), page(4, 3, 4), page(5, 5)}}
+	s := &scripted{answers: []func() (wire.TelemetryPage, error){page(2, 1, 2), page(4, 3, 4), page(5, 5)}}
 	sink := &recorder{}
 	since := t0.Add(-10 * time.Minute)
 	f := &Follower{Fetch: s.fetch, Sink: sink, Since: since, Limit: 2}
@@ -258,14 +259,14 @@ func TestFollowErrors(t *testing.T) {
 	noSleep := func(context.Context, time.Duration) error { return nil }
 
 	// The first read is not retried: a wrong endpoint fails at once.
-	f := &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){fail(unreachable)}}).fetch, Sink: &recorder{}, Follow: true, Sleep: noSleep}
+	f := &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){fail(unreachable)}}).fetch, Sink: &recorder{}, Follow: true, Sleep: noSleep}
 	if err := f.Run(context.Background()); !errors.Is(err, unreachable) {
 		t.Fatalf("first read unreachable: %v", err)
 	}
 	// A refusal is not retried either; a busy server is, no sooner than it asks.
 	sink := &recorder{}
 	var slept []time.Duration
-	f = &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){page(1, 1), fail(busy), page(1), fail(forbidden)}}).fetch,
+	f = &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){page(1, 1), fail(busy), page(1), fail(forbidden)}}).fetch,
 		Sink: sink, Follow: true, Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
 	if err := f.Run(context.Background()); !errors.Is(err, forbidden) {
 		t.Fatalf("forbidden: %v", err)
@@ -274,13 +275,13 @@ func TestFollowErrors(t *testing.T) {
 		t.Fatalf("slept %v, want the server's Retry-After of 3s", slept)
 	}
 	// Without --follow a failure after the first read is not retried.
-	f = &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){page(2, 1, 2), fail(unreachable)}}).fetch, Sink: &recorder{}, Limit: 2}
+	f = &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){page(2, 1, 2), fail(unreachable)}}).fetch, Sink: &recorder{}, Limit: 2}
 	if err := f.Run(context.Background()); !errors.Is(err, unreachable) {
 		t.Fatalf("no follow: %v", err)
 	}
 	// Cancelling while waiting to retry is a clean stop.
 	ctx, cancel := context.WithCancel(context.Background())
-	f = &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){page(1, 1), fail(unreachable)}}).fetch, Sink: &recorder{}, Follow: true,
+	f = &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){page(1, 1), fail(unreachable)}}).fetch, Sink: &recorder{}, Follow: true,
 		Sleep: func(ctx context.Context, _ time.Duration) error { cancel(); return ctx.Err() }}
 	if err := f.Run(ctx); err != nil {
 		t.Fatalf("cancelled: %v", err)
@@ -290,7 +291,7 @@ func TestFollowErrors(t *testing.T) {
 func TestMisbehavingServer(t *testing.T) {
 	// Records already handed over are dropped, not repeated.
 	sink := &recorder{}
-	f := &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){page(2, 1, 2), page(3, 2, 3), page(3)}}).fetch, Sink: sink, Limit: 2}
+	f := &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){page(2, 1, 2), page(3, 2, 3), page(3)}}).fetch, Sink: sink, Limit: 2}
 	if err := f.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestMisbehavingServer(t *testing.T) {
 		t.Fatalf("log %q, %d duplicates", got, f.Duplicates)
 	}
 	// Records with a next_after that does not move would loop forever.
-	f = &Follower{Fetch: (&scripted{answers: []func() (telemetryapi.Page, error){page(2, 1, 2), page(2, 3, 4)}}).fetch, Sink: &recorder{}, Limit: 2}
+	f = &Follower{Fetch: (&scripted{answers: []func() (wire.TelemetryPage, error){page(2, 1, 2), page(2, 3, 4)}}).fetch, Sink: &recorder{}, Limit: 2}
 	if err := f.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "next_after") {
 		t.Fatalf("stuck cursor: %v", err)
 	}

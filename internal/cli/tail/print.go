@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	tuitail "github.com/snavio/snavio/internal/tui/tail"
 )
@@ -56,7 +56,7 @@ func (a *acker) flush() error {
 	return nil
 }
 
-func (s *printSink) Record(r telemetryapi.Record) error {
+func (s *printSink) Record(r wire.TelemetryRecord) error {
 	if err := s.print(r); err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (s *printSink) Record(r telemetryapi.Record) error {
 	return nil
 }
 
-func (s *printSink) print(r telemetryapi.Record) error {
+func (s *printSink) print(r wire.TelemetryRecord) error {
 	e := DecodeEvent(r)
 	if !s.filter.Match(&e) {
 		return nil

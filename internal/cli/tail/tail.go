@@ -19,9 +19,9 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -170,7 +170,7 @@ func Run(o *Options) error {
 		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Endpoint()}
 		if o.Ack {
 			ps.acks = &acker{now: o.Now, ack: func(seq uint64) error {
-				return api.Do(context.WithoutCancel(ctx), http.MethodPost, "/v1/telemetry/ack", nil, telemetryapi.Ack{Tenant: o.Tenant, Seq: seq}, nil)
+				return api.Do(context.WithoutCancel(ctx), http.MethodPost, "/v1/telemetry/ack", nil, wire.TelemetryAck{Tenant: o.Tenant, Seq: seq}, nil)
 			}}
 		}
 		f.Sink = ps
@@ -245,7 +245,7 @@ func (s *uiSink) send(m tea.Msg) {
 	}
 }
 
-func (s *uiSink) Record(r telemetryapi.Record) error {
+func (s *uiSink) Record(r wire.TelemetryRecord) error {
 	s.send(tuitail.EventMsg(DecodeEvent(r)))
 	return nil
 }
@@ -285,7 +285,7 @@ func short(err error) string {
 
 // DecodeEvent returns the UI's view of a record. Fields the event does
 // not carry, or carries with another type, are left empty.
-func DecodeEvent(r telemetryapi.Record) tuitail.Event {
+func DecodeEvent(r wire.TelemetryRecord) tuitail.Event {
 	e := tuitail.Event{Tenant: r.Tenant, Seq: r.Seq, Time: r.At, Raw: r.Event}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(r.Event, &m) != nil {

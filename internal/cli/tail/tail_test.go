@@ -13,8 +13,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -134,7 +134,7 @@ func TestPlainNDJSONWithFilters(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want 3 lines (acme's 2 failed and 1 invalid), got:\n%s", out)
 	}
-	var rec telemetryapi.Record
+	var rec wire.TelemetryRecord
 	if err := json.Unmarshal([]byte(lines[2]), &rec); err != nil || rec.Tenant != "acme" || rec.Seq != 3 || rec.Global != 4 || !strings.Contains(string(rec.Event), `"reason":"bad_signature"`) {
 		t.Fatalf("last line %s: %v", lines[2], err)
 	}
@@ -215,11 +215,11 @@ func TestTerminalUIFedByTheFollower(t *testing.T) {
 }
 
 func TestDecodeEventTolerates(t *testing.T) {
-	e := DecodeEvent(telemetryapi.Record{Tenant: "acme", Seq: 1, Event: json.RawMessage(`{"event":"snavio.command.failed","source":7,"reason":"acl-deny"}`)})
+	e := DecodeEvent(wire.TelemetryRecord{Tenant: "acme", Seq: 1, Event: json.RawMessage(`{"event":"snavio.command.failed","source":7,"reason":"acl-deny"}`)})
 	if e.Name != telemetry.NameFailed || e.Source != "" || e.Reason != "acl-deny" {
 		t.Fatalf("%+v", e)
 	}
-	if e := DecodeEvent(telemetryapi.Record{Event: json.RawMessage(`[`)}); e.Name != "(undecodable event)" {
+	if e := DecodeEvent(wire.TelemetryRecord{Event: json.RawMessage(`[`)}); e.Name != "(undecodable event)" {
 		t.Fatalf("%+v", e)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/route/routetest"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
@@ -57,9 +57,9 @@ func TestArgs(t *testing.T) {
 
 func TestTenantConfig(t *testing.T) {
 	e := newEnv(t)
-	var k control.KeyResult
+	var k wire.KeyResult
 	a := platform.NewAPI(e.Srv.URL, func() (string, error) { return "op", nil }, nil)
-	if err := a.Do(t.Context(), "POST", "/v1/keys/create", nil, control.KeyRequest{Source: "acme/billing"}, &k); err != nil {
+	if err := a.Do(t.Context(), "POST", "/v1/keys/create", nil, wire.KeyRequest{Source: "acme/billing"}, &k); err != nil {
 		t.Fatal(err)
 	}
 	secret := base64.StdEncoding.EncodeToString(k.Secret)

@@ -19,9 +19,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 )
@@ -69,7 +69,7 @@ is revoked and issued again. Creating and revoking need the operator token.`,
 func mapErr(err error) error { return controlapi.MapError(err, "snavio token list") }
 
 func checkTenant(tenant string) error {
-	if err := tokenapi.CheckTenant("--tenant", tenant); err != nil {
+	if err := wire.CheckTenant("--tenant", tenant); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
 	return nil
@@ -169,11 +169,11 @@ func runCreate(ctx context.Context, o *CreateOptions) (err error) {
 			}
 		}()
 	}
-	var iss tokenapi.Issued
-	if err := api.Do(ctx, http.MethodPost, "/v1/tokens", nil, tokenapi.IssueRequest{Tenant: o.Tenant}, &iss); err != nil {
+	var iss wire.TokenIssued
+	if err := api.Do(ctx, http.MethodPost, "/v1/tokens", nil, wire.TokenIssueRequest{Tenant: o.Tenant}, &iss); err != nil {
 		return fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 	}
-	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: tokenapi.TokenNotice}
+	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
 	if file != nil {
 		if _, err := file.WriteString(iss.Secret + "\n"); err != nil {
 			return fmt.Errorf("writing --token-file %s: %w; the token %s is lost: revoke it with `snavio token revoke %s`", o.TokenFile, err, iss.ID, iss.ID)
@@ -198,7 +198,7 @@ func runCreate(ctx context.Context, o *CreateOptions) (err error) {
 }
 
 // Tokens is a list of tokens without secrets.
-type Tokens []tokenapi.Token
+type Tokens []wire.Token
 
 // TableHeader implements output.Tabular.
 func (Tokens) TableHeader() []string { return []string{"id", "tenant", "created"} }
@@ -258,7 +258,7 @@ func runList(ctx context.Context, o *ListOptions) error {
 	if o.Tenant != "" {
 		q = url.Values{"tenant": {o.Tenant}}
 	}
-	var l tokenapi.List
+	var l wire.TokenList
 	if err := api.Do(ctx, http.MethodGet, "/v1/tokens", q, nil, &l); err != nil {
 		return mapErr(err)
 	}
@@ -295,7 +295,7 @@ token with "snavio token create". Needs the operator token.`,
 		Args: cmdutil.ExactArgs(1, "the token ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
-			if err := tokenapi.CheckID("token ID", opts.ID); err != nil {
+			if err := wire.CheckTokenID("token ID", opts.ID); err != nil {
 				return &cmdutil.UsageError{Err: err}
 			}
 			if runF != nil {
@@ -311,7 +311,7 @@ func runRevoke(ctx context.Context, o *RevokeOptions) error {
 	if err != nil {
 		return err
 	}
-	var r tokenapi.Revoked
+	var r wire.TokenRevoked
 	if err := api.Do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(o.ID), nil, nil, &r); err != nil {
 		return fmt.Errorf("revoking %s: %w", o.ID, mapErr(err))
 	}

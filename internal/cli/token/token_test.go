@@ -18,6 +18,7 @@ import (
 
 	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
@@ -213,7 +214,7 @@ func TestTenantSeesItsOwn(t *testing.T) {
 	if err := fx.run(t, NewCmdList(fx.deps, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var l []tokenapi.Token
+	var l []wire.Token
 	if err := json.Unmarshal(fx.out.Bytes(), &l); err != nil || len(l) != 1 || l[0].Tenant != "acme" {
 		t.Fatalf("acme's list: %s %v", fx.out, err)
 	}

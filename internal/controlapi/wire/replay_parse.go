@@ -1,4 +1,4 @@
-package replay
+package wire
 
 import (
 	"fmt"
@@ -8,57 +8,54 @@ import (
 	"time"
 )
 
-// OriginArchive is the --from value of the archive of accepted events.
-const OriginArchive = "archive"
+// ReplayOriginArchive is the --from value of the archive of accepted events.
+const ReplayOriginArchive = "archive"
 
 // dlqPrefix starts the --from value of a dead-letter queue.
 const dlqPrefix = "dlq:"
 
-// maxQueueName is the longest local (and SQS) queue name.
-const maxQueueName = 80
-
-// Origin is where a replay reads: the archive, or one DLQ.
-type Origin struct {
+// ReplayOrigin is where a replay reads: the archive, or one DLQ.
+type ReplayOrigin struct {
 	// Queue is the DLQ's name; empty for the archive.
 	Queue string
 }
 
 // IsArchive reports whether o is the archive.
-func (o Origin) IsArchive() bool { return o.Queue == "" }
+func (o ReplayOrigin) IsArchive() bool { return o.Queue == "" }
 
 // String returns the --from spelling: "archive" or "dlq:<queue>".
-func (o Origin) String() string {
+func (o ReplayOrigin) String() string {
 	if o.IsArchive() {
-		return OriginArchive
+		return ReplayOriginArchive
 	}
 	return dlqPrefix + o.Queue
 }
 
-// ParseOrigin parses a --from value: "archive" or "dlq:<queue>", the queue
+// ParseReplayOrigin parses a --from value: "archive" or "dlq:<queue>", the queue
 // named as a local queue is (1-80 letters, digits, - and _).
-func ParseOrigin(s string) (Origin, error) {
-	if s == OriginArchive {
-		return Origin{}, nil
+func ParseReplayOrigin(s string) (ReplayOrigin, error) {
+	if s == ReplayOriginArchive {
+		return ReplayOrigin{}, nil
 	}
 	q, ok := strings.CutPrefix(s, dlqPrefix)
 	if !ok {
-		return Origin{}, fmt.Errorf("unknown --from %.60q: use archive, or dlq:QUEUE for a dead-letter queue (snavio queue list shows them)", s)
+		return ReplayOrigin{}, fmt.Errorf("unknown --from %.60q: use archive, or dlq:QUEUE for a dead-letter queue (snavio queue list shows them)", s)
 	}
-	if q == "" || len(q) > maxQueueName {
-		return Origin{}, fmt.Errorf("invalid --from %.60q: the queue name after dlq: must be 1 to %d characters", s, maxQueueName)
+	if q == "" || len(q) > QueueMaxNameLen {
+		return ReplayOrigin{}, fmt.Errorf("invalid --from %.60q: the queue name after dlq: must be 1 to %d characters", s, QueueMaxNameLen)
 	}
 	for _, r := range q {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return Origin{}, fmt.Errorf("invalid --from %.60q: character %q is not allowed in a queue name: use letters, digits, - and _", s, r)
+			return ReplayOrigin{}, fmt.Errorf("invalid --from %.60q: character %q is not allowed in a queue name: use letters, digits, - and _", s, r)
 		}
 	}
-	return Origin{Queue: q}, nil
+	return ReplayOrigin{Queue: q}, nil
 }
 
-// ParseRate parses a --rate value: N/s, N/m (per minute) or N/h (per
+// ParseReplayRate parses a --rate value: N/s, N/m (per minute) or N/h (per
 // hour), N a positive decimal number; the result is commands per second,
-// at most MaxRate.
-func ParseRate(s string) (float64, error) {
+// at most ReplayMaxRate.
+func ParseReplayRate(s string) (float64, error) {
 	num, unit, ok := strings.Cut(s, "/")
 	if !ok {
 		return 0, fmt.Errorf("invalid --rate %.40q: give a count per unit, such as 50/s, 600/m or 1000/h", s)
@@ -79,8 +76,8 @@ func ParseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("invalid --rate %.40q: the count must be a positive decimal number, such as 50/s", s)
 	}
 	r := n / per
-	if r > MaxRate || r < 1.0/3600 {
-		return 0, fmt.Errorf("invalid --rate %.40q: use between 1/h and %d/s", s, MaxRate)
+	if r > ReplayMaxRate || r < 1.0/3600 {
+		return 0, fmt.Errorf("invalid --rate %.40q: use between 1/h and %d/s", s, ReplayMaxRate)
 	}
 	return r, nil
 }
@@ -88,10 +85,10 @@ func ParseRate(s string) (float64, error) {
 // maxAgo bounds relative times: ten years.
 const maxAgo = 10 * 365 * 24 * time.Hour
 
-// ParseTime parses a --start or --end value: an RFC 3339 time
+// ParseReplayTime parses a --start or --end value: an RFC 3339 time
 // (2026-11-21T12:00:00Z), or a duration meaning that long before now
 // (90m, 2h, 3d). flag names the flag in errors.
-func ParseTime(flag, s string, now time.Time) (time.Time, error) {
+func ParseReplayTime(flag, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
@@ -127,17 +124,17 @@ func parseAgo(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// ParseRange parses --start and --end and checks start is before end.
-func ParseRange(start, end string, now time.Time) (time.Time, time.Time, error) {
-	s, err := ParseTime("start", start, now)
+// ParseReplayRange parses --start and --end and checks start is before end.
+func ParseReplayRange(start, end string, now time.Time) (time.Time, time.Time, error) {
+	s, err := ParseReplayTime("start", start, now)
 	if err != nil {
 		return time.Time{}, time.Time{}, err
 	}
-	e, err := ParseTime("end", end, now)
+	e, err := ParseReplayTime("end", end, now)
 	if err != nil {
 		return time.Time{}, time.Time{}, err
 	}
-	f := Filter{Start: s, End: e}
+	f := ReplayFilter{Start: s, End: e}
 	if err := f.Validate(); err != nil {
 		return time.Time{}, time.Time{}, err
 	}
