@@ -6,17 +6,15 @@ package acl
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -133,7 +131,7 @@ profile's cache TTLs. --ttl makes the grant expire.`,
 // RunGrant grants through the one registration code path.
 func RunGrant(ctx context.Context, opts *GrantOptions) error {
 	a := opts.ACL
-	res, err := route.Apply(ctx, opts.API, wire.ApplyRequest{Items: []registry.Item{{ACL: &a}}, DryRun: opts.DryRun}, "snavio acl list")
+	res, err := route.Apply(ctx, opts.Platform, wire.ApplyRequest{Items: []registry.Item{{ACL: &a}}, DryRun: opts.DryRun}, "snavio acl list")
 	if err != nil {
 		return fmt.Errorf("grant %s -> %s %s: %w", a.Source, a.Target, a.Command, err)
 	}
@@ -180,14 +178,13 @@ Revoking a grant that is already revoked is an error (exit 1).`,
 
 // RunRevoke revokes a grant.
 func RunRevoke(ctx context.Context, opts *RevokeOptions) error {
-	a, err := opts.API()
+	a, err := opts.Platform()
 	if err != nil {
 		return err
 	}
-	var ch registry.Change
-	req := wire.ACLRevokeRequest{Source: opts.Source, Target: opts.Target, Command: opts.Command}
-	if err := a.Do(ctx, http.MethodPost, "/v1/registry/acl/revoke", nil, req, &ch); err != nil {
-		return fmt.Errorf("revoke %s -> %s %s: %w", opts.Source, opts.Target, opts.Command, controlapi.MapError(err, "snavio acl list"))
+	ch, err := a.RevokeACL(ctx, wire.ACLRevokeRequest{Source: opts.Source, Target: opts.Target, Command: opts.Command})
+	if err != nil {
+		return fmt.Errorf("revoke %s -> %s %s: %w", opts.Source, opts.Target, opts.Command, cmdutil.MapAPIError(err, "snavio acl list"))
 	}
 	p, err := opts.Printer()
 	if err != nil {
@@ -259,8 +256,8 @@ func NewCmdList(d route.Deps, runF func(context.Context, *ListOptions) error) *c
 
 // RunList lists grants.
 func RunList(ctx context.Context, opts *ListOptions) error {
-	its, err := route.ListItems(ctx, opts.API, registry.KindACL, url.Values{"source": {opts.Source}, "tenant": {opts.Tenant},
-		"target": {opts.Target}, "command": {opts.Command}}, "snavio acl list")
+	its, err := route.ListItems(ctx, opts.Platform, registry.KindACL, platform.RegistryFilter{Source: opts.Source, Tenant: opts.Tenant,
+		Target: opts.Target, Command: opts.Command}, "snavio acl list")
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/send"
-	"github.com/snavio/snavio/internal/platform"
-
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -189,14 +187,10 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	}
 	r := &Runner{Bus: bus, Clock: o.Clock, Limiter: NewLimiter(o.rate, o.Clock, clock.Sleep)}
 	if o.Wait > 0 {
-		api, err := client.API()
-		if err != nil {
-			return fmt.Errorf("--wait follows telemetry through a local dispatcher's control API: %w", err)
+		if r.Cursor, err = send.StartCursor(ctx, client, tenant); err != nil {
+			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, cmdutil.MapAPIError(err, "snavio tail"))
 		}
-		if r.Cursor, err = send.StartCursor(ctx, api, tenant); err != nil {
-			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
-		}
-		r.Telemetry = api
+		r.Telemetry = client
 	}
 	plan := Plan{Source: o.Source, Target: o.Target, Command: o.Command, Payload: payload, Key: key,
 		Count: o.Count, Duration: o.Duration, Concurrency: o.Concurrency, Batch: o.Batch, Wait: o.Wait}
@@ -215,7 +209,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return err
 	}
 	if ferr != nil {
-		return fmt.Errorf("--wait: following %s's telemetry failed, so some outcomes are missing: %w", tenant, controlapi.MapError(ferr, "snavio tail"))
+		return fmt.Errorf("--wait: following %s's telemetry failed, so some outcomes are missing: %w", tenant, cmdutil.MapAPIError(ferr, "snavio tail"))
 	}
 	return ExitError(sum)
 }

@@ -144,7 +144,7 @@ func TestBenchAgainstServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	bus := platform.NewBus(platform.Target{Kind: "local", Endpoint: url}, platform.BusOptions{Credentials: credentials.NewStaticCredentialsProvider(ck.AccessKeyID, ck.SecretAccessKey, "")})
-	api := platform.NewAPI(url, platform.LocalToken(func(string) (string, bool) { return "", false }, dir), nil)
+	api := platform.NewLocal(url, platform.LocalToken(func(string) (string, bool) { return "", false }, dir), nil)
 
 	bench := func(target string, count int, rate float64, batch int) Summary {
 		t.Helper()

@@ -31,8 +31,8 @@ type Factory struct {
 	Printer func() (*output.Printer, error)
 	// Styles colours text for stderr messages.
 	Styles func() output.Styles
-	// Platform is the client for the selected profile.
-	Platform func() (platform.Client, error)
+	// Platform is the platform of the selected profile.
+	Platform func() (platform.Platform, error)
 	// Logger writes structured logs to stderr (debug level with -v).
 	Logger func() *slog.Logger
 }
@@ -112,7 +112,7 @@ func New(ios *iostreams.IOStreams, env iostreams.Env, g *Globals) *Factory {
 		_, _ = presentation()
 		return output.NewStyles(ios.ErrOut, ios.IsStderrTTY() && ios.ColorEnabled())
 	})
-	f.Platform = sync.OnceValues(func() (platform.Client, error) {
+	f.Platform = sync.OnceValues(func() (platform.Platform, error) {
 		s, err := f.Settings()
 		if err != nil {
 			return nil, err

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,7 +20,6 @@ import (
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/output"
@@ -31,15 +28,15 @@ import (
 
 // Deps are what every credentials command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes (never results).
 	ErrOut io.Writer
 }
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
 }
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
@@ -91,7 +88,7 @@ its own tenant's.`,
 	return cmd
 }
 
-func mapErr(err error) error { return controlapi.MapError(err, "snavio tenant credentials list") }
+func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio tenant credentials list") }
 
 func checkTenant(tenant string) error {
 	if err := wire.CheckTenant("--tenant", tenant); err != nil {
@@ -184,7 +181,7 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return cmdutil.Usagef("--credentials-file: %v; pass a path in a writable directory", err)
 		}
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -192,8 +189,8 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	var c wire.CredentialCreated
-	if err := api.Do(ctx, http.MethodPost, "/v1/credentials", nil, wire.CredentialCreateRequest{Tenant: o.Tenant}, &c); err != nil {
+	c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
+	if err != nil {
 		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 	}
 	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
@@ -274,16 +271,12 @@ tenant's; a tenant token its own tenant's.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var q url.Values
-	if o.Tenant != "" {
-		q = url.Values{"tenant": {o.Tenant}}
-	}
-	var l wire.CredentialList
-	if err := api.Do(ctx, http.MethodGet, "/v1/credentials", q, nil, &l); err != nil {
+	l, err := api.ListCredentials(ctx, o.Tenant)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -343,12 +336,12 @@ operator token, or the credential's tenant's token.`,
 }
 
 func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var r wire.CredentialRevoked
-	if err := api.Do(ctx, http.MethodDelete, "/v1/credentials/"+url.PathEscape(o.AccessKeyID), nil, nil, &r); err != nil {
+	r, err := api.RevokeCredential(ctx, o.AccessKeyID)
+	if err != nil {
 		return fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
 	}
 	p, err := o.Printer()

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -75,7 +75,7 @@ type Options struct {
 	Paths    func() (config.Paths, error)
 	Config   func() (*config.File, error)
 	Settings func() (*config.Settings, error)
-	Platform func() (platform.Client, error)
+	Platform func() (platform.Platform, error)
 	Printer  func() (*output.Printer, error)
 	// Clock times the requests for the skew estimate.
 	Clock clock.Clock
@@ -133,16 +133,6 @@ flags.`,
 	return cmd
 }
 
-// Whoami is the answer of GET /v1/whoami.
-type Whoami struct {
-	Principal  string    `json:"principal"`
-	Operator   bool      `json:"operator"`
-	Tenant     string    `json:"tenant,omitempty"`
-	ServerTime time.Time `json:"server_time"`
-	// ReplayWindowSeconds is the server's replay window, if it reports it.
-	ReplayWindowSeconds float64 `json:"replay_window_seconds,omitempty"`
-}
-
 // EstimateSkew estimates how far the local clock is ahead of the server's
 // (negative: behind) from one request sent at local time sent and
 // answered at local time received, in which the server read its clock as
@@ -191,39 +181,10 @@ func fmtDur(d time.Duration) string {
 	return d.String()
 }
 
-// probe is one timed request.
-type probe struct {
-	status         int
-	body           []byte
-	date           string
-	sent, received time.Time
-	err            error
-}
-
-func (o *Options) get(ctx context.Context, api *platform.API, path string, auth bool) probe {
+func (o *Options) get(ctx context.Context, pc platform.Platform, path platform.ProbePath, auth bool) platform.Probe {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	var req *http.Request
-	var err error
-	if auth {
-		req, err = api.NewRequest(ctx, http.MethodGet, path, nil, nil)
-	} else {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, api.Endpoint()+path, nil)
-	}
-	if err != nil {
-		return probe{err: err}
-	}
-	p := probe{sent: o.Clock.Now()}
-	resp, err := api.HTTPClient().Do(req)
-	p.received = o.Clock.Now()
-	if err != nil {
-		p.err = err
-		return p
-	}
-	defer resp.Body.Close()
-	p.status, p.date = resp.StatusCode, resp.Header.Get("Date")
-	p.body, p.err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return p
+	return pc.Probe(ctx, path, auth, o.Clock.Now)
 }
 
 // Run runs the checks, prints the report, and fails if a check failed.
@@ -296,63 +257,56 @@ func check(ctx context.Context, o *Options) (r Report) {
 	tgt := pc.Target()
 	if s.Kind != config.KindLocal {
 		add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind %s, region %s, from %s)", s.ProfileName, s.Kind, tgt.Region, s.ProfileOrigin)})
-		skipRest(2, "doctor checks a local dispatcher (`snavio dispatch serve`); this profile is kind "+s.Kind)
+		skipRest(2, "not available on "+s.Kind+" yet: doctor checks a local dispatcher, and this profile is kind "+s.Kind)
 		return r
 	}
 	add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind local, endpoint %s, data_dir %s, from %s)", s.ProfileName, tgt.Endpoint, tgt.DataDir, s.ProfileOrigin)})
-	api, err := pc.API()
-	if err != nil {
-		add(Check{Name: "reachable", Status: Fail, Detail: err.Error(), Fix: "use a local profile"})
-		skipRest(3, "needs the dispatcher")
-		return r
-	}
-
 	// reachable
-	h := o.get(ctx, api, "/healthz", false)
+	h := o.get(ctx, pc, platform.ProbeHealth, false)
 	switch {
-	case h.err != nil:
-		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz: %v", api.Endpoint(), h.err),
+	case h.Err != nil:
+		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz: %v", tgt.Endpoint, h.Err),
 			Fix: "start it with `snavio dispatch serve`, or point the profile at it (`--endpoint-url`, `snavio profile set " + s.ProfileName + " --endpoint-url URL`)"})
 		skipRest(3, "needs the dispatcher")
 		return r
-	case h.status != http.StatusOK:
-		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz answered HTTP %d: %.200s", api.Endpoint(), h.status, h.body),
+	case h.Status != http.StatusOK:
+		add(Check{Name: "reachable", Status: Fail, Detail: fmt.Sprintf("GET %s/healthz answered HTTP %d: %.200s", tgt.Endpoint, h.Status, h.Body),
 			Fix: "check that the endpoint is a `snavio dispatch serve`, not another service"})
 		skipRest(3, "needs the dispatcher")
 		return r
 	}
-	add(Check{Name: "reachable", Status: OK, Detail: fmt.Sprintf("%s/healthz ok in %s", api.Endpoint(), fmtDur(h.received.Sub(h.sent)))})
+	add(Check{Name: "reachable", Status: OK, Detail: fmt.Sprintf("%s/healthz ok in %s", tgt.Endpoint, fmtDur(h.Received.Sub(h.Sent)))})
 
 	// ready
-	rd := o.get(ctx, api, "/readyz", false)
+	rd := o.get(ctx, pc, platform.ProbeReady, false)
 	switch {
-	case rd.err != nil:
-		add(Check{Name: "ready", Status: Fail, Detail: "GET /readyz: " + rd.err.Error(), Fix: "retry; check the server log"})
-	case rd.status == http.StatusOK:
+	case rd.Err != nil:
+		add(Check{Name: "ready", Status: Fail, Detail: "GET /readyz: " + rd.Err.Error(), Fix: "retry; check the server log"})
+	case rd.Status == http.StatusOK:
 		add(Check{Name: "ready", Status: OK, Detail: "the dispatcher takes traffic"})
 	default:
-		add(Check{Name: "ready", Status: Warn, Detail: fmt.Sprintf("GET /readyz answered HTTP %d: %.200s", rd.status, rd.body),
+		add(Check{Name: "ready", Status: Warn, Detail: fmt.Sprintf("GET /readyz answered HTTP %d: %.200s", rd.Status, rd.Body),
 			Fix: "wait for it to finish starting (or restart it if it is draining); the server log says what it waits for"})
 	}
 
 	// credentials
 	window := o.ReplayWindow
 	var skewCheck *Check
-	if _, err := api.Token(); err != nil {
+	if err := pc.CheckCredential(); err != nil {
 		add(Check{Name: "credentials", Status: Fail, Detail: err.Error(), Fix: "set " + platform.TokenEnv + ", or the profile's data_dir to the server's data directory"})
 	} else {
-		w := o.get(ctx, api, "/v1/whoami", true)
-		var who Whoami
+		w := o.get(ctx, pc, platform.ProbeWhoami, true)
+		var who wire.Whoami
 		switch {
-		case w.err != nil:
-			add(Check{Name: "credentials", Status: Fail, Detail: "GET /v1/whoami: " + w.err.Error(), Fix: "retry; check the server log"})
-		case w.status == http.StatusUnauthorized || w.status == http.StatusForbidden:
-			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("the token was refused (HTTP %d): %.200s", w.status, w.body),
+		case w.Err != nil:
+			add(Check{Name: "credentials", Status: Fail, Detail: "GET /v1/whoami: " + w.Err.Error(), Fix: "retry; check the server log"})
+		case w.Status == http.StatusUnauthorized || w.Status == http.StatusForbidden:
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("the token was refused (HTTP %d): %.200s", w.Status, w.Body),
 				Fix: "the token is " + platform.TokenEnv + " when set, else " + platform.OperatorTokenFile + " in the profile's data_dir (" + tgt.DataDir + "); it must be from this server's data directory"})
-		case w.status != http.StatusOK:
-			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami answered HTTP %d: %.200s", w.status, w.body), Fix: "upgrade the server to this snavio's version (`snavio version`)"})
-		case json.Unmarshal(w.body, &who) != nil || who.ServerTime.IsZero():
-			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami: an answer this snavio does not understand: %.200s", w.body), Fix: "use the same version of snavio and the server"})
+		case w.Status != http.StatusOK:
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami answered HTTP %d: %.200s", w.Status, w.Body), Fix: "upgrade the server to this snavio's version (`snavio version`)"})
+		case json.Unmarshal(w.Body, &who) != nil || who.ServerTime.IsZero():
+			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami: an answer this snavio does not understand: %.200s", w.Body), Fix: "use the same version of snavio and the server"})
 		default:
 			d := "accepted as " + who.Principal
 			if who.Operator {
@@ -364,7 +318,7 @@ func check(ctx context.Context, o *Options) (r Report) {
 			if who.ReplayWindowSeconds > 0 {
 				window = time.Duration(who.ReplayWindowSeconds * float64(time.Second))
 			}
-			skew, unc := EstimateSkew(w.sent, w.received, who.ServerTime)
+			skew, unc := EstimateSkew(w.Sent, w.Received, who.ServerTime)
 			c := JudgeSkew(skew, unc, window)
 			skewCheck = &c
 		}
@@ -373,8 +327,8 @@ func check(ctx context.Context, o *Options) (r Report) {
 	// clock skew: from whoami's server_time, else from /healthz's Date
 	// header (one-second resolution).
 	if skewCheck == nil {
-		if t, err := http.ParseTime(h.date); err == nil {
-			skew, unc := EstimateSkew(h.sent, h.received, t.Add(500*time.Millisecond))
+		if t, err := http.ParseTime(h.Date); err == nil {
+			skew, unc := EstimateSkew(h.Sent, h.Received, t.Add(500*time.Millisecond))
 			c := JudgeSkew(skew, unc+500*time.Millisecond, window)
 			c.Detail += " (from the HTTP Date header, to the second)"
 			skewCheck = &c

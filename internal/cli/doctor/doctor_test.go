@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -97,7 +98,7 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"status":"ready"}`))
-	case "/v1/whoami":
+	case string(platform.ProbeWhoami):
 		if d.noWhoami {
 			w.WriteHeader(http.StatusNotFound)
 			return
@@ -107,7 +108,7 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`{"error":"the bearer token is not valid","fix":"check the token"}`))
 			return
 		}
-		_ = json.NewEncoder(w).Encode(Whoami{Principal: "operator", Operator: true, ServerTime: serverNow})
+		_ = json.NewEncoder(w).Encode(wire.Whoami{Principal: "operator", Operator: true, ServerTime: serverNow})
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
@@ -128,7 +129,7 @@ func options(t *testing.T, endpoint, token string, clk clock.Clock) *Options {
 		Paths:    func() (config.Paths, error) { return paths, nil },
 		Config:   func() (*config.File, error) { return config.Load(paths.ConfigFile) },
 		Settings: func() (*config.Settings, error) { return s, nil },
-		Platform: func() (platform.Client, error) { return platform.New(s, env) },
+		Platform: func() (platform.Platform, error) { return platform.New(s, env) },
 		Clock:    clk, Timeout: 5 * time.Second, ReplayWindow: DefaultReplayWindow,
 	}
 }
@@ -225,7 +226,7 @@ func TestCheckBadConfigAndProfile(t *testing.T) {
 	o = options(t, "", "", clock.NewFake(t0))
 	s := &config.Settings{ProfileName: "prod", Kind: config.KindAWS, Region: "eu-west-1"}
 	o.Settings = func() (*config.Settings, error) { return s, nil }
-	o.Platform = func() (platform.Client, error) { return platform.New(s, nil) }
+	o.Platform = func() (platform.Platform, error) { return platform.New(s, nil) }
 	r = check(context.Background(), o)
 	if !r.OK || statuses(r)["reachable"].Status != Skip {
 		t.Fatalf("aws = %+v", r.Checks)

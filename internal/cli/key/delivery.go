@@ -3,14 +3,11 @@ package key
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
@@ -75,13 +72,13 @@ test vectors and code to copy into a consumer.`,
 
 // RunDelivery fetches and prints the target's key.
 func RunDelivery(ctx context.Context, opts *DeliveryOptions) error {
-	a, err := opts.API()
+	a, err := opts.Platform()
 	if err != nil {
 		return err
 	}
-	var k wire.DeliveryKey
-	if err := a.Do(ctx, http.MethodGet, "/v1/delivery-keys/"+url.PathEscape(opts.Target), nil, nil, &k); err != nil {
-		return fmt.Errorf("delivery key of %s: %w", opts.Target, controlapi.MapError(err, "snavio route list"))
+	k, err := a.DeliveryKey(ctx, opts.Target)
+	if err != nil {
+		return fmt.Errorf("delivery key of %s: %w", opts.Target, cmdutil.MapAPIError(err, "snavio route list"))
 	}
 	p, err := opts.Printer()
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -19,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -112,7 +110,7 @@ is an error (rotate instead).`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return run(cmd.Context(), opts, "/v1/keys/create")
+			return run(cmd.Context(), opts, "create")
 		},
 	}
 	cmd.Flags().StringVar(&opts.Service, "service", "", "producing service, <tenant>/<service> (required)")
@@ -166,7 +164,7 @@ can verify an archived command again, then dropped.`,
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
-			return run(cmd.Context(), opts, "/v1/keys/rotate")
+			return run(cmd.Context(), opts, "rotate")
 		},
 	}
 	cmd.Flags().StringVar(&opts.Service, "service", "", "producing service, <tenant>/<service> (required)")
@@ -176,15 +174,20 @@ can verify an archived command again, then dropped.`,
 	return cmd
 }
 
-func run(ctx context.Context, opts *Options, path string) error {
-	a, err := opts.API()
+// run creates (verb "create") or rotates (verb "rotate") the key.
+func run(ctx context.Context, opts *Options, verb string) error {
+	a, err := opts.Platform()
 	if err != nil {
 		return err
 	}
-	var res wire.KeyResult
-	if err := a.Do(ctx, http.MethodPost, path, nil, wire.KeyRequest{Source: opts.Service, ActivateAt: opts.ActivateAt}, &res); err != nil {
-		verb := strings.TrimPrefix(path, "/v1/keys/")
-		return fmt.Errorf("%s key of %s: %w", verb, opts.Service, controlapi.MapError(err, "snavio key list"))
+	req := wire.KeyRequest{Source: opts.Service, ActivateAt: opts.ActivateAt}
+	op := a.CreateKey
+	if verb == "rotate" {
+		op = a.RotateKey
+	}
+	res, err := op(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%s key of %s: %w", verb, opts.Service, cmdutil.MapAPIError(err, "snavio key list"))
 	}
 	p, err := opts.Printer()
 	if err != nil {
@@ -300,7 +303,7 @@ func NewCmdList(d route.Deps, runF func(context.Context, *ListOptions) error) *c
 
 // RunList lists keysets.
 func RunList(ctx context.Context, opts *ListOptions) error {
-	its, err := route.ListItems(ctx, opts.API, registry.KindKey, url.Values{"tenant": {opts.Tenant}, "source": {opts.Service}}, "snavio key list")
+	its, err := route.ListItems(ctx, opts.Platform, registry.KindKey, platform.RegistryFilter{Tenant: opts.Tenant, Source: opts.Service}, "snavio key list")
 	if err != nil {
 		return err
 	}

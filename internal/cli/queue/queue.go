@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,17 +17,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/internal/store/embedded"
 )
 
 // Deps are what every queue command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes (never results); In and CanPrompt serve
 	// purge's confirmation.
 	ErrOut    io.Writer
@@ -39,7 +35,7 @@ type Deps struct {
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, CanPrompt: f.IOStreams.CanPrompt}
 }
 
 // NewCmd builds `snavio queue`.
@@ -68,7 +64,7 @@ create, receive, delete and purge need the operator token.`,
 	return cmd
 }
 
-func mapErr(err error) error { return controlapi.MapError(err, "snavio queue list") }
+func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio queue list") }
 
 // completionTimeout bounds the request a shell completion makes: a slow or
 // absent server completes nothing rather than hang the shell.
@@ -92,12 +88,12 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 	defer cancel()
-	api, err := d.API()
+	api, err := d.Platform()
 	if err != nil {
 		return nil
 	}
-	var l wire.QueueList
-	if err := api.Do(ctx, http.MethodGet, "/v1/queues", url.Values{"limit": {strconv.Itoa(wire.QueueMaxPage)}}, nil, &l); err != nil {
+	l, err := api.ListQueues(ctx, "", wire.QueueMaxPage)
+	if err != nil {
 		return nil
 	}
 	var out []string
@@ -107,10 +103,6 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 		}
 	}
 	return out
-}
-
-func queuePath(name string, rest ...string) string {
-	return "/v1/queues/" + url.PathEscape(name) + strings.Join(rest, "")
 }
 
 // checkQueueArg validates a QUEUE argument before any request.
@@ -187,23 +179,19 @@ oldest ApproximateAgeOfOldestMessage) and settings.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
 	out := Queues{}
 	after := ""
 	for {
-		q := url.Values{"limit": {strconv.Itoa(wire.QueueMaxPage)}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page wire.QueueList
-		if err := api.Do(ctx, http.MethodGet, "/v1/queues", q, nil, &page); err != nil {
+		page, err := api.ListQueues(ctx, after, wire.QueueMaxPage)
+		if err != nil {
 			return mapErr(err)
 		}
 		out = append(out, page.Queues...)
-		if page.Next == nil || *page.Next <= after || len(out) > embedded.MaxQueues {
+		if page.Next == nil || *page.Next <= after || len(out) > wire.QueueMaxCount {
 			break
 		}
 		after = *page.Next
@@ -261,12 +249,12 @@ receive.`,
 	})
 	fl.IntVar(&opts.MaxReceives, "max-receives", 0, fmt.Sprintf("with --dlq: receives before a message moves to the DLQ (1 to 1000; default %d)", wire.QueueDefaultMaxReceives))
 	fl.DurationVar(&opts.VisibilityTimeout, "visibility-timeout", 0, "how long a received message stays invisible (0s to 12h; default 30s)")
-	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", embedded.DefaultMaxDepth))
+	fl.IntVar(&opts.MaxDepth, "max-depth", 0, fmt.Sprintf("most messages the queue holds (default %d)", wire.QueueDefaultMaxDepth))
 	return cmd
 }
 
 func (o *CreateOptions) request() (wire.QueueCreateRequest, error) {
-	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, wire.QueueMaxVisibilityTimeout)
 	if err != nil {
 		return wire.QueueCreateRequest{}, err
 	}
@@ -282,12 +270,12 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var res wire.QueueCreateResult
-	if err := api.Do(ctx, http.MethodPost, "/v1/queues", nil, req, &res); err != nil {
+	res, err := api.CreateQueue(ctx, req)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -382,10 +370,10 @@ func (o *ReceiveOptions) request() (wire.QueueReceiveRequest, error) {
 	if err := checkQueueArg(o.Queue); err != nil {
 		return wire.QueueReceiveRequest{}, err
 	}
-	if o.Max < 1 || o.Max > embedded.MaxReceiveBatch {
-		return wire.QueueReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, embedded.MaxReceiveBatch)
+	if o.Max < 1 || o.Max > wire.QueueMaxReceiveBatch {
+		return wire.QueueReceiveRequest{}, cmdutil.Usagef("--max %d: must be 1 to %d", o.Max, wire.QueueMaxReceiveBatch)
 	}
-	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, embedded.MaxVisibilityTimeout)
+	vt, err := seconds("visibility-timeout", o.VisibilityTimeout, wire.QueueMaxVisibilityTimeout)
 	if err != nil {
 		return wire.QueueReceiveRequest{}, err
 	}
@@ -401,12 +389,12 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var got wire.QueueReceived
-	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/receive"), nil, req, &got); err != nil {
+	got, err := api.ReceiveMessages(ctx, o.Queue, req)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -437,12 +425,12 @@ func runReceive(ctx context.Context, o *ReceiveOptions) error {
 }
 
 // deleteHandles deletes handles in batches of queueapi.MaxDeleteBatch.
-func deleteHandles(ctx context.Context, api *platform.API, queue string, handles []string) ([]wire.QueueDeleteOutcome, error) {
+func deleteHandles(ctx context.Context, api platform.Platform, queue string, handles []string) ([]wire.QueueDeleteOutcome, error) {
 	var out []wire.QueueDeleteOutcome
 	for len(handles) > 0 {
 		n := min(len(handles), wire.QueueMaxDeleteBatch)
-		var res wire.QueueDeleteResult
-		if err := api.Do(ctx, http.MethodPost, queuePath(queue, "/messages/delete"), nil, wire.QueueDeleteRequest{ReceiptHandles: handles[:n]}, &res); err != nil {
+		res, err := api.DeleteMessages(ctx, queue, wire.QueueDeleteRequest{ReceiptHandles: handles[:n]})
+		if err != nil {
 			return out, mapErr(err)
 		}
 		out = append(out, res.Results...)
@@ -529,7 +517,7 @@ table says which) or the request failed; 2 bad arguments.`,
 }
 
 func runDelete(ctx context.Context, o *DeleteOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -592,13 +580,13 @@ and never prompts.`,
 var errNotConfirmed = errors.New("not confirmed")
 
 func runPurge(ctx context.Context, o *PurgeOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
 	if !o.Yes {
-		var in wire.QueueInfo
-		if err := api.Do(ctx, http.MethodGet, queuePath(o.Queue), nil, nil, &in); err != nil {
+		in, err := api.GetQueue(ctx, o.Queue)
+		if err != nil {
 			return mapErr(err)
 		}
 		fmt.Fprintf(o.ErrOut, "Purge %d visible and %d in-flight messages of %s? This cannot be undone.\nType the queue name to confirm: ", in.Visible, in.InFlight, o.Queue)
@@ -610,8 +598,8 @@ func runPurge(ctx context.Context, o *PurgeOptions) error {
 			return fmt.Errorf("purge of %s %w (the typed name did not match): nothing was deleted", o.Queue, errNotConfirmed)
 		}
 	}
-	var res wire.QueuePurgeResult
-	if err := api.Do(ctx, http.MethodPost, queuePath(o.Queue, "/purge"), nil, nil, &res); err != nil {
+	res, err := api.PurgeQueue(ctx, o.Queue)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()

@@ -46,9 +46,9 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 	fx := &fixture{store: st, out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
 	srv := httptest.NewServer(servertest.Authenticated(mux, servertest.Tenant(&fx.tenant)))
 	t.Cleanup(srv.Close)
-	client := platform.NewAPI(srv.URL, nil, nil)
+	client := platform.NewLocal(srv.URL, nil, nil)
 	fx.deps = Deps{
-		API: func() (*platform.API, error) { return client, nil },
+		Platform: func() (platform.Platform, error) { return client, nil },
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(fx.out, format, output.NewStyles(fx.out, false)), nil
 		},
@@ -275,7 +275,7 @@ func TestQueueNamesComplete(t *testing.T) {
 	}
 	// No server: nothing, and no error in the shell.
 	down := fx.deps
-	down.API = func() (*platform.API, error) { return platform.NewAPI("http://127.0.0.1:1", nil, nil), nil }
+	down.Platform = func() (platform.Platform, error) { return platform.NewLocal("http://127.0.0.1:1", nil, nil), nil }
 	if got := queueNames(ctx, down, ""); got != nil {
 		t.Errorf("no server: %q", got)
 	}

@@ -7,21 +7,16 @@
 package replay
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -31,8 +26,8 @@ import (
 
 // Deps are what the replay commands need, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives progress and notes (never results).
 	ErrOut io.Writer
 	// ProgressTTY reports whether ErrOut is a terminal (progress bar) or
@@ -46,7 +41,7 @@ type Deps struct {
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
 	return Deps{
-		API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut,
+		Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut,
 		ProgressTTY: f.IOStreams.IsStderrTTY, Clock: clock.System(), Interrupt: cmdutil.InterruptContext,
 	}
 }
@@ -228,11 +223,11 @@ func mapErr(err error, origin string) error {
 	if strings.HasPrefix(origin, "dlq:") {
 		list = "snavio queue list"
 	}
-	return controlapi.MapError(err, list)
+	return cmdutil.MapAPIError(err, list)
 }
 
 func run(ctx context.Context, o *Options) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -241,19 +236,23 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.DryRun {
-		var pr wire.ReplayPlanResponse
-		if err := api.Do(ctx, http.MethodPost, "/v1/replays/plan", nil, o.request(), &pr); err != nil {
+		pr, err := api.PlanReplay(ctx, o.request())
+		if err != nil {
 			return mapErr(err, o.From)
 		}
 		return p.Print(PlanView{ReplayPlan: pr.Plan, End: pr.End})
 	}
 	ctx, stop := o.Interrupt(ctx)
 	defer stop()
-	path, body, origin := "/v1/replays", any(o.request()), o.From
+	start := func() (platform.ReplayStream, error) { return api.StartReplay(ctx, o.request()) }
+	origin := o.From
 	if o.Resume != "" {
-		path, body, origin = "/v1/replays/"+o.Resume+"/resume", wire.ReplayResumeRequest{Limit: o.Limit}, ""
+		start = func() (platform.ReplayStream, error) {
+			return api.ResumeReplay(ctx, o.Resume, wire.ReplayResumeRequest{Limit: o.Limit})
+		}
+		origin = ""
 	}
-	fin, err := o.stream(ctx, api, path, body, origin)
+	fin, err := o.stream(ctx, api, start, origin)
 	if err != nil {
 		return err
 	}
@@ -290,36 +289,30 @@ func outcome(w io.Writer, fin wire.ReplayUpdate) error {
 	return errors.New(msg)
 }
 
-// maxLine bounds one NDJSON update.
-const maxLine = 1 << 20
-
-// stream runs a replay request and follows its updates to the end.
-func (o *Options) stream(ctx context.Context, api *platform.API, path string, body any, origin string) (wire.ReplayUpdate, error) {
-	req, err := api.NewRequest(ctx, http.MethodPost, path, nil, body)
-	if err != nil {
-		return wire.ReplayUpdate{}, err
-	}
-	hc := *api.HTTPClient()
-	hc.Timeout = 0 // a replay runs as long as it takes; Ctrl-C ends it
-	resp, err := hc.Do(req)
+// stream starts a replay run and follows its updates to the end.
+func (o *Options) stream(ctx context.Context, api platform.Platform, start func() (platform.ReplayStream, error), origin string) (wire.ReplayUpdate, error) {
+	st, err := start()
 	if err != nil {
 		if ctx.Err() != nil {
 			return wire.ReplayUpdate{}, errors.New("interrupted before the replay started: nothing was sent")
 		}
-		return wire.ReplayUpdate{}, &platform.UnreachableError{Endpoint: api.Endpoint(), Err: err}
+		return wire.ReplayUpdate{}, mapErr(err, origin)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return wire.ReplayUpdate{}, mapErr(decodeError(resp), origin)
-	}
+	defer func() { _ = st.Close() }()
 	pv := newProgress(o.ErrOut, o.ProgressTTY(), o.Clock)
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var id string
-	for sc.Scan() {
-		var u wire.ReplayUpdate
-		if err := json.Unmarshal(sc.Bytes(), &u); err != nil {
-			return wire.ReplayUpdate{}, fmt.Errorf("the server's replay update is not the JSON this snavio expects (%v); check that snavio and the server are the same version", err)
+	var readErr error
+	for {
+		u, err := st.Next()
+		if err != nil {
+			var ue *platform.UnreachableError
+			if !errors.Is(err, io.EOF) && !errors.As(err, &ue) {
+				return wire.ReplayUpdate{}, err
+			}
+			if ue != nil {
+				readErr = ue.Err
+			}
+			break
 		}
 		id = u.Replay.ID
 		switch u.Event {
@@ -347,16 +340,16 @@ func (o *Options) stream(ctx context.Context, api *platform.API, path string, bo
 		return wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: a,
 			Error: fmt.Sprintf("replay %s interrupted after %d of %d command(s): resume it with --resume %s", id, a.SentCount, a.Planned, id)}, nil
 	}
-	return wire.ReplayUpdate{}, fmt.Errorf("lost the connection to the server during replay %s (%v): see `snavio replay show %s`, and continue it with --resume %s", id, sc.Err(), id, id)
+	return wire.ReplayUpdate{}, fmt.Errorf("lost the connection to the server during replay %s (%v): see `snavio replay show %s`, and continue it with --resume %s", id, readErr, id, id)
 }
 
 // waitStopped polls the audit until the run has stopped (at most 30 s).
-func waitStopped(api *platform.API, id string, clk clock.Clock) (wire.ReplayAudit, error) {
+func waitStopped(api platform.Platform, id string, clk clock.Clock) (wire.ReplayAudit, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		var a wire.ReplayAudit
-		if err := api.Do(ctx, http.MethodGet, "/v1/replays/"+id, nil, nil, &a); err != nil {
+		a, err := api.GetReplay(ctx, id)
+		if err != nil {
 			return a, err
 		}
 		if a.Status != wire.ReplayRunning {
@@ -370,23 +363,4 @@ func waitStopped(api *platform.API, id string, clk clock.Clock) (wire.ReplayAudi
 		case <-t.C:
 		}
 	}
-}
-
-// decodeError reads a non-200 answer's {"error","fix"}.
-func decodeError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &platform.APIError{Status: resp.StatusCode}
-	var body struct {
-		Error string `json:"error"`
-		Fix   string `json:"fix"`
-	}
-	if json.Unmarshal(b, &body) == nil && body.Error != "" {
-		e.Message, e.Fix = body.Error, body.Fix
-	} else {
-		e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(b, nil)))
-		if len(e.Message) > 200 {
-			e.Message = e.Message[:200] + "..."
-		}
-	}
-	return e
 }

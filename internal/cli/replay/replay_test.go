@@ -194,7 +194,7 @@ func newFixture(t *testing.T, n int) *fixture {
 func (f *fixture) deps(interrupt func(context.Context) (context.Context, context.CancelFunc)) (Deps, *bytes.Buffer, *bytes.Buffer) {
 	var out, errOut bytes.Buffer
 	return Deps{
-		API:         func() (*platform.API, error) { return platform.NewAPI(f.srv.URL, nil, nil), nil },
+		Platform:    func() (platform.Platform, error) { return platform.NewLocal(f.srv.URL, nil, nil), nil },
 		Printer:     func() (*output.Printer, error) { return output.NewPrinter(&out, output.JSON, output.Styles{}), nil },
 		ErrOut:      &errOut,
 		ProgressTTY: func() bool { return false },

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,16 +169,16 @@ interrupted; continue it with snavio replay --resume ID.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var l wire.ReplayList
-	if err := api.Do(ctx, http.MethodGet, "/v1/replays", nil, nil, &l); err != nil {
+	replays, err := api.ListReplays(ctx)
+	if err != nil {
 		return mapErr(err, "")
 	}
 	out := Audits{}
-	for _, a := range l.Replays {
+	for _, a := range replays {
 		if o.Status == "" || string(a.Status) == o.Status {
 			out = append(out, a)
 		}
@@ -220,12 +219,12 @@ func NewCmdShow(d Deps, runF func(context.Context, *ShowOptions) error) *cobra.C
 }
 
 func runShow(ctx context.Context, o *ShowOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var a wire.ReplayAudit
-	if err := api.Do(ctx, http.MethodGet, "/v1/replays/"+o.ID, nil, nil, &a); err != nil {
+	a, err := api.GetReplay(ctx, o.ID)
+	if err != nil {
 		return mapErr(err, "")
 	}
 	p, err := o.Printer()

@@ -139,7 +139,7 @@ func RunApply(ctx context.Context, opts *ApplyOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := Apply(ctx, opts.API, wire.ApplyRequest{Items: its, Prune: opts.Prune, DryRun: opts.DryRun}, "snavio route list")
+	res, err := Apply(ctx, opts.Platform, wire.ApplyRequest{Items: its, Prune: opts.Prune, DryRun: opts.DryRun}, "snavio route list")
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", opts.File, err)
 	}

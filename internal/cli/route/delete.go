@@ -3,14 +3,10 @@ package route
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
@@ -59,20 +55,19 @@ changed); without it the current version is read first.`,
 // DeleteItem deletes id at version (0: the current one).
 func DeleteItem(ctx context.Context, d Deps, id registry.ID, version int64, list string) (HistoryEntry, error) {
 	if version == 0 {
-		it, err := GetItem(ctx, d.API, id, list)
+		it, err := GetItem(ctx, d.Platform, id, list)
 		if err != nil {
 			return HistoryEntry{}, err
 		}
 		version = it.Version()
 	}
-	a, err := d.API()
+	a, err := d.Platform()
 	if err != nil {
 		return HistoryEntry{}, err
 	}
-	var ch registry.Change
-	q := url.Values{"id": {string(id)}, "version": {strconv.FormatInt(version, 10)}}
-	if err := a.Do(ctx, http.MethodDelete, "/v1/registry/item", q, nil, &ch); err != nil {
-		return HistoryEntry{}, controlapi.MapError(err, list)
+	ch, err := a.DeleteRegistryItem(ctx, id, version)
+	if err != nil {
+		return HistoryEntry{}, cmdutil.MapAPIError(err, list)
 	}
 	return HistoryEntry{Change: ch, Fields: ChangedFields(ch.Before, ch.After)}, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -13,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
-	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -75,16 +71,16 @@ func NewHistory(cs []registry.Change) History {
 }
 
 // GetHistory reads id's changelog.
-func GetHistory(ctx context.Context, api func() (*platform.API, error), id registry.ID, limit int, list string) (History, error) {
-	a, err := api()
+func GetHistory(ctx context.Context, pf func() (platform.Platform, error), id registry.ID, limit int, list string) (History, error) {
+	a, err := pf()
 	if err != nil {
 		return nil, err
 	}
-	var h wire.RegistryHistory
-	if err := a.Do(ctx, http.MethodGet, "/v1/registry/history", url.Values{"id": {string(id)}, "limit": {strconv.Itoa(limit)}}, nil, &h); err != nil {
-		return nil, controlapi.MapError(err, list)
+	cs, err := a.RegistryHistory(ctx, id, limit)
+	if err != nil {
+		return nil, cmdutil.MapAPIError(err, list)
 	}
-	return NewHistory(h.Changes), nil
+	return NewHistory(cs), nil
 }
 
 // HistoryOptions are the inputs of `snavio route history`.
@@ -128,7 +124,7 @@ readable.`,
 
 // RunHistory prints a route's changelog.
 func RunHistory(ctx context.Context, opts *HistoryOptions) error {
-	h, err := GetHistory(ctx, opts.API, registry.RouteID(opts.Target, opts.Command), opts.Limit, "snavio route list")
+	h, err := GetHistory(ctx, opts.Platform, registry.RouteID(opts.Target, opts.Command), opts.Limit, "snavio route list")
 	if err != nil {
 		return err
 	}

@@ -2,16 +2,12 @@ package route
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
-	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -97,29 +93,23 @@ func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.C
 	return cmd
 }
 
-// ListItems lists the registry records of kind matching the filters
-// (empty values match all).
-func ListItems(ctx context.Context, api func() (*platform.API, error), kind registry.Kind, filters url.Values, list string) ([]registry.Item, error) {
-	a, err := api()
+// ListItems lists the registry records of kind matching f (empty fields
+// match all).
+func ListItems(ctx context.Context, pf func() (platform.Platform, error), kind registry.Kind, f platform.RegistryFilter, list string) ([]registry.Item, error) {
+	a, err := pf()
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"kind": {string(kind)}}
-	for k, vs := range filters {
-		if len(vs) > 0 && vs[0] != "" {
-			q.Set(k, vs[0])
-		}
+	items, err := a.ListRegistry(ctx, kind, f)
+	if err != nil {
+		return nil, cmdutil.MapAPIError(err, list)
 	}
-	var out wire.RegistryItems
-	if err := a.Do(ctx, http.MethodGet, "/v1/registry", q, nil, &out); err != nil {
-		return nil, controlapi.MapError(err, list)
-	}
-	return out.Items, nil
+	return items, nil
 }
 
 // RunList lists routes.
 func RunList(ctx context.Context, opts *ListOptions) error {
-	its, err := ListItems(ctx, opts.API, registry.KindRoute, url.Values{"target": {opts.Target}, "command": {opts.Command}}, "snavio route list")
+	its, err := ListItems(ctx, opts.Platform, registry.KindRoute, platform.RegistryFilter{Target: opts.Target, Command: opts.Command}, "snavio route list")
 	if err != nil {
 		return err
 	}
@@ -167,14 +157,14 @@ func NewCmdGet(d Deps, runF func(context.Context, *GetOptions) error) *cobra.Com
 }
 
 // GetItem reads one record.
-func GetItem(ctx context.Context, api func() (*platform.API, error), id registry.ID, list string) (registry.Item, error) {
-	a, err := api()
+func GetItem(ctx context.Context, pf func() (platform.Platform, error), id registry.ID, list string) (registry.Item, error) {
+	a, err := pf()
 	if err != nil {
 		return registry.Item{}, err
 	}
-	var it registry.Item
-	if err := a.Do(ctx, http.MethodGet, "/v1/registry/item", url.Values{"id": {string(id)}}, nil, &it); err != nil {
-		return registry.Item{}, controlapi.MapError(err, list)
+	it, err := a.GetRegistryItem(ctx, id)
+	if err != nil {
+		return registry.Item{}, cmdutil.MapAPIError(err, list)
 	}
 	return it, nil
 }
@@ -222,7 +212,7 @@ func (v RouteView) MarshalJSON() ([]byte, error) { return marshal(v.Route) }
 
 // RunGet shows one route.
 func RunGet(ctx context.Context, opts *GetOptions) error {
-	it, err := GetItem(ctx, opts.API, registry.RouteID(opts.Target, opts.Command), "snavio route list")
+	it, err := GetItem(ctx, opts.Platform, registry.RouteID(opts.Target, opts.Command), "snavio route list")
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -152,14 +151,14 @@ func fields(it *registry.Item) map[string]any {
 // Apply sends items to the one registration code path and returns the
 // result to print; API errors are mapped for the CLI (list names the
 // command that shows what exists).
-func Apply(ctx context.Context, api func() (*platform.API, error), req wire.ApplyRequest, list string) (Result, error) {
-	a, err := api()
+func Apply(ctx context.Context, pf func() (platform.Platform, error), req wire.ApplyRequest, list string) (Result, error) {
+	a, err := pf()
 	if err != nil {
 		return Result{}, err
 	}
-	var res wire.ApplyResult
-	if err := a.Do(ctx, http.MethodPost, "/v1/registry/apply", nil, req, &res); err != nil {
-		return Result{}, controlapi.MapError(err, list)
+	res, err := a.ApplyRegistry(ctx, req)
+	if err != nil {
+		return Result{}, cmdutil.MapAPIError(err, list)
 	}
 	return NewResult(res, req.DryRun), nil
 }

@@ -197,7 +197,7 @@ func profiles() []string {
 // RunRegister registers opts.Route through the apply endpoint.
 func RunRegister(ctx context.Context, opts *RegisterOptions) error {
 	r := opts.Route
-	res, err := Apply(ctx, opts.API, wire.ApplyRequest{Items: []registry.Item{{Route: &r}}, DryRun: opts.DryRun}, "snavio route list")
+	res, err := Apply(ctx, opts.Platform, wire.ApplyRequest{Items: []registry.Item{{Route: &r}}, DryRun: opts.DryRun}, "snavio route list")
 	if err != nil {
 		return fmt.Errorf("register route %s %s: %w", r.Target, r.Command, err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 )
@@ -25,8 +24,8 @@ import (
 // Deps are what every route command needs, as lazy providers so that
 // tests replace them and nothing is built before it is used.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives the human summary lines (never the results).
 	ErrOut io.Writer
 	// In is stdin, for apply -f -.
@@ -36,7 +35,7 @@ type Deps struct {
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, Now: time.Now}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, In: f.IOStreams.In, Now: time.Now}
 }
 
 // NewCmd builds `snavio route`.

@@ -7,35 +7,14 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch"
 )
 
-// Trace is the dispatcher's decision trace as POST /v1/explain returns it
-// (pkg/dispatch.Trace).
-type Trace struct {
-	CommandID     string    `json:"command_id,omitempty"`
-	Source        string    `json:"source"`
-	Target        string    `json:"target,omitempty"`
-	Command       string    `json:"command_name,omitempty"`
-	At            time.Time `json:"at"`
-	Outcome       string    `json:"outcome"`
-	Path          string    `json:"path,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	Escalation    string    `json:"escalation,omitempty"`
-	RetryAfterMS  int64     `json:"retry_after_ms,omitempty"`
-	ThrottleUntil time.Time `json:"throttle_until,omitzero"`
-	Steps         []Step    `json:"steps"`
-}
-
-// Step is one check of a Trace.
-type Step struct {
-	Stage  string `json:"stage"`
-	Check  string `json:"check"`
-	Result string `json:"result"`
-	Detail string `json:"detail,omitempty"`
-	Cache  string `json:"cache,omitempty"`
-}
+// Trace is the dispatcher's decision trace as the platform returns it,
+// printed one row per check.
+type Trace dispatch.Trace
 
 // TableHeader implements output.Tabular.
 func (Trace) TableHeader() []string {
@@ -55,7 +34,7 @@ func (t Trace) TableRows() [][]string {
 	}
 	detail := t.Reason
 	if t.Path != "" {
-		detail = t.Path + " path"
+		detail = string(t.Path) + " path"
 	}
 	if t.Escalation != "" {
 		detail += " (escalated: " + t.Escalation + ")"
@@ -66,28 +45,18 @@ func (t Trace) TableRows() [][]string {
 	if !t.ThrottleUntil.IsZero() {
 		detail += "; throttle_until " + t.ThrottleUntil.UTC().Format(time.RFC3339Nano)
 	}
-	return append(rows, []string{"outcome", "", t.Outcome, detail, "-"})
-}
-
-// explainRequest is the body of POST /v1/explain.
-type explainRequest struct {
-	Source string `json:"source"`
-	Detail string `json:"detail"`
+	return append(rows, []string{"outcome", "", string(t.Outcome), detail, "-"})
 }
 
 // explain prints the dispatcher's trace for the signed command detail.
-func explain(ctx context.Context, f *cmdutil.Factory, client platform.Client, source string, detail []byte) error {
-	api, err := client.API()
+func explain(ctx context.Context, f *cmdutil.Factory, client platform.Platform, source string, detail []byte) error {
+	tr, err := client.Explain(ctx, wire.ExplainRequest{Source: source, Detail: string(detail)})
 	if err != nil {
-		return fmt.Errorf("--explain asks a local `snavio dispatch serve` for its decision trace: %w", err)
-	}
-	var tr Trace
-	if err := api.Do(ctx, "POST", "/v1/explain", nil, explainRequest{Source: source, Detail: string(detail)}, &tr); err != nil {
-		return fmt.Errorf("--explain: %w", controlapi.MapError(err, "snavio route list"))
+		return fmt.Errorf("--explain: %w", cmdutil.MapAPIError(err, "snavio route list"))
 	}
 	p, err := f.Printer()
 	if err != nil {
 		return err
 	}
-	return p.Print(tr)
+	return p.Print(Trace(tr))
 }

@@ -7,9 +7,9 @@ package send
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/platform"
@@ -252,16 +251,10 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return explain(ctx, f, client, o.Source, b.Detail)
 	}
 	tenant, _, _ := strings.Cut(o.Source, "/")
-	var (
-		api    *platform.API
-		cursor Cursor
-	)
+	var cursor Cursor
 	if o.Wait > 0 {
-		if api, err = client.API(); err != nil {
-			return fmt.Errorf("--wait follows telemetry through a local dispatcher's control API: %w", err)
-		}
-		if cursor, err = StartCursor(ctx, api, tenant); err != nil {
-			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, controlapi.MapError(err, "snavio tail"))
+		if cursor, err = StartCursor(ctx, client, tenant); err != nil {
+			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, cmdutil.MapAPIError(err, "snavio tail"))
 		}
 	}
 	bus, err := OpenBus(f, client, o, tenant)
@@ -287,9 +280,9 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	note := func(name string, ev json.RawMessage) {
 		f.Logger().Debug("telemetry", "event", name, "detail", string(ev))
 	}
-	oc, err := Wait(ctx, api, tenant, id, cursor, o.Wait, o.Now, note)
+	oc, err := Wait(ctx, client, tenant, id, cursor, o.Wait, o.Now, note)
 	if err != nil {
-		return fmt.Errorf("--wait: command %s was put on the bus (event %s), but following its telemetry failed: %w", id, res.EventID, controlapi.MapError(err, "snavio tail"))
+		return fmt.Errorf("--wait: command %s was put on the bus (event %s), but following its telemetry failed: %w", id, res.EventID, cmdutil.MapAPIError(err, "snavio tail"))
 	}
 	if oc.Outcome == OutcomeTimeout {
 		oc.Waited = o.Wait.String()
@@ -305,7 +298,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 // signed (SigV4) with the tenant's ingress credentials (o.CredentialsFile,
 // then the environment, the profile, the data directory), on an aws
 // profile with the AWS SDK's credential chain. o.Bus, when set, builds it.
-func OpenBus(f *cmdutil.Factory, client platform.Client, o *Options, tenant string) (platform.Bus, error) {
+func OpenBus(f *cmdutil.Factory, client platform.Platform, o *Options, tenant string) (platform.Bus, error) {
 	var creds aws.CredentialsProvider
 	if t := client.Target(); t.Kind == config.KindLocal {
 		k, from, err := ingresscred.Resolve(ingresscred.Input{Tenant: tenant, FlagFile: o.CredentialsFile, Getenv: o.Getenv, ProfileFile: t.CredentialsFile, DataDir: t.DataDir})
@@ -337,7 +330,7 @@ func entryHint(code string) string {
 // ResolveKey finds the signing key of o.Source (o.SecretFile, o.KeyVersion
 // and o.Getenv are read): --secret-file, SNAVIO_SECRET, or the tenant
 // config of a local dispatcher. Never argv.
-func ResolveKey(ctx context.Context, o *Options, client platform.Client, now time.Time) (*signing.Key, KeySource, error) {
+func ResolveKey(ctx context.Context, o *Options, client platform.Platform, now time.Time) (*signing.Key, KeySource, error) {
 	if o.SecretFile != "" {
 		k, err := KeyFromFile(o.SecretFile, o.Source, o.KeyVersion, now)
 		return k, FromSecretFile, err
@@ -345,14 +338,14 @@ func ResolveKey(ctx context.Context, o *Options, client platform.Client, now tim
 	if k, ok, err := KeyFromEnv(o.Getenv, o.KeyVersion); ok {
 		return k, FromEnv, err
 	}
-	api, err := client.API()
-	if err != nil {
+	tenant, _, _ := strings.Cut(o.Source, "/")
+	raw, err := client.TenantConfig(ctx, tenant)
+	var na *platform.NotAvailableError
+	if errors.As(err, &na) {
 		return nil, "", cmdutil.Usagef("no signing key: give --secret-file FILE, or set %s and %s (secrets are never taken on the command line)", SecretEnv, KeyVersionEnv)
 	}
-	tenant, _, _ := strings.Cut(o.Source, "/")
-	var raw []byte
-	if err := api.Do(ctx, "GET", "/v1/tenants/"+url.PathEscape(tenant)+"/config", nil, nil, &raw); err != nil {
-		return nil, "", fmt.Errorf("no signing key given (--secret-file or %s), and fetching tenant %s's keys from the local dispatcher failed: %w", SecretEnv, tenant, controlapi.MapError(err, "snavio key list"))
+	if err != nil {
+		return nil, "", fmt.Errorf("no signing key given (--secret-file or %s), and fetching tenant %s's keys from the local dispatcher failed: %w", SecretEnv, tenant, cmdutil.MapAPIError(err, "snavio key list"))
 	}
 	tc, err := keys.ParseTenantConfig(raw)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	keycmd "github.com/snavio/snavio/internal/cli/key"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
@@ -230,21 +230,19 @@ func TestKeyFromEnv(t *testing.T) {
 // fakeAPI serves GET /v1/telemetry from a script of pages and advances a
 // fake clock by the wait of each read, as a long poll would.
 type fakeAPI struct {
-	pages   []telemetryPage
+	pages   []wire.TelemetryPage
 	queries []url.Values
 	now     time.Time
 	err     error
 }
 
-func (f *fakeAPI) Do(_ context.Context, method, path string, q url.Values, _, out any) error {
-	if method != "GET" || path != "/v1/telemetry" {
-		return fmt.Errorf("unexpected %s %s", method, path)
-	}
+func (f *fakeAPI) ReadTelemetry(_ context.Context, tq wire.TelemetryQuery) (wire.TelemetryPage, error) {
+	q := tq.Values()
 	f.queries = append(f.queries, q)
 	if f.err != nil {
-		return f.err
+		return wire.TelemetryPage{}, f.err
 	}
-	p := telemetryPage{NextAfter: 0, ServerTime: f.now}
+	p := wire.TelemetryPage{NextAfter: 0, ServerTime: f.now}
 	if len(f.pages) > 0 {
 		p, f.pages = f.pages[0], f.pages[1:]
 	} else if w, err := time.ParseDuration(q.Get("wait")); err == nil {
@@ -253,21 +251,13 @@ func (f *fakeAPI) Do(_ context.Context, method, path string, q url.Values, _, ou
 	if len(f.queries) > 1 && len(p.Records) > 0 {
 		f.now = f.now.Add(10 * time.Millisecond)
 	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
+	return p, nil
 }
 
-func page(next uint64, events ...string) telemetryPage {
-	var p telemetryPage
+func page(next uint64, events ...string) wire.TelemetryPage {
+	var p wire.TelemetryPage
 	for i, e := range events {
-		p.Records = append(p.Records, struct {
-			Seq   uint64          `json:"seq"`
-			At    time.Time       `json:"at"`
-			Event json.RawMessage `json:"event"`
-		}{Seq: next - uint64(len(events)-1-i), At: t0, Event: json.RawMessage(e)})
+		p.Records = append(p.Records, wire.TelemetryRecord{Seq: next - uint64(len(events)-1-i), Tenant: "acme", At: t0, Event: json.RawMessage(e)})
 	}
 	p.NextAfter = next
 	return p
@@ -293,7 +283,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{"duplicate", `{"event":"snavio.command.duplicate","command_id":"` + id + `","source":"acme/billing","target":"mailer","command_name":"send","timestamp":"t","dedupe_mode":"strict"}`, OutcomeDuplicate, cmdutil.ExitDuplicate, "", []string{"duplicate"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			api := &fakeAPI{now: t0, pages: []telemetryPage{page(4, other, esc), page(4), page(5, c.event)}}
+			api := &fakeAPI{now: t0, pages: []wire.TelemetryPage{page(4, other, esc), page(4), page(5, c.event)}}
 			var notes []string
 			o, err := Wait(context.Background(), api, "acme", id, Cursor{Since: t0}, 30*time.Second, func() time.Time { return api.now }, func(n string, _ json.RawMessage) { notes = append(notes, n) })
 			if err != nil {
@@ -331,7 +321,7 @@ func TestWaitTimesOut(t *testing.T) {
 		t.Fatalf("%+v %v", o, err)
 	}
 	// 5s + 5s + 2s: each long poll bounded by what is left.
-	if len(api.queries) != 3 || api.queries[2].Get("wait") != "2000ms" {
+	if len(api.queries) != 3 || api.queries[2].Get("wait") != "2s" {
 		t.Fatalf("reads %v", api.queries)
 	}
 	err = OutcomeError(id, Outcome{Outcome: OutcomeTimeout, Waited: "12s"})
@@ -345,7 +335,7 @@ func TestWaitErrors(t *testing.T) {
 	if _, err := Wait(context.Background(), api, "acme", id, Cursor{Since: t0}, time.Second, func() time.Time { return api.now }, nil); platform.StatusOf(err) != 403 {
 		t.Fatalf("err = %v", err)
 	}
-	api = &fakeAPI{now: t0, pages: []telemetryPage{page(1, `[1]`)}}
+	api = &fakeAPI{now: t0, pages: []wire.TelemetryPage{page(1, `[1]`)}}
 	if _, err := Wait(context.Background(), api, "acme", id, Cursor{Since: t0}, time.Second, func() time.Time { return api.now }, nil); err == nil || !strings.Contains(err.Error(), "record 1 of tenant acme") {
 		t.Fatalf("err = %v", err)
 	}

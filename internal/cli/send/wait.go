@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/reason"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -28,20 +27,9 @@ const (
 	pageSize = 500
 )
 
-// TelemetryAPI is what waiting needs of the control API (a *platform.API).
+// TelemetryAPI is what waiting needs of the platform (a platform.Platform).
 type TelemetryAPI interface {
-	Do(ctx context.Context, method, path string, query url.Values, in, out any) error
-}
-
-// telemetryPage is the answer of GET /v1/telemetry.
-type telemetryPage struct {
-	Records []struct {
-		Seq   uint64          `json:"seq"`
-		At    time.Time       `json:"at"`
-		Event json.RawMessage `json:"event"`
-	} `json:"records"`
-	NextAfter  uint64    `json:"next_after"`
-	ServerTime time.Time `json:"server_time"`
+	ReadTelemetry(ctx context.Context, q wire.TelemetryQuery) (wire.TelemetryPage, error)
 }
 
 // Outcome is the dispatcher's decision on a command, from its telemetry.
@@ -81,9 +69,8 @@ type Cursor struct {
 // StartCursor asks the server for its clock (a read with wait=0), before
 // the command is put, so that no event about the command can be missed.
 func StartCursor(ctx context.Context, api TelemetryAPI, tenant string) (Cursor, error) {
-	var p telemetryPage
-	q := url.Values{"tenant": {tenant}, "limit": {"1"}, "wait": {"0"}}
-	if err := api.Do(ctx, "GET", "/v1/telemetry", q, nil, &p); err != nil {
+	p, err := api.ReadTelemetry(ctx, wire.TelemetryQuery{Tenant: tenant, Limit: 1})
+	if err != nil {
 		return Cursor{}, err
 	}
 	if p.ServerTime.IsZero() {
@@ -133,14 +120,14 @@ func Follow(ctx context.Context, api TelemetryAPI, tenant string, c Cursor, dead
 			}
 			poll = min(left, pollWait)
 		}
-		q := url.Values{"tenant": {tenant}, "limit": {strconv.Itoa(pageSize)}, "wait": {strconv.FormatInt(poll.Milliseconds(), 10) + "ms"}}
+		q := wire.TelemetryQuery{Tenant: tenant, Limit: pageSize, Wait: poll.Truncate(time.Millisecond)}
 		if first {
-			q.Set("since", c.Since.UTC().Format(time.RFC3339Nano))
+			q.Since = c.Since
 		} else {
-			q.Set("after", strconv.FormatUint(after, 10))
+			q.After, q.HasAfter = after, true
 		}
-		var p telemetryPage
-		if err := api.Do(ctx, "GET", "/v1/telemetry", q, nil, &p); err != nil {
+		p, err := api.ReadTelemetry(ctx, q)
+		if err != nil {
 			return false, err
 		}
 		for _, r := range p.Records {

@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -31,8 +28,8 @@ import (
 
 // Deps are what every snapshot command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes, never results.
 	ErrOut io.Writer
 	Now    func() time.Time
@@ -40,7 +37,7 @@ type Deps struct {
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, Now: time.Now}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut, Now: time.Now}
 }
 
 // NewCmd builds `snavio snapshot`.
@@ -71,7 +68,7 @@ token; any token may fetch the public key.`,
 }
 
 func mapErr(err error) error {
-	return controlapi.MapError(err, "snavio snapshot inspect --latest full")
+	return cmdutil.MapAPIError(err, "snavio snapshot inspect --latest full")
 }
 
 func kindArg(s string) (snapshot.Kind, error) {
@@ -83,18 +80,18 @@ func kindArg(s string) (snapshot.Kind, error) {
 }
 
 // fetchLatest downloads the latest signed document of kind.
-func fetchLatest(ctx context.Context, api *platform.API, kind snapshot.Kind) ([]byte, error) {
-	var raw []byte
-	if err := api.Do(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(string(kind))+"/latest", nil, nil, &raw); err != nil {
+func fetchLatest(ctx context.Context, api platform.Platform, kind snapshot.Kind) ([]byte, error) {
+	raw, err := api.LatestSnapshot(ctx, kind)
+	if err != nil {
 		return nil, mapErr(err)
 	}
 	return raw, nil
 }
 
 // serverKey fetches the server's public key.
-func serverKey(ctx context.Context, api *platform.API) (wire.SnapshotPublicKey, Key, error) {
-	var pk wire.SnapshotPublicKey
-	if err := api.Do(ctx, http.MethodGet, "/v1/snapshots/public-key", nil, nil, &pk); err != nil {
+func serverKey(ctx context.Context, api platform.Platform) (wire.SnapshotPublicKey, Key, error) {
+	pk, err := api.SnapshotPublicKey(ctx)
+	if err != nil {
 		return pk, Key{}, mapErr(err)
 	}
 	k, err := rawKey(pk.PublicKey)
@@ -126,7 +123,7 @@ func (s keySource) key(ctx context.Context, d Deps) (*Key, error) {
 		}
 		return &k, nil
 	case s.Server:
-		api, err := d.API()
+		api, err := d.Platform()
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +316,7 @@ func runInspect(ctx context.Context, o *InspectOptions) error {
 	}
 	if o.Latest != "" {
 		kind, _ := kindArg(o.Latest)
-		api, err := o.API()
+		api, err := o.Platform()
 		if err != nil {
 			return err
 		}
@@ -337,7 +334,7 @@ func runInspect(ctx context.Context, o *InspectOptions) error {
 		if f, err = Decode(raw); err != nil {
 			return fmt.Errorf("the server's latest %s snapshot: %w", kind, err)
 		}
-		source = api.Endpoint() + " latest " + string(kind)
+		source = api.Target().Endpoint + " latest " + string(kind)
 	} else if f, err = ReadFile(o.File); err != nil {
 		return err
 	}
@@ -463,12 +460,12 @@ command exits 2 with the server's reason. Needs the operator token.`,
 }
 
 func runGenerate(ctx context.Context, o *GenerateOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var g wire.SnapshotGenerated
-	if err := api.Do(ctx, http.MethodPost, "/v1/snapshots/generate", nil, nil, &g); err != nil {
+	g, err := api.GenerateSnapshot(ctx)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -526,7 +523,7 @@ operator token.`,
 
 func runPull(ctx context.Context, o *PullOptions) error {
 	kind, _ := kindArg(o.Kind)
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -588,7 +585,7 @@ func (k keyView) TableRows() [][]string {
 }
 
 func runPublicKey(ctx context.Context, o *PublicKeyOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
@@ -14,17 +12,8 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
-// Fetch reads one page of GET /v1/telemetry with query q.
-type Fetch func(ctx context.Context, q url.Values) (wire.TelemetryPage, error)
-
-// APIFetch returns the Fetch of a control-API client.
-func APIFetch(api *platform.API) Fetch {
-	return func(ctx context.Context, q url.Values) (wire.TelemetryPage, error) {
-		var p wire.TelemetryPage
-		err := api.Do(ctx, http.MethodGet, "/v1/telemetry", q, nil, &p)
-		return p, err
-	}
-}
+// Fetch reads one page of a telemetry stream.
+type Fetch func(ctx context.Context, q wire.TelemetryQuery) (wire.TelemetryPage, error)
 
 // Sink receives what a Follower reads. Its methods run on the follower's
 // goroutine, one at a time.
@@ -126,18 +115,15 @@ func (f *Follower) Run(ctx context.Context) error {
 		attempt   int
 	)
 	for {
-		q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
-		if f.Tenant != "" {
-			q.Set("tenant", f.Tenant)
-		}
+		q := wire.TelemetryQuery{Tenant: f.Tenant, Limit: f.Limit}
 		switch {
 		case hasCursor:
-			q.Set("after", strconv.FormatUint(cursor, 10))
+			q.After, q.HasAfter = cursor, true
 		case !f.Since.IsZero():
-			q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+			q.Since = f.Since
 		}
 		if f.Follow {
-			q.Set("wait", f.Wait.String())
+			q.Wait = f.Wait
 		}
 		page, err := f.Fetch(ctx, q)
 		if ctx.Err() != nil {

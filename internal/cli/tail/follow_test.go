@@ -105,7 +105,7 @@ func (r *restartable) append(tenant string, n int) {
 }
 
 func (r *restartable) fetch() Fetch {
-	return APIFetch(platform.NewAPI(r.srv.URL, nil, r.srv.Client()))
+	return platform.NewLocal(r.srv.URL, nil, r.srv.Client()).ReadTelemetry
 }
 
 // recorder is a Sink that logs what it gets; onRecord runs on each record.
@@ -206,8 +206,8 @@ type scripted struct {
 	answers []func() (wire.TelemetryPage, error)
 }
 
-func (s *scripted) fetch(_ context.Context, q url.Values) (wire.TelemetryPage, error) {
-	s.queries = append(s.queries, q)
+func (s *scripted) fetch(_ context.Context, q wire.TelemetryQuery) (wire.TelemetryPage, error) {
+	s.queries = append(s.queries, q.Values())
 	if len(s.answers) == 0 {
 		return wire.TelemetryPage{}, errors.New("script exhausted")
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/output"
@@ -35,10 +34,10 @@ const pollWait = 10 * time.Second
 
 // Options are the inputs of `snavio tail`.
 type Options struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
-	IO      *iostreams.IOStreams
-	Now     func() time.Time
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
+	IO       *iostreams.IOStreams
+	Now      func() time.Time
 	// Context is the run's context (cancelled by SIGINT/SIGTERM).
 	Context func() (context.Context, context.CancelFunc)
 	// RunUI runs the terminal UI until it quits (replaced in tests);
@@ -65,7 +64,7 @@ type Options struct {
 // NewCmd builds `snavio tail`. runF replaces the run function in tests.
 func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{
-		API: controlapi.Client(f), Printer: f.Printer, IO: f.IOStreams, Now: time.Now,
+		Platform: f.Platform, Printer: f.Printer, IO: f.IOStreams, Now: time.Now,
 		Context: func() (context.Context, context.CancelFunc) { return cmdutil.InterruptContext(context.Background()) },
 		RunUI:   runProgram,
 	}
@@ -155,22 +154,22 @@ func Run(o *Options) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
 	ctx, stop := o.Context()
 	defer stop()
-	f := &Follower{Fetch: APIFetch(api), Tenant: o.Tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
+	f := &Follower{Fetch: api.ReadTelemetry, Tenant: o.Tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
 	filter, _ := tuitail.ParseFilter(o.expr) // validated
 	var runErr error
 	if o.useUI(p.Format()) && !o.Ack {
 		runErr = o.runUI(ctx, f)
 	} else {
-		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Endpoint()}
+		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Target().Endpoint}
 		if o.Ack {
 			ps.acks = &acker{now: o.Now, ack: func(seq uint64) error {
-				return api.Do(context.WithoutCancel(ctx), http.MethodPost, "/v1/telemetry/ack", nil, wire.TelemetryAck{Tenant: o.Tenant, Seq: seq}, nil)
+				return api.AckTelemetry(context.WithoutCancel(ctx), wire.TelemetryAck{Tenant: o.Tenant, Seq: seq})
 			}}
 		}
 		f.Sink = ps
@@ -180,9 +179,9 @@ func Run(o *Options) error {
 		}
 	}
 	if platform.StatusOf(runErr) == http.StatusNotFound {
-		return fmt.Errorf("the server at %s has no telemetry API (HTTP 404): run a `snavio dispatch serve` of this snavio's version (`snavio version`)", api.Endpoint())
+		return fmt.Errorf("the server at %s has no telemetry API (HTTP 404): run a `snavio dispatch serve` of this snavio's version (`snavio version`)", api.Target().Endpoint)
 	}
-	return controlapi.MapError(runErr, "snavio tail")
+	return cmdutil.MapAPIError(runErr, "snavio tail")
 }
 
 // useUI reports whether to start the terminal UI: only when following,

@@ -115,7 +115,7 @@ func fixture(t *testing.T, stdoutTTY, stdinTTY bool, format output.Format, args 
 	ios.SetStdoutTTY(stdoutTTY)
 	ios.SetStdinTTY(stdinTTY)
 	o.IO = ios
-	o.API = func() (*platform.API, error) { return platform.NewAPI(srv.srv.URL, nil, srv.srv.Client()), nil }
+	o.Platform = func() (platform.Platform, error) { return platform.NewLocal(srv.srv.URL, nil, srv.srv.Client()), nil }
 	o.Printer = func() (*output.Printer, error) { return output.NewPrinter(out, format, output.Styles{}), nil }
 	o.Context = func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
 	o.RunUI = func(context.Context, tea.Model, io.Reader, io.Writer, bool) error {

@@ -5,15 +5,13 @@ package tenantconfig
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -114,28 +112,29 @@ func ts(t time.Time) string {
 
 // Run reads and prints the document.
 func Run(ctx context.Context, opts *Options) error {
-	a, err := opts.API()
+	a, err := opts.Platform()
 	if err != nil {
 		return err
 	}
 	tenant := opts.Tenant
 	if tenant == "" {
 		// A tenant token names its tenant; ask the server whose it is.
-		var who struct {
-			Operator bool   `json:"operator"`
-			Tenant   string `json:"tenant"`
-		}
-		if err := a.Do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &who); err != nil {
-			return fmt.Errorf("whose token is this: %w", controlapi.MapError(err, "snavio profile show"))
+		who, err := a.Whoami(ctx)
+		if err != nil {
+			return fmt.Errorf("whose token is this: %w", cmdutil.MapAPIError(err, "snavio profile show"))
 		}
 		if who.Tenant == "" {
 			return cmdutil.Usagef("the operator token belongs to no tenant: name one, `snavio tenant-config TENANT` (see the sources in `snavio key list`)")
 		}
 		tenant = who.Tenant
 	}
+	raw, err := a.TenantConfig(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("tenant configuration: %w", cmdutil.MapAPIError(err, "snavio key list"))
+	}
 	var doc Doc
-	if err := a.Do(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(tenant)+"/config", nil, nil, &doc.TenantConfig); err != nil {
-		return fmt.Errorf("tenant configuration: %w", controlapi.MapError(err, "snavio key list"))
+	if err := json.Unmarshal(raw, &doc.TenantConfig); err != nil {
+		return fmt.Errorf("tenant configuration: the server's answer is not the JSON this snavio expects (%v); check that snavio and the server are the same version (`snavio version`)", err)
 	}
 	p, err := opts.Printer()
 	if err != nil {

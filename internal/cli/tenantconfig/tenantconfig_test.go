@@ -57,9 +57,9 @@ func TestArgs(t *testing.T) {
 
 func TestTenantConfig(t *testing.T) {
 	e := newEnv(t)
-	var k wire.KeyResult
-	a := platform.NewAPI(e.Srv.URL, func() (string, error) { return "op", nil }, nil)
-	if err := a.Do(t.Context(), "POST", "/v1/keys/create", nil, wire.KeyRequest{Source: "acme/billing"}, &k); err != nil {
+	a := platform.NewLocal(e.Srv.URL, func() (string, error) { return "op", nil }, nil)
+	k, err := a.CreateKey(t.Context(), wire.KeyRequest{Source: "acme/billing"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	secret := base64.StdEncoding.EncodeToString(k.Secret)
@@ -91,7 +91,7 @@ func TestTenantConfig(t *testing.T) {
 		t.Fatalf("json: %s (%v)", e.Out, err)
 	}
 	// Another tenant's: 403 with the token hint.
-	err := e.Run(t, NewCmdWith(e.Deps("acme", output.JSON), nil), "globex")
+	err = e.Run(t, NewCmdWith(e.Deps("acme", output.JSON), nil), "globex")
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "SNAVIO_TOKEN") {
 		t.Fatalf("other tenant: %v", err)
 	}

@@ -12,15 +12,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
-	"github.com/snavio/snavio/internal/cli/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -28,15 +25,15 @@ import (
 
 // Deps are what every token command needs, as lazy providers.
 type Deps struct {
-	API     func() (*platform.API, error)
-	Printer func() (*output.Printer, error)
+	Platform func() (platform.Platform, error)
+	Printer  func() (*output.Printer, error)
 	// ErrOut receives human notes (never results).
 	ErrOut io.Writer
 }
 
 // NewDeps returns the production dependencies of f.
 func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{API: controlapi.Client(f), Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
+	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
 }
 
 // NewCmd builds `snavio token`.
@@ -66,7 +63,7 @@ is revoked and issued again. Creating and revoking need the operator token.`,
 	return cmd
 }
 
-func mapErr(err error) error { return controlapi.MapError(err, "snavio token list") }
+func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio token list") }
 
 func checkTenant(tenant string) error {
 	if err := wire.CheckTenant("--tenant", tenant); err != nil {
@@ -141,7 +138,7 @@ person); revoke each on its own. Needs the operator token.`,
 }
 
 func runCreate(ctx context.Context, o *CreateOptions) (err error) {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
@@ -169,8 +166,8 @@ func runCreate(ctx context.Context, o *CreateOptions) (err error) {
 			}
 		}()
 	}
-	var iss wire.TokenIssued
-	if err := api.Do(ctx, http.MethodPost, "/v1/tokens", nil, wire.TokenIssueRequest{Tenant: o.Tenant}, &iss); err != nil {
+	iss, err := api.IssueToken(ctx, wire.TokenIssueRequest{Tenant: o.Tenant})
+	if err != nil {
 		return fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 	}
 	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
@@ -250,16 +247,12 @@ tenant's.`,
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var q url.Values
-	if o.Tenant != "" {
-		q = url.Values{"tenant": {o.Tenant}}
-	}
-	var l wire.TokenList
-	if err := api.Do(ctx, http.MethodGet, "/v1/tokens", q, nil, &l); err != nil {
+	l, err := api.ListTokens(ctx, o.Tenant)
+	if err != nil {
 		return mapErr(err)
 	}
 	p, err := o.Printer()
@@ -307,12 +300,12 @@ token with "snavio token create". Needs the operator token.`,
 }
 
 func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.API()
+	api, err := o.Platform()
 	if err != nil {
 		return err
 	}
-	var r wire.TokenRevoked
-	if err := api.Do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(o.ID), nil, nil, &r); err != nil {
+	r, err := api.RevokeToken(ctx, o.ID)
+	if err != nil {
 		return fmt.Errorf("revoking %s: %w", o.ID, mapErr(err))
 	}
 	p, err := o.Printer()

@@ -59,9 +59,9 @@ func newFixture(t *testing.T) *fixture {
 		authed.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	client := platform.NewAPI(srv.URL, nil, nil)
+	client := platform.NewLocal(srv.URL, nil, nil)
 	fx.deps = Deps{
-		API: func() (*platform.API, error) { return client, nil },
+		Platform: func() (platform.Platform, error) { return client, nil },
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(fx.out, fx.format, output.NewStyles(fx.out, false)), nil
 		},

@@ -160,29 +160,3 @@ type ExplainRequest struct {
 	Source string `json:"source"`
 	Detail string `json:"detail"`
 }
-
-// ExplainTrace is the dispatcher's decision trace, the answer of POST
-// /v1/explain (pkg/dispatch.Trace as JSON).
-type ExplainTrace struct {
-	CommandID     string        `json:"command_id,omitempty"`
-	Source        string        `json:"source"`
-	Target        string        `json:"target,omitempty"`
-	Command       string        `json:"command_name,omitempty"`
-	At            time.Time     `json:"at"`
-	Outcome       string        `json:"outcome"`
-	Path          string        `json:"path,omitempty"`
-	Reason        string        `json:"reason,omitempty"`
-	Escalation    string        `json:"escalation,omitempty"`
-	RetryAfterMS  int64         `json:"retry_after_ms,omitempty"`
-	ThrottleUntil time.Time     `json:"throttle_until,omitzero"`
-	Steps         []ExplainStep `json:"steps"`
-}
-
-// ExplainStep is one check of an ExplainTrace.
-type ExplainStep struct {
-	Stage  string `json:"stage"`
-	Check  string `json:"check"`
-	Result string `json:"result"`
-	Detail string `json:"detail,omitempty"`
-	Cache  string `json:"cache,omitempty"`
-}

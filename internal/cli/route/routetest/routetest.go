@@ -66,8 +66,8 @@ func New(t *testing.T, queues control.RouteQueues, mount ...func(mux *http.Serve
 // print in format f.
 func (e *Env) Deps(token string, f output.Format) route.Deps {
 	return route.Deps{
-		API: func() (*platform.API, error) {
-			return platform.NewAPI(e.Srv.URL, func() (string, error) { return token, nil }, nil), nil
+		Platform: func() (platform.Platform, error) {
+			return platform.NewLocal(e.Srv.URL, func() (string, error) { return token, nil }, nil), nil
 		},
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(e.Out, f, output.NewStyles(e.Out, false)), nil

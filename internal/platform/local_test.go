@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func TestAPIDo(t *testing.T) {
+func TestLocalDo(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -35,30 +35,30 @@ func TestAPIDo(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	api := NewAPI(srv.URL+"/", func() (string, error) { return "tok", nil }, nil)
+	api := NewLocal(srv.URL+"/", func() (string, error) { return "tok", nil }, nil)
 
 	var out struct{ Q string }
-	if err := api.Do(ctx, "GET", "/v1/echo", map[string][]string{"q": {"a b"}}, nil, &out); err != nil || out.Q != "a b" {
+	if err := api.do(ctx, "GET", "/v1/echo", map[string][]string{"q": {"a b"}}, nil, &out); err != nil || out.Q != "a b" {
 		t.Fatalf("echo: %v %+v", err, out)
 	}
-	err := api.Do(ctx, "GET", "/v1/busy", nil, nil, nil)
+	err := api.do(ctx, "GET", "/v1/busy", nil, nil, nil)
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 503 || ae.Fix != "retry later" || ae.RetryAfter.Seconds() != 3 {
 		t.Fatalf("busy: %#v", err)
 	}
-	if StatusOf(api.Do(ctx, "GET", "/v1/none", nil, nil, nil)) != 404 {
+	if StatusOf(api.do(ctx, "GET", "/v1/none", nil, nil, nil)) != 404 {
 		t.Fatal("404 not mapped")
 	}
-	if err := api.Do(ctx, "GET", "/v1/garbage", nil, nil, &out); err == nil || !strings.Contains(err.Error(), "not the JSON") {
+	if err := api.do(ctx, "GET", "/v1/garbage", nil, nil, &out); err == nil || !strings.Contains(err.Error(), "not the JSON") {
 		t.Fatalf("garbage: %v", err)
 	}
-	noTok := NewAPI(srv.URL, nil, nil)
-	if err := noTok.Do(ctx, "GET", "/v1/echo", nil, nil, nil); StatusOf(err) != 401 || !strings.Contains(err.Error(), TokenEnv) {
+	noTok := NewLocal(srv.URL, nil, nil)
+	if err := noTok.do(ctx, "GET", "/v1/echo", nil, nil, nil); StatusOf(err) != 401 || !strings.Contains(err.Error(), TokenEnv) {
 		t.Fatalf("401: %v", err)
 	}
-	down := NewAPI("http://127.0.0.1:1", nil, nil)
+	down := NewLocal("http://127.0.0.1:1", nil, nil)
 	var ue *UnreachableError
-	if err := down.Do(ctx, "GET", "/v1/echo", nil, nil, nil); !errors.As(err, &ue) {
+	if err := down.do(ctx, "GET", "/v1/echo", nil, nil, nil); !errors.As(err, &ue) {
 		t.Fatalf("unreachable: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/snavio/snavio/internal/config"
 )
 
 // OperatorTokenFile is the operator token's file name in a local data
@@ -70,46 +72,53 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// API is a client of the control API of `snavio dispatch serve` (/v1/...).
-// It sends JSON, authenticates with a bearer token resolved on first use,
-// and turns error answers into *APIError.
-type API struct {
+// Local is the platform of a local profile: the control API of a running
+// `snavio dispatch serve` (/v1/...). It sends JSON, authenticates with a
+// bearer token resolved on first use, and turns error answers into
+// *APIError.
+type Local struct {
+	target   Target
 	endpoint string
 	token    func() (string, error)
 	http     *http.Client
 }
 
-// NewAPI returns a client for endpoint (scheme://host:port) that
-// authenticates with the token token returns (resolved once per call;
-// nil: no Authorization header).
-func NewAPI(endpoint string, token func() (string, error), hc *http.Client) *API {
+var _ Platform = (*Local)(nil)
+
+// NewLocal returns the platform of the server at endpoint
+// (scheme://host:port) that authenticates with the token token returns
+// (resolved once per call; nil: no Authorization header).
+func NewLocal(endpoint string, token func() (string, error), hc *http.Client) *Local {
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &API{endpoint: strings.TrimRight(endpoint, "/"), token: token, http: hc}
+	endpoint = strings.TrimRight(endpoint, "/")
+	return &Local{target: Target{Kind: config.KindLocal, Endpoint: endpoint}, endpoint: endpoint, token: token, http: hc}
 }
 
-// Endpoint returns the server's base URL.
-func (a *API) Endpoint() string { return a.endpoint }
+// Target implements Platform.
+func (a *Local) Target() Target { return a.target }
 
-// HTTPClient returns the HTTP client the API uses.
-func (a *API) HTTPClient() *http.Client { return a.http }
+// CheckCredential implements Platform: the token resolves.
+func (a *Local) CheckCredential() error {
+	_, err := a.bearer()
+	return err
+}
 
-// Token returns the bearer token the API sends.
-func (a *API) Token() (string, error) {
+func (a *Local) bearer() (string, error) {
 	if a.token == nil {
 		return "", nil
 	}
 	return a.token()
 }
 
-// Do calls method path (path starts with /v1/) with query, sending in as
+// do calls method path (path starts with /v1/) with query, sending in as
 // JSON when it is not nil (an io.Reader is sent as is), and decodes a 2xx
 // JSON answer into out when out is not nil (*[]byte receives the raw
 // body). A non-2xx answer is an *APIError; no answer is an
 // *UnreachableError.
-func (a *API) Do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	req, err := a.NewRequest(ctx, method, path, query, in)
+func (a *Local) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	req, err := a.newRequest(ctx, method, path, query, in)
 	if err != nil {
 		return err
 	}
@@ -144,9 +153,9 @@ func (a *API) Do(ctx context.Context, method, path string, query url.Values, in,
 	return nil
 }
 
-// NewRequest builds an authenticated request without sending it (for
+// newRequest builds an authenticated request without sending it (for
 // callers that stream the answer).
-func (a *API) NewRequest(ctx context.Context, method, path string, query url.Values, in any) (*http.Request, error) {
+func (a *Local) newRequest(ctx context.Context, method, path string, query url.Values, in any) (*http.Request, error) {
 	u := a.endpoint + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -171,7 +180,7 @@ func (a *API) NewRequest(ctx context.Context, method, path string, query url.Val
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	tok, err := a.Token()
+	tok, err := a.bearer()
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +199,7 @@ func decodeError(resp *http.Response, body []byte) error {
 	if json.Unmarshal(body, &b) == nil && b.Error != "" {
 		e.Message, e.Fix = b.Error, b.Fix
 	} else {
-		e.Message = strings.TrimSpace(string(body))
+		e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))
 		if len(e.Message) > 200 {
 			e.Message = e.Message[:200] + "..."
 		}

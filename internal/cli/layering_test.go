@@ -1,0 +1,159 @@
+// Package cli_test holds the layering rule of the CLI: commands talk to a
+// platform (internal/platform, with the types of internal/controlapi/wire)
+// and link no server, store or API-handler package.
+package cli_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/snavio/snavio/"
+
+// forbidden are the server side: the control API's handlers, the server
+// and its facade, the stores, the pipeline and the replay engine it runs,
+// the dashboard, the Lambda host. A prefix ending in "/" covers the
+// packages below it; otherwise the package and those below it.
+var forbidden = []string{
+	"internal/control",    // the control API's handlers
+	"internal/controlapi", // ... except its wire types (allowed below)
+	"internal/api",
+	"internal/server",
+	"internal/serve",
+	"internal/store",
+	"internal/node",
+	"internal/replay",
+	"internal/sqsapi",
+	"internal/dashboard",
+	"internal/alerts",
+	"internal/monitor",
+	"internal/lambda",
+}
+
+// allowed are exceptions inside a forbidden tree.
+var allowed = []string{"internal/controlapi/wire"}
+
+// hosts are the CLI packages that may link the server: internal/cli/dispatch
+// hosts `snavio dispatch serve` (and `dispatch deploy`), the one command
+// that runs a server instead of talking to one. Nothing reached only
+// through it counts against the packages that import it (the root
+// command).
+var hosts = []string{"internal/cli/dispatch"}
+
+func isForbidden(pkg string) bool {
+	p, ok := strings.CutPrefix(pkg, module)
+	if !ok {
+		return false
+	}
+	under := func(root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	for _, a := range allowed {
+		if under(a) {
+			return false
+		}
+	}
+	for _, f := range forbidden {
+		if under(f) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHost(pkg string) bool {
+	p, _ := strings.CutPrefix(pkg, module)
+	return slices.Contains(hosts, p)
+}
+
+// isTestSupport: a CLI package named *test (routetest) is test support,
+// linked only into tests; it may run a real server. It is checked like
+// any other package when a non-test package imports it.
+func isTestSupport(pkg string) bool {
+	return strings.HasSuffix(pkg, "test")
+}
+
+// violations walks the import graph from every CLI package (except the
+// hosts and test support) without entering a host, and returns each
+// forbidden package reached, with the import chain that reaches it.
+func violations(graph map[string][]string, cli []string) []string {
+	var out []string
+	for _, start := range cli {
+		if isHost(start) || isTestSupport(start) {
+			continue
+		}
+		from := map[string]string{start: ""}
+		queue := []string{start}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			if isForbidden(p) {
+				chain := []string{p}
+				for q := from[p]; q != ""; q = from[q] {
+					chain = append([]string{q}, chain...)
+				}
+				out = append(out, strings.Join(chain, " -> "))
+				continue
+			}
+			for _, imp := range graph[p] {
+				if _, seen := from[imp]; seen || isHost(imp) {
+					continue
+				}
+				from[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return out
+}
+
+// TestCLILayering enforces the rule on the real import graph (non-test
+// imports, transitively).
+func TestCLILayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}|{{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	graph := map[string][]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, "|")
+		graph[pkg] = strings.Fields(imps)
+	}
+	listed, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	cli := strings.Fields(string(listed))
+	if len(cli) < 15 {
+		t.Fatalf("found only %d CLI packages; is the test running in internal/cli?", len(cli))
+	}
+	for _, v := range violations(graph, cli) {
+		t.Errorf("%s: a CLI package links a server, store or API-handler package; call it through internal/platform (types in internal/controlapi/wire)", v)
+	}
+}
+
+// TestLayeringRuleFails: the checker reports a direct and a transitive
+// import of a forbidden package, and lets through the wire types, a
+// host's dependencies and test support.
+func TestLayeringRuleFails(t *testing.T) {
+	m := func(p string) string { return module + p }
+	graph := map[string][]string{
+		m("internal/cli/route"):     {m("internal/platform"), m("internal/control")},
+		m("internal/cli/queue"):     {m("internal/cli/cmdutil")},
+		m("internal/cli/cmdutil"):   {m("internal/store/embedded")},
+		m("internal/cli/token"):     {m("internal/controlapi/wire"), "net/http"},
+		m("internal/cli/root"):      {m("internal/cli/dispatch"), m("internal/cli/token")},
+		m("internal/cli/dispatch"):  {m("internal/serve")},
+		m("internal/cli/routetest"): {m("internal/server")},
+		m("internal/platform"):      {m("internal/controlapi/wire")},
+	}
+	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatch"), m("internal/cli/routetest")}
+	got := violations(graph, cli)
+	want := []string{
+		m("internal/cli/route") + " -> " + m("internal/control"),
+		m("internal/cli/queue") + " -> " + m("internal/cli/cmdutil") + " -> " + m("internal/store/embedded"),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n got %q\nwant %q", got, want)
+	}
+}
