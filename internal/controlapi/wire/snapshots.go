@@ -7,15 +7,14 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
 )
 
-// SnapshotKinds are the document kinds in the order a list shows them.
-var snapshotKinds = [...]snapshot.Kind{snapshot.KindFull, snapshot.KindACL, snapshot.KindHMAC}
-
 // SnapshotKinds returns the document kinds in the order a list shows them.
-func SnapshotKinds() []snapshot.Kind { return snapshotKinds[:] }
+func SnapshotKinds() []snapshot.Kind {
+	return []snapshot.Kind{snapshot.KindFull, snapshot.KindACL, snapshot.KindHMAC}
+}
 
 // ParseSnapshotKind validates a document kind.
 func ParseSnapshotKind(s string) (snapshot.Kind, error) {
-	for _, k := range snapshotKinds {
+	for _, k := range SnapshotKinds() {
 		if string(k) == s {
 			return k, nil
 		}
