@@ -10,16 +10,6 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/archiveapi"
-	"github.com/snavio/snavio/internal/api/credentialapi"
-	"github.com/snavio/snavio/internal/api/deliveryapi"
-	"github.com/snavio/snavio/internal/api/explainapi"
-	"github.com/snavio/snavio/internal/api/queueapi"
-	"github.com/snavio/snavio/internal/api/replayapi"
-	"github.com/snavio/snavio/internal/api/snapshotapi"
-	"github.com/snavio/snavio/internal/api/telemetryapi"
-	"github.com/snavio/snavio/internal/api/tokenapi"
-	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/node"
@@ -56,7 +46,7 @@ type Deps struct {
 
 // mountAPI builds the /v1/ handler: the control API (registry, keys,
 // tenant config) and the API packages, each registering its own routes.
-func (s *Serve) mountAPI(ctl *control.RegistryAPI) (http.Handler, error) {
+func (s *Serve) mountAPI(ctl *controlapi.RegistryAPI) (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
 		mux.Handle(p, s.recordPolls(ctl.Handler()))
@@ -69,33 +59,33 @@ func (s *Serve) mountAPI(ctl *control.RegistryAPI) (http.Handler, error) {
 	if err := registerTelemetry(mux, s.deps); err != nil {
 		return nil, err
 	}
-	explain, err := explainapi.NewExplainAPI(explainapi.ExplainOptions{Dispatcher: s.deps.Dispatcher})
+	explain, err := controlapi.NewExplainAPI(controlapi.ExplainOptions{Dispatcher: s.deps.Dispatcher})
 	if err != nil {
 		return nil, err
 	}
 	explain.Register(mux)
-	if err := archiveapi.MountArchive(mux, archiveapi.ArchiveOptions{Archive: s.store, Logger: s.log}); err != nil {
+	if err := controlapi.MountArchive(mux, controlapi.ArchiveOptions{Archive: s.store, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := replayapi.MountReplays(mux, replayapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
+	if err := controlapi.MountReplays(mux, controlapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	if err := deliveryapi.MountDelivery(mux, deliveryapi.DeliveryOptions{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
+	if err := controlapi.MountDelivery(mux, controlapi.DeliveryOptions{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	qa, err := queueapi.NewQueueAPI(queueapi.QueueOptions{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
+	qa, err := controlapi.NewQueueAPI(controlapi.QueueOptions{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
 	qa.Register(mux)
 	s.queues = qa
-	if err := snapshotapi.MountSnapshots(mux, snapshotapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
+	if err := controlapi.MountSnapshots(mux, controlapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
 		return nil, err
 	}
 	if err := mountTokens(mux, s.deps); err != nil {
 		return nil, err
 	}
-	creds, err := credentialapi.NewCredentialAPI(credentialapi.CredentialOptions{Credentials: s.deps.Credentials, Logger: s.log})
+	creds, err := controlapi.NewCredentialAPI(controlapi.CredentialOptions{Credentials: s.deps.Credentials, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +95,7 @@ func (s *Serve) mountAPI(ctl *control.RegistryAPI) (http.Handler, error) {
 
 // mountTokens mounts POST/GET /v1/tokens and DELETE /v1/tokens/{id}.
 func mountTokens(mux *http.ServeMux, d Deps) error {
-	t, err := tokenapi.NewTokenAPI(tokenapi.TokenOptions{Tokens: d.Tokens, Logger: d.Logger})
+	t, err := controlapi.NewTokenAPI(controlapi.TokenOptions{Tokens: d.Tokens, Logger: d.Logger})
 	if err != nil {
 		return err
 	}
@@ -160,7 +150,7 @@ func (s *Serve) whoami(w http.ResponseWriter, _ *http.Request, p server.Principa
 
 // registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
 func registerTelemetry(mux *http.ServeMux, d Deps) error {
-	t, err := telemetryapi.NewTelemetryAPI(telemetryapi.TelemetryOptions{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
+	t, err := controlapi.NewTelemetryAPI(controlapi.TelemetryOptions{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
 	if err != nil {
 		return err
 	}

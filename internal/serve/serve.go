@@ -27,8 +27,6 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/queueapi"
-	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
@@ -160,7 +158,7 @@ type Serve struct {
 	clk     clock.Clock
 	store   *embedded.Store
 	srv     *server.Server
-	queues  *queueapi.QueueAPI // the queue API, whose long poll the SQS API shares
+	queues  *controlapi.QueueAPI // the queue API, whose long poll the SQS API shares
 	node    *node.Node
 	caches  *cache.Caches
 	flow    *flow.Flow
@@ -369,7 +367,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.NewRegistryAPI(control.RegistryOptions{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
+	ctl, err := controlapi.NewRegistryAPI(controlapi.RegistryOptions{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: controlapi.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -37,7 +37,7 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	api, err := queueapi.NewQueueAPI(queueapi.QueueOptions{Queues: st})
+	api, err := controlapi.NewQueueAPI(controlapi.QueueOptions{Queues: st})
 	if err != nil {
 		t.Fatal(err)
 	}

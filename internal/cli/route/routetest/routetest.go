@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/control"
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -41,10 +40,10 @@ type Env struct {
 // servertest.OperatorAndAcme ("op" is the operator, "acme" the tenant
 // acme); each mount adds handlers to the same mux, for the routes other
 // packages serve.
-func New(t *testing.T, queues control.RouteQueues, mount ...func(mux *http.ServeMux, e *Env)) *Env {
+func New(t *testing.T, queues controlapi.RouteQueues, mount ...func(mux *http.ServeMux, e *Env)) *Env {
 	t.Helper()
 	e := &Env{Reg: memstore.NewRegistry(), Clk: clock.NewFake(T0), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
-	api, err := control.NewRegistryAPI(control.RegistryOptions{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: controlapi.ContextAuth{}})
+	api, err := controlapi.NewRegistryAPI(controlapi.RegistryOptions{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
