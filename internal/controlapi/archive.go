@@ -1,4 +1,4 @@
-// Package archiveapi is the archive API of `snavio dispatch serve`: the
+// This file is the archive API of `snavio dispatch serve`: the
 // events the ingress accepted, like the EventBridge archive, queryable by
 // time range with filters (operator only).
 //
@@ -8,6 +8,7 @@
 // optional. limit is 1 to 1000 (default 100). A page may be short, even
 // empty, with a next_page_token when filters skip many events: keep paging
 // until next_page_token is absent.
+
 package controlapi
 
 import (
@@ -53,21 +54,6 @@ func NewArchiveAPI(o ArchiveOptions) (*ArchiveAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &ArchiveAPI{o: o, ep: Endpoints{Logger: o.Logger}}, nil
-}
-
-// MountArchive builds the API from o and registers it on mux.
-func MountArchive(mux *http.ServeMux, o ArchiveOptions) error {
-	a, err := NewArchiveAPI(o)
-	if err != nil {
-		return err
-	}
-	a.Register(mux)
-	return nil
-}
-
-// Register mounts GET /v1/archive on mux, for the operator only.
-func (a *ArchiveAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/archive", a.ep.Handle(Operator, a.list))
 }
 
 // Event is one archived event as the API returns it. Detail is the JSON

@@ -1,4 +1,4 @@
-// Package credentialapi is the control API of tenants' ingress credentials
+// This file is the control API of tenants' ingress credentials
 // on `snavio dispatch serve`: the access key id and secret a tenant's
 // producers sign PutEvents with (SigV4, as with IAM keys on AWS). The
 // ingress accepts an entry only when its Source is <that tenant>/<service>.
@@ -26,6 +26,7 @@
 // Errors are JSON {"error","fix"} (Error): 400 bad input,
 // 401/403 authentication, 404 no such credential, 409 too many, 413 body
 // too large, 500 storage failure.
+
 package controlapi
 
 import (
@@ -94,13 +95,6 @@ func NewCredentialAPI(o CredentialOptions) (*CredentialAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &CredentialAPI{o: o, ep: Endpoints{Logger: o.Logger}}, nil
-}
-
-// Register mounts the endpoints on mux, behind the server's authentication.
-func (a *CredentialAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/credentials", a.ep.Handle(AnyPrincipal, a.create))
-	mux.HandleFunc("GET /v1/credentials", a.ep.Handle(AnyPrincipal, a.list))
-	mux.HandleFunc("DELETE /v1/credentials/{id}", a.ep.Handle(AnyPrincipal, a.revoke))
 }
 
 // DecodeCreateRequest parses and validates the body of POST

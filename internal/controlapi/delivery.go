@@ -1,4 +1,4 @@
-// Package deliveryapi is the delivery-key API of `snavio dispatch serve`:
+// This file is the delivery-key API of `snavio dispatch serve`:
 // a target's key for verifying that the messages in its queues were
 // delivered by the dispatcher (docs/security/delivery-signature.md).
 //
@@ -7,6 +7,7 @@
 // The key verifies that target's messages only, and cannot sign another
 // target's. It is derived from the platform's master secret, so it is
 // the same on every call until the master is replaced.
+
 package controlapi
 
 import (
@@ -62,11 +63,6 @@ func MountDelivery(mux *http.ServeMux, o DeliveryOptions) error {
 	}
 	a.Register(mux)
 	return nil
-}
-
-// Register mounts the endpoint on mux, for the operator only.
-func (a *DeliveryAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/delivery-keys/{target}", a.ep.Handle(Operator, a.get))
 }
 
 func (a *DeliveryAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

@@ -1,13 +1,3 @@
-// Package controlapi is what every endpoint of the control API shares:
-// the refusal (Error) and the one path that answers it, the one JSON
-// answer writer, the request-body decoder, and the authentication and
-// access check every endpoint goes through (Endpoints.Handle).
-//
-// Every error answer is the envelope server.APIError, {"error","fix"}:
-// what went wrong and what to do about it. The envelope is defined in
-// internal/server because the server's own refusals (no token, too many
-// requests, an unknown path) answer with it too; the CLI decodes it
-// (internal/platform). A refusal may carry Retry-After.
 package controlapi
 
 import (

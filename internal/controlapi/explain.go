@@ -1,10 +1,11 @@
-// Package explainapi is POST /v1/explain of the control API: the
+// This file is POST /v1/explain of the control API: the
 // dispatcher's decision trace for one command (each check, its result and
 // the cache state it used) without delivering it. `snavio send --explain`
 // calls it.
 //
 // Access: the operator explains any source; a tenant token only its own
 // sources (the part of the source before '/' is the tenant).
+
 package controlapi
 
 import (
@@ -47,11 +48,6 @@ func NewExplainAPI(o ExplainOptions) (*ExplainAPI, error) {
 		return nil, errors.New("explainapi: Dispatcher is required")
 	}
 	return &ExplainAPI{o: o}, nil
-}
-
-// Register adds POST /v1/explain to mux.
-func (a *ExplainAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/explain", a.ep.Handle(AnyPrincipal, a.explain))
 }
 
 func (a *ExplainAPI) explain(w http.ResponseWriter, r *http.Request, p server.Principal) error {

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // openAPIDoc is the part of the description the tests read.
@@ -109,5 +111,64 @@ func TestOpenAPIServed(t *testing.T) {
 	e.Handle(AnyPrincipal, OpenAPI).ServeHTTP(w, r)
 	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != string(openAPI) {
 		t.Fatalf("%d %s: %.80s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+}
+
+// allEndpoints returns the endpoints of a Handler with every resource
+// present (zero values: the endpoints are only listed, never called).
+func allEndpoints(t *testing.T) []endpoint {
+	t.Helper()
+	noop := func(http.ResponseWriter, *http.Request, server.Principal) error { return nil }
+	h := &Handler{clock: clock.System(), alerts: noop, stats: noop}
+	v := reflect.ValueOf(h).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); v.Type().Field(i).IsExported() && f.Kind() == reflect.Pointer && f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+	}
+	return h.endpoints()
+}
+
+func TestOpenAPIMatchesEndpoints(t *testing.T) {
+	var routed []string
+	mux := http.NewServeMux() // panics on a conflicting pattern
+	for _, e := range allEndpoints(t) {
+		routed = append(routed, e.pattern)
+		mux.HandleFunc(e.pattern, e.h)
+	}
+	described := loadOpenAPI(t).described()
+	for _, r := range routed {
+		if !slices.Contains(described, r) {
+			t.Errorf("%s is routed but not described in openapi.json: describe it (path, method, access, parameters, body types)", r)
+		}
+	}
+	for _, d := range described {
+		if !slices.Contains(routed, d) {
+			t.Errorf("openapi.json describes %s, which no endpoint serves: remove it, or add the endpoint to Handler.endpoints", d)
+		}
+	}
+	if len(routed) != len(described) {
+		t.Errorf("%d endpoints, %d described operations", len(routed), len(described))
+	}
+}
+
+// TestOpenAPIAccessIsEnforced checks each described operation's
+// x-snavio-access against what its endpoint does with a tenant token
+// and no body: "operator" endpoints answer 403 before anything else.
+func TestOpenAPIAccessIsEnforced(t *testing.T) {
+	ops := loadOpenAPI(t).Paths
+	for _, e := range allEndpoints(t) {
+		method, path, _ := strings.Cut(e.pattern, " ")
+		op := ops[path][strings.ToLower(method)]
+		if op.Access != "operator" {
+			continue
+		}
+		r := httptest.NewRequest(method, strings.NewReplacer("{", "", "}", "").Replace(path), nil)
+		r = r.WithContext(server.WithPrincipal(r.Context(), server.TenantPrincipal("acme")))
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden {
+			t.Errorf("%s is described as operator-only, but a tenant got %d", e.pattern, w.Code)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package queueapi is the control API of the local target queues of
+// This file is the control API of the local target queues of
 // `snavio dispatch serve`: list with stats, get, create, receive (with an
 // SQS-style long poll), delete by receipt handle, and purge.
 //
@@ -38,6 +38,7 @@
 // no such queue, 409 a queue exists with another configuration or the
 // store is full of queues, 429 too many waiting receives, 500 storage
 // failure.
+
 package controlapi
 
 import (
@@ -140,17 +141,6 @@ func NewQueueAPI(o QueueOptions) (*QueueAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &QueueAPI{o: o, ep: Endpoints{Errors: queueErrors, Logger: o.Logger}}, nil
-}
-
-// Register mounts the endpoints on mux. The mux must sit behind the
-// server's authentication middleware.
-func (a *QueueAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/queues", a.ep.Handle(AnyPrincipal, a.list))
-	mux.HandleFunc("GET /v1/queues/{name}", a.ep.Handle(AnyPrincipal, a.get))
-	mux.HandleFunc("POST /v1/queues", a.ep.Handle(queueOperator, a.create))
-	mux.HandleFunc("POST /v1/queues/{name}/receive", a.ep.Handle(queueOperator, a.receive))
-	mux.HandleFunc("POST /v1/queues/{name}/messages/delete", a.ep.Handle(queueOperator, a.deleteMessages))
-	mux.HandleFunc("POST /v1/queues/{name}/purge", a.ep.Handle(queueOperator, a.purge))
 }
 
 // queueOperator is the access of everything but list and get.
@@ -467,16 +457,5 @@ func (a *QueueAPI) purge(w http.ResponseWriter, r *http.Request, _ server.Princi
 		return err
 	}
 	WriteJSON(w, http.StatusOK, wire.QueuePurgeResult{Queue: name, Purged: n})
-	return nil
-}
-
-// MountQueues builds the API from o and registers it on mux (New, then
-// Register): the one line `internal/serve` calls.
-func MountQueues(mux *http.ServeMux, o QueueOptions) error {
-	a, err := NewQueueAPI(o)
-	if err != nil {
-		return err
-	}
-	a.Register(mux)
 	return nil
 }

@@ -1,4 +1,4 @@
-// Package control is the control API of `snavio dispatch serve`: the
+// This file is the control API of `snavio dispatch serve`: the
 // registry (routes, ACLs, keys, bans, quotas) with its changelog, declarative
 // apply, ACL revocation, HMAC key creation and rotation, and the tenant
 // configuration producers poll.
@@ -16,15 +16,14 @@
 // grant` send one record to POST /v1/registry/apply, as `route apply`
 // sends a file's records, so every registration is planned (idempotent),
 // validated, test-routed and logged the same way, dry run included.
+
 package controlapi
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +34,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
 // RegistryOptions configure the API.
@@ -98,21 +96,6 @@ func NewRegistryAPI(o RegistryOptions) (*RegistryAPI, error) {
 	a := &RegistryAPI{o: o, ep: Endpoints{Auth: o.Auth, Errors: registryErrors, Logger: o.Logger}, mux: http.NewServeMux()}
 	a.Register(a.mux)
 	return a, nil
-}
-
-// Register adds the API's endpoints to mux (Go 1.22 method and path
-// patterns under /v1/).
-func (a *RegistryAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/registry", a.ep.Handle(AnyPrincipal, a.list))
-	mux.HandleFunc("GET /v1/registry/item", a.ep.Handle(AnyPrincipal, a.get))
-	mux.HandleFunc("PUT /v1/registry/item", a.ep.Handle(registryWriter, a.put))
-	mux.HandleFunc("DELETE /v1/registry/item", a.ep.Handle(registryWriter, a.delete))
-	mux.HandleFunc("GET /v1/registry/history", a.ep.Handle(AnyPrincipal, a.history))
-	mux.HandleFunc("POST /v1/registry/apply", a.ep.Handle(registryWriter, a.apply))
-	mux.HandleFunc("POST /v1/registry/acl/revoke", a.ep.Handle(registryWriter, a.revoke))
-	mux.HandleFunc("POST /v1/keys/create", a.ep.Handle(registryWriter, a.createKey))
-	mux.HandleFunc("POST /v1/keys/rotate", a.ep.Handle(registryWriter, a.rotateKey))
-	mux.HandleFunc("GET /v1/tenants/{tenant}/config", a.ep.Handle(AnyPrincipal, a.tenantConfig))
 }
 
 // Handler returns the API's HTTP handler (its own mux, with every
@@ -440,161 +423,5 @@ func (a *RegistryAPI) apply(w http.ResponseWriter, r *http.Request, p server.Pri
 		res.Applied = append(res.Applied, ch)
 	}
 	WriteJSON(w, http.StatusOK, res)
-	return nil
-}
-
-func (a *RegistryAPI) revoke(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req wire.ACLRevokeRequest
-	if err := a.decode(r, &req); err != nil {
-		return err
-	}
-	now := a.o.Clock.Now()
-	id := registry.ACLID(req.Source, req.Target, req.Command)
-	it, err := a.o.Registry.Get(r.Context(), id, now)
-	if err != nil {
-		return err
-	}
-	if !it.ACL.Allow {
-		return Refuse(http.StatusConflict, "the grant is already revoked", "nothing to do")
-	}
-	// The revoked record stays for RevokeRetain so that caches learn the
-	// revocation time (the executed_after_acl_revoked audit).
-	rev := registry.Revoke(*it.ACL, now, a.o.RevokeRetain)
-	ch, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{ACL: &rev})
-	if err != nil {
-		return err
-	}
-	WriteJSON(w, http.StatusOK, ch)
-	return nil
-}
-
-func newSecret() ([]byte, error) {
-	b := make([]byte, signing.MinSecretLen)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("generate a secret: %w", err)
-	}
-	return b, nil
-}
-
-func (a *RegistryAPI) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req wire.KeyRequest
-	if err := a.decode(r, &req); err != nil {
-		return err
-	}
-	now := a.o.Clock.Now()
-	if _, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now); err == nil {
-		return Refuse(http.StatusConflict, "source "+req.Source+" already has keys", "rotate them with POST /v1/keys/rotate (snavio key rotate --service "+req.Source+")")
-	} else if !errors.Is(err, registry.ErrNotFound) {
-		return err
-	}
-	secret, err := newSecret()
-	if err != nil {
-		return err
-	}
-	v := registry.KeyVersion{ID: "hmac-v1", Secret: secret, ActivatedAt: now.UTC()}
-	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &registry.ServiceKey{Source: req.Source, Versions: []registry.KeyVersion{v}}}); err != nil {
-		return err
-	}
-	WriteJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
-	return nil
-}
-
-func (a *RegistryAPI) rotateKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req wire.KeyRequest
-	if err := a.decode(r, &req); err != nil {
-		return err
-	}
-	now := a.o.Clock.Now()
-	it, err := a.o.Registry.Get(r.Context(), registry.KeyID(req.Source), now)
-	if err != nil {
-		return err
-	}
-	k := *it.Key
-	vs := append([]registry.KeyVersion(nil), k.Versions...)
-	sort.Slice(vs, func(i, j int) bool { return vs[i].ActivatedAt.Before(vs[j].ActivatedAt) })
-	last := vs[len(vs)-1]
-	n, err := strconv.Atoi(strings.TrimPrefix(last.ID, "hmac-v"))
-	if err != nil {
-		return fmt.Errorf("stored key version %q of %s: %w", last.ID, req.Source, err)
-	}
-	at := req.ActivateAt
-	if at.IsZero() {
-		at = now
-	}
-	if !at.After(last.ActivatedAt) {
-		return BadRequest("activate_at is not after the latest version's activation", "give a later time, or omit it for now")
-	}
-	secret, err := newSecret()
-	if err != nil {
-		return err
-	}
-	v := registry.KeyVersion{ID: "hmac-v" + strconv.Itoa(n+1), Secret: secret, ActivatedAt: at.UTC()}
-	// Keep every version the keyring still accepts (the current one until
-	// the new one activates, the previous one through its overlap) and,
-	// beyond that, the history replay needs (KeyHistory).
-	k.Versions = append(keptVersions(vs, now, a.o.KeyPolicy.WithDefaults().Overlap+a.o.KeyHistory), v)
-	if _, err := a.o.Registry.Put(r.Context(), a.actor(p), registry.Item{Key: &k}); err != nil {
-		return err
-	}
-	WriteJSON(w, http.StatusOK, wire.KeyResult{Source: req.Source, VersionID: v.ID, Secret: secret, Activated: v.ActivatedAt})
-	return nil
-}
-
-// DefaultKeyHistory is Options.KeyHistory's default: the archive's
-// default retention.
-const DefaultKeyHistory = 7 * 24 * time.Hour
-
-// keptVersions are the versions (in activation order) a rotation keeps:
-// every version whose successor activated less than keep ago (so it is
-// still accepted, or was within the key history), and the latest, within
-// room for one more under registry.MaxKeyVersions (the oldest go first:
-// a command signed with a dropped version is refused by a replay, never
-// replayed unverified).
-func keptVersions(vs []registry.KeyVersion, now time.Time, keep time.Duration) []registry.KeyVersion {
-	cutoff := now.Add(-keep)
-	from := len(vs) - 1
-	for from > 0 && vs[from].ActivatedAt.After(cutoff) {
-		from-- // vs[from-1]'s successor activated after the cutoff
-	}
-	from = max(from, len(vs)-(registry.MaxKeyVersions-1))
-	return vs[from:]
-}
-
-func (a *RegistryAPI) tenantConfig(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	tenant := r.PathValue("tenant")
-	if !p.Operator && p.Tenant != tenant {
-		return Refuse(http.StatusForbidden, "a tenant reads only its own configuration", "use tenant "+p.Tenant+"'s token, or the operator's")
-	}
-	return a.writeTenantConfig(w, r, tenant)
-}
-
-func (a *RegistryAPI) writeTenantConfig(w http.ResponseWriter, r *http.Request, tenant string) error {
-	now := a.o.Clock.Now()
-	d, err := a.o.Registry.Load(r.Context(), now, registry.KindKey)
-	if err != nil {
-		return err
-	}
-	versions := map[string][]keys.Version{}
-	for _, k := range d.Keys {
-		if t, _, _ := strings.Cut(k.Source, "/"); t != tenant {
-			continue
-		}
-		for _, v := range k.Versions {
-			versions[k.Source] = append(versions[k.Source], keys.Version{ID: v.ID, Secret: v.Secret, ActivatedAt: v.ActivatedAt, NotAfter: v.NotAfter})
-		}
-	}
-	ring, err := keys.NewKeyring(a.o.KeyPolicy, versions)
-	if err != nil {
-		return err
-	}
-	tc, err := ring.TenantConfig(tenant, now)
-	if errors.Is(err, keys.ErrNoKeys) {
-		return Refuse(http.StatusNotFound, "tenant "+tenant+" has no service with an HMAC key",
-			"create one: POST /v1/keys/create (snavio key create --service "+tenant+"/<service>)")
-	}
-	if err != nil {
-		return err
-	}
-	WriteJSON(w, http.StatusOK, tc)
 	return nil
 }

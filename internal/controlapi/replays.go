@@ -1,4 +1,4 @@
-// Package replayapi is the replay API of `snavio dispatch serve`, the
+// This file is the replay API of `snavio dispatch serve`, the
 // server side of `snavio replay` (docs/replay.md). Replays run in the
 // server: it holds the platform's copies of the HMAC keys (they never
 // leave it), the DLQs, the archive and the audits (in the data directory,
@@ -14,6 +14,7 @@
 // the client goes away (Ctrl-C) or the server shuts down, the run finishes
 // the batch in hand, records its audit as interrupted and ends; `--resume`
 // continues it without re-sending what was sent.
+
 package controlapi
 
 import (
@@ -147,17 +148,6 @@ func MountReplays(mux *http.ServeMux, o ReplayOptions) error {
 	}
 	a.Register(mux)
 	return nil
-}
-
-// Register mounts the endpoints on mux (behind the server's bearer-token
-// middleware); all are operator-only.
-func (a *ReplayAPI) Register(mux *http.ServeMux) {
-	op := func(h HandlerFunc) http.HandlerFunc { return a.ep.Handle(Operator, h) }
-	mux.HandleFunc("POST /v1/replays/plan", op(a.plan))
-	mux.HandleFunc("POST /v1/replays", op(a.start))
-	mux.HandleFunc("POST /v1/replays/{id}/resume", op(a.resume))
-	mux.HandleFunc("GET /v1/replays", op(a.list))
-	mux.HandleFunc("GET /v1/replays/{id}", op(a.get))
 }
 
 // Close interrupts every running replay (each records its audit as

@@ -1,4 +1,4 @@
-// Package snapshotapi is the control API of the registry snapshots of
+// This file is the control API of the registry snapshots of
 // `snavio dispatch serve`: run the generator now, list the latest versions
 // of each document, fetch a latest signed document, and fetch the public
 // key that verifies them.
@@ -22,6 +22,7 @@
 // Errors are JSON {"error","fix"} (Error): 400 bad kind,
 // 401/403, 404 nothing published yet, 422 the registry cannot be
 // snapshotted (invalid, or above the size cap), 500 storage failure.
+
 package controlapi
 
 import (
@@ -95,15 +96,6 @@ func NewSnapshotAPI(o SnapshotOptions) (*SnapshotAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &SnapshotAPI{o: o, ep: Endpoints{Errors: snapshotErrors, Logger: o.Logger}}, nil
-}
-
-// Register mounts the endpoints on mux, which must sit behind the
-// server's authentication middleware.
-func (a *SnapshotAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/snapshots/generate", a.ep.Handle(snapshotOperator, a.generate))
-	mux.HandleFunc("GET /v1/snapshots", a.ep.Handle(AnyPrincipal, a.list))
-	mux.HandleFunc("GET /v1/snapshots/public-key", a.ep.Handle(AnyPrincipal, a.publicKey))
-	mux.HandleFunc("GET /v1/snapshots/{kind}/latest", a.ep.Handle(snapshotOperator, a.latest))
 }
 
 // snapshotOperator is the access of generating and fetching documents.
@@ -193,16 +185,5 @@ func (a *SnapshotAPI) publicKey(w http.ResponseWriter, _ *http.Request, _ server
 		return err
 	}
 	WriteJSON(w, http.StatusOK, pk)
-	return nil
-}
-
-// MountSnapshots builds the API from o and registers it on mux (New, then
-// Register): the one line `internal/serve` calls.
-func MountSnapshots(mux *http.ServeMux, o SnapshotOptions) error {
-	a, err := NewSnapshotAPI(o)
-	if err != nil {
-		return err
-	}
-	a.Register(mux)
 	return nil
 }

@@ -1,4 +1,4 @@
-// Package telemetryapi serves the telemetry streams of `snavio dispatch
+// This file serves the telemetry streams of `snavio dispatch
 // serve` over the control API: a long-polling read of one tenant's stream
 // (or, for the operator, of every tenant's), and per-tenant stream stats.
 //
@@ -23,6 +23,7 @@
 // concurrent waits the answer is 503, beyond MaxWaitersPerPrincipal for
 // one caller 429, both with Retry-After. A read never moves the tenant's
 // consumer cursor (tailing is watching, not consuming).
+
 package controlapi
 
 import (
@@ -119,14 +120,6 @@ func NewTelemetryAPI(o TelemetryOptions) (*TelemetryAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &TelemetryAPI{o: o, ep: Endpoints{Logger: o.Logger}, per: map[string]int{}}, nil
-}
-
-// Register adds the endpoints to mux, which must sit behind the server's
-// authentication (ContextAuth finds the caller).
-func (a *TelemetryAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/telemetry", a.ep.Handle(AnyPrincipal, a.read))
-	mux.HandleFunc("GET /v1/telemetry/streams", a.ep.Handle(AnyPrincipal, a.streams))
-	mux.HandleFunc("POST /v1/telemetry/ack", a.ep.Handle(AnyPrincipal, a.ack))
 }
 
 // ack moves a tenant's consumer cursor (never backwards). A tenant acks

@@ -1,4 +1,4 @@
-// Package tokenapi is the control API of tenant tokens of `snavio dispatch
+// This file is the control API of tenant tokens of `snavio dispatch
 // serve`: the operator issues a bearer token for one tenant (shown once,
 // only its SHA-256 digest is kept), lists the issued tokens (never a
 // secret), and revokes them. A tenant token reads only its own tenant's
@@ -26,6 +26,7 @@
 // Errors are JSON {"error","fix"} (Error): 400 bad input,
 // 401/403 authentication, 404 no such token, 409 too many tokens, 413 body
 // too large, 500 storage failure.
+
 package controlapi
 
 import (
@@ -95,14 +96,6 @@ func NewTokenAPI(o TokenOptions) (*TokenAPI, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &TokenAPI{o: o, ep: Endpoints{Logger: o.Logger}}, nil
-}
-
-// Register mounts the endpoints on mux. The mux must sit behind the
-// server's authentication middleware.
-func (a *TokenAPI) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/tokens", a.ep.Handle(issuer, a.issue))
-	mux.HandleFunc("GET /v1/tokens", a.ep.Handle(AnyPrincipal, a.list))
-	mux.HandleFunc("DELETE /v1/tokens/{id}", a.ep.Handle(revoker, a.revoke))
 }
 
 // SendTenant is the fix of a bad body of POST /v1/tokens and

@@ -11,7 +11,6 @@ import (
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/controlapi"
-	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/sqsapi"
@@ -44,63 +43,31 @@ type Deps struct {
 	Credentials *server.FileCredentialStore
 }
 
-// mountAPI builds the /v1/ handler: the control API (registry, keys,
-// tenant config) and the API packages, each registering its own routes.
-func (s *Serve) mountAPI(ctl *controlapi.RegistryAPI) (http.Handler, error) {
-	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
-		mux.Handle(p, s.recordPolls(ctl.Handler()))
-	}
-	ep := controlapi.Endpoints{Logger: s.log}
-	mux.HandleFunc("GET /v1/whoami", ep.Handle(controlapi.AnyPrincipal, s.whoami))
-	mux.HandleFunc("GET /v1/alerts", ep.Handle(controlapi.AnyPrincipal, s.recentAlerts))
-	mux.HandleFunc("GET /v1/serve/stats", ep.Handle(controlapi.Operator, s.stats))
-	// API packages register here (one line each).
-	if err := registerTelemetry(mux, s.deps); err != nil {
-		return nil, err
-	}
-	explain, err := controlapi.NewExplainAPI(controlapi.ExplainOptions{Dispatcher: s.deps.Dispatcher})
+// mountAPI builds the /v1/ handler: the control API over the embedded
+// store and this server's dispatcher, tokens and credentials, with the
+// registry options serve.go assembles.
+func (s *Serve) mountAPI(registry controlapi.RegistryOptions) (http.Handler, error) {
+	d := s.deps
+	api, err := controlapi.New(controlapi.Config{
+		Clock: s.clk, Logger: s.log,
+		Registry:    registry,
+		Archive:     controlapi.ArchiveOptions{Archive: s.store},
+		Credentials: controlapi.CredentialOptions{Credentials: d.Credentials},
+		Delivery:    controlapi.DeliveryOptions{Signer: d.Delivery, Registry: s.store.Registry()},
+		Explain:     controlapi.ExplainOptions{Dispatcher: d.Dispatcher},
+		Queues:      controlapi.QueueOptions{Queues: s.store, Changed: d.Changed, Reserved: isHandoffQueue},
+		Replays:     controlapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: d.Delivery},
+		Snapshots:   controlapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: d.Generator, KeyID: SnapshotKeyID, PublicKey: d.SigningKey.Public().(ed25519.PublicKey)},
+		Telemetry:   controlapi.TelemetryOptions{Store: d.Store, Changed: d.Changed},
+		Tokens:      controlapi.TokenOptions{Tokens: d.Tokens},
+		Alerts:      s.recentAlerts,
+		Stats:       s.stats,
+	})
 	if err != nil {
 		return nil, err
 	}
-	explain.Register(mux)
-	if err := controlapi.MountArchive(mux, controlapi.ArchiveOptions{Archive: s.store, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := controlapi.MountReplays(mux, controlapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := controlapi.MountDelivery(mux, controlapi.DeliveryOptions{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	qa, err := controlapi.NewQueueAPI(controlapi.QueueOptions{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
-	if err != nil {
-		return nil, err
-	}
-	qa.Register(mux)
-	s.queues = qa
-	if err := controlapi.MountSnapshots(mux, controlapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := mountTokens(mux, s.deps); err != nil {
-		return nil, err
-	}
-	creds, err := controlapi.NewCredentialAPI(controlapi.CredentialOptions{Credentials: s.deps.Credentials, Logger: s.log})
-	if err != nil {
-		return nil, err
-	}
-	creds.Register(mux)
-	return mux, nil
-}
-
-// mountTokens mounts POST/GET /v1/tokens and DELETE /v1/tokens/{id}.
-func mountTokens(mux *http.ServeMux, d Deps) error {
-	t, err := controlapi.NewTokenAPI(controlapi.TokenOptions{Tokens: d.Tokens, Logger: d.Logger})
-	if err != nil {
-		return err
-	}
-	t.Register(mux)
-	return nil
+	s.queues = api.Queues
+	return s.recordPolls(api), nil
 }
 
 // recordPolls notes when a producer fetched its tenant config, so the
@@ -141,21 +108,6 @@ func (t *tenantPolls) Record(tenant string, at time.Time) { t.p.Record(tenant, a
 func (t *tenantPolls) LastPoll(source string) (time.Time, bool) {
 	tenant, _, _ := strings.Cut(source, "/")
 	return t.p.LastPoll(tenant)
-}
-
-func (s *Serve) whoami(w http.ResponseWriter, _ *http.Request, p server.Principal) error {
-	controlapi.WriteJSON(w, http.StatusOK, wire.Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
-	return nil
-}
-
-// registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
-func registerTelemetry(mux *http.ServeMux, d Deps) error {
-	t, err := controlapi.NewTelemetryAPI(controlapi.TelemetryOptions{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
-	if err != nil {
-		return err
-	}
-	t.Register(mux)
-	return nil
 }
 
 // Stats is the answer of GET /v1/serve/stats (operators): what the local

@@ -367,10 +367,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := controlapi.NewRegistryAPI(controlapi.RegistryOptions{Registry: s.registry, Auth: controlapi.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: controlapi.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
-	if err != nil {
-		return nil, err
-	}
+	registryAPI := controlapi.RegistryOptions{Registry: s.registry, Queues: controlapi.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention}
 	// One tenant token store for the server's authentication and the
 	// token API, so that a revoked token stops working at once.
 	tokens, err := server.OpenFileTokenStore(filepath.Join(o.DataDir, server.TenantTokensFile), o.Clock)
@@ -390,7 +387,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
 		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Delivery: s.delivery, Credentials: creds}
-	api, err := s.mountAPI(ctl)
+	api, err := s.mountAPI(registryAPI)
 	if err != nil {
 		return nil, err
 	}
