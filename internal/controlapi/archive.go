@@ -48,7 +48,7 @@ type ArchiveAPI struct {
 // NewArchiveAPI returns the API.
 func NewArchiveAPI(o ArchiveOptions) (*ArchiveAPI, error) {
 	if o.Archive == nil {
-		return nil, errors.New("archiveapi: Archive is required")
+		return nil, errors.New("controlapi: ArchiveOptions.Archive is required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

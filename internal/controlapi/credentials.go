@@ -83,7 +83,7 @@ type CredentialAPI struct {
 // NewCredentialAPI returns the API.
 func NewCredentialAPI(o CredentialOptions) (*CredentialAPI, error) {
 	if o.Credentials == nil {
-		return nil, errors.New("credentialapi: Options.Credentials is nil; pass the server's ingress credential store")
+		return nil, errors.New("controlapi: CredentialOptions.Credentials is nil; pass the server's ingress credential store")
 	}
 	if o.MaxCredentials <= 0 {
 		o.MaxCredentials = DefaultMaxCredentials

@@ -44,7 +44,7 @@ type DeliveryAPI struct {
 // NewDeliveryAPI returns the API.
 func NewDeliveryAPI(o DeliveryOptions) (*DeliveryAPI, error) {
 	if o.Signer == nil || o.Registry == nil {
-		return nil, errors.New("deliveryapi: Signer and Registry are required")
+		return nil, errors.New("controlapi: DeliveryOptions: Signer and Registry are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System()

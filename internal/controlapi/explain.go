@@ -45,7 +45,7 @@ type ExplainAPI struct {
 // NewExplainAPI returns the API.
 func NewExplainAPI(o ExplainOptions) (*ExplainAPI, error) {
 	if o.Dispatcher == nil {
-		return nil, errors.New("explainapi: Dispatcher is required")
+		return nil, errors.New("controlapi: ExplainOptions.Dispatcher is required")
 	}
 	return &ExplainAPI{o: o}, nil
 }

@@ -117,7 +117,7 @@ type QueueAPI struct {
 // NewQueueAPI returns the API.
 func NewQueueAPI(o QueueOptions) (*QueueAPI, error) {
 	if o.Queues == nil {
-		return nil, errors.New("queueapi: Options.Queues is nil; pass the embedded store")
+		return nil, errors.New("controlapi: QueueOptions.Queues is nil; pass the embedded store")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System()

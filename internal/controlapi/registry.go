@@ -76,7 +76,7 @@ type RegistryAPI struct {
 // NewRegistryAPI returns the API.
 func NewRegistryAPI(o RegistryOptions) (*RegistryAPI, error) {
 	if o.Registry == nil || o.Auth == nil {
-		return nil, errors.New("control: Registry and Auth are required")
+		return nil, errors.New("controlapi: RegistryOptions: Registry and Auth are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System()

@@ -117,7 +117,7 @@ func NewReplayAPI(o ReplayOptions) (*ReplayAPI, error) {
 		o.Audits = &replay.FileAudits{Dir: filepath.Join(o.DataDir, AuditDir)}
 	}
 	if o.Archive == nil || o.Queues == nil || o.Registry == nil || o.Pipeline == nil || o.Audits == nil || o.Delivery == nil {
-		return nil, errors.New("replayapi: Store (or Archive and Queues), Registry, Pipeline, Audits (or DataDir) and Delivery are required")
+		return nil, errors.New("controlapi: ReplayOptions: Store (or Archive and Queues), Registry, Pipeline, Audits (or DataDir) and Delivery are required")
 	}
 	if o.DedupeTTL <= 0 {
 		o.DedupeTTL = 300 * time.Second
@@ -175,7 +175,7 @@ func replayErrors(err error) *Error {
 }
 
 func decodeReplay(r *http.Request, v any) error {
-	return Decode(r, maxReplayBody, v, "send the JSON object documented in internal/api/replayapi")
+	return Decode(r, maxReplayBody, v, "send the JSON object docs/replay.md documents")
 }
 
 // prepared is a validated request.

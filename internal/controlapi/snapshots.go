@@ -81,13 +81,13 @@ type SnapshotAPI struct {
 func NewSnapshotAPI(o SnapshotOptions) (*SnapshotAPI, error) {
 	switch {
 	case o.Store == nil:
-		return nil, errors.New("snapshotapi: Options.Store is nil; pass the embedded store's Snapshots()")
+		return nil, errors.New("controlapi: SnapshotOptions.Store is nil; pass the embedded store's Snapshots()")
 	case o.Generator == nil:
-		return nil, errors.New("snapshotapi: Options.Generator is nil; pass the snapshot-generation job's generator")
+		return nil, errors.New("controlapi: SnapshotOptions.Generator is nil; pass the snapshot-generation job's generator")
 	case len(o.PublicKey) != ed25519.PublicKeySize:
-		return nil, fmt.Errorf("snapshotapi: Options.PublicKey has %d bytes; pass the signer's Ed25519 public key", len(o.PublicKey))
+		return nil, fmt.Errorf("controlapi: SnapshotOptions.PublicKey has %d bytes; pass the signer's Ed25519 public key", len(o.PublicKey))
 	case o.KeyID == "":
-		return nil, errors.New("snapshotapi: Options.KeyID is empty; pass the signer's key id")
+		return nil, errors.New("controlapi: SnapshotOptions.KeyID is empty; pass the signer's key id")
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = snapshot.DefaultMaxBytes

@@ -93,7 +93,7 @@ type TelemetryAPI struct {
 // NewTelemetryAPI returns the API.
 func NewTelemetryAPI(o TelemetryOptions) (*TelemetryAPI, error) {
 	if o.Store == nil || o.Changed == nil {
-		return nil, errors.New("telemetryapi: Store and Changed are required (Changed: a Broadcaster's Changed, notified after each telemetry append)")
+		return nil, errors.New("controlapi: TelemetryOptions: Store and Changed are required (Changed: a Broadcaster's Changed, notified after each telemetry append)")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.System()

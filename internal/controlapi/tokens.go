@@ -84,7 +84,7 @@ type TokenAPI struct {
 // NewTokenAPI returns the API.
 func NewTokenAPI(o TokenOptions) (*TokenAPI, error) {
 	if o.Tokens == nil {
-		return nil, errors.New("tokenapi: Options.Tokens is nil; pass the server's tenant token store")
+		return nil, errors.New("controlapi: TokenOptions.Tokens is nil; pass the server's tenant token store")
 	}
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = DefaultMaxTokens
