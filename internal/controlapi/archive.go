@@ -56,9 +56,9 @@ func NewArchiveAPI(o ArchiveOptions) (*ArchiveAPI, error) {
 	return &ArchiveAPI{o: o, ep: Endpoints{Logger: o.Logger}}, nil
 }
 
-// Event is one archived event as the API returns it. Detail is the JSON
+// ArchiveEvent is one archived event as the API returns it. Detail is the JSON
 // object the producer put.
-type Event struct {
+type ArchiveEvent struct {
 	ID         string          `json:"id"`
 	Source     string          `json:"source"`
 	DetailType string          `json:"detail_type"`
@@ -68,11 +68,11 @@ type Event struct {
 	Detail     json.RawMessage `json:"detail"`
 }
 
-// Page is the answer: events in received order, and the token of the next
+// ArchivePage is the answer: events in received order, and the token of the next
 // page (absent at the end).
-type Page struct {
-	Events        []Event `json:"events"`
-	NextPageToken string  `json:"next_page_token,omitempty"`
+type ArchivePage struct {
+	Events        []ArchiveEvent `json:"events"`
+	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
 // maxTokenLen bounds a page token (the store's are 25 bytes).
@@ -148,7 +148,7 @@ func (a *ArchiveAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princ
 		}
 		return fmt.Errorf("archive query: %w", err)
 	}
-	p := Page{Events: make([]Event, len(evs)), NextPageToken: next}
+	p := ArchivePage{Events: make([]ArchiveEvent, len(evs)), NextPageToken: next}
 	for i, e := range evs {
 		detail := json.RawMessage(e.Detail)
 		if !json.Valid(detail) {
@@ -157,7 +157,7 @@ func (a *ArchiveAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princ
 			b, _ := json.Marshal(string(e.Detail))
 			detail = b
 		}
-		p.Events[i] = Event{ID: e.EventID, Source: e.Source, DetailType: e.DetailType, ReceivedAt: e.ReceivedAt.UTC(), Target: e.Target, Command: e.Command, Detail: detail}
+		p.Events[i] = ArchiveEvent{ID: e.EventID, Source: e.Source, DetailType: e.DetailType, ReceivedAt: e.ReceivedAt.UTC(), Target: e.Target, Command: e.Command, Detail: detail}
 	}
 	WriteJSON(w, http.StatusOK, p)
 	return nil

@@ -45,13 +45,13 @@ func archiveSetup(t *testing.T, n int) *http.ServeMux {
 	return mux
 }
 
-func archiveGet(t *testing.T, mux *http.ServeMux, p server.Principal, query string) (*httptest.ResponseRecorder, Page) {
+func archiveGet(t *testing.T, mux *http.ServeMux, p server.Principal, query string) (*httptest.ResponseRecorder, ArchivePage) {
 	t.Helper()
 	req := httptest.NewRequest("GET", "/v1/archive?"+query, nil)
 	req = req.WithContext(server.WithPrincipal(req.Context(), p))
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, req)
-	var pg Page
+	var pg ArchivePage
 	if w.Code == http.StatusOK {
 		if err := json.Unmarshal(w.Body.Bytes(), &pg); err != nil {
 			t.Fatalf("answer %s: %v", w.Body, err)
