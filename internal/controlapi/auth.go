@@ -17,6 +17,12 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (server.Principal, error)
 }
 
+// AuthenticatorFunc adapts a function to Authenticator.
+type AuthenticatorFunc func(r *http.Request) (server.Principal, error)
+
+// Authenticate calls f.
+func (f AuthenticatorFunc) Authenticate(r *http.Request) (server.Principal, error) { return f(r) }
+
 // ContextAuth is the Authenticator behind the server's authentication
 // middleware: the principal the middleware put in the request's context.
 type ContextAuth struct{}

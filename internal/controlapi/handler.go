@@ -54,6 +54,7 @@ type Handler struct {
 	Tokens      *TokenAPI
 
 	meta          Endpoints
+	auth          Authenticator
 	clock         clock.Clock
 	alerts, stats HandlerFunc
 	mux           *http.ServeMux
@@ -81,8 +82,8 @@ func New(c Config) (*Handler, error) {
 			*log = c.Logger
 		}
 	}
-	c.Registry.Auth = c.Auth
-	h := &Handler{meta: Endpoints{Auth: c.Auth, Logger: c.Logger}, clock: c.Clock, alerts: c.Alerts, stats: c.Stats}
+	c.Registry.Auth = c.Auth // required by NewRegistryAPI
+	h := &Handler{meta: Endpoints{Logger: c.Logger}, auth: c.Auth, clock: c.Clock, alerts: c.Alerts, stats: c.Stats}
 	var errs [10]error
 	h.Registry, errs[0] = NewRegistryAPI(c.Registry)
 	h.Archive, errs[1] = NewArchiveAPI(c.Archive)
@@ -96,10 +97,6 @@ func New(c Config) (*Handler, error) {
 	h.Tokens, errs[9] = NewTokenAPI(c.Tokens)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
-	}
-	for _, ep := range []*Endpoints{&h.Archive.ep, &h.Credentials.ep, &h.Delivery.ep, &h.Explain.ep, &h.Queues.ep,
-		&h.Replays.ep, &h.Snapshots.ep, &h.Telemetry.ep, &h.Tokens.ep} {
-		ep.Auth = c.Auth
 	}
 	h.mux = http.NewServeMux()
 	register(h.mux, h.endpoints())
@@ -128,8 +125,15 @@ func register(mux *http.ServeMux, rs []endpoint) {
 func (h *Handler) endpoints() []endpoint {
 	var rs []endpoint
 	add := func(more ...endpoint) { rs = append(rs, more...) }
+	// use makes e authenticate through the handler's Authenticator.
+	use := func(e *Endpoints) *Endpoints {
+		if h.auth != nil {
+			e.Auth = h.auth
+		}
+		return e
+	}
 	if h.clock != nil {
-		m := &h.meta
+		m := use(&h.meta)
 		add(endpoint{"GET /v1/openapi.json", m.Handle(AnyPrincipal, OpenAPI)},
 			endpoint{"GET /v1/whoami", m.Handle(AnyPrincipal, h.whoami)})
 		if h.alerts != nil {
@@ -140,7 +144,7 @@ func (h *Handler) endpoints() []endpoint {
 		}
 	}
 	if a := h.Registry; a != nil {
-		e := &a.ep
+		e := use(&a.ep)
 		add(endpoint{"GET /v1/registry", e.Handle(AnyPrincipal, a.list)},
 			endpoint{"GET /v1/registry/item", e.Handle(AnyPrincipal, a.get)},
 			endpoint{"PUT /v1/registry/item", e.Handle(registryWriter, a.put)},
@@ -155,21 +159,25 @@ func (h *Handler) endpoints() []endpoint {
 			endpoint{"GET /v1/tenants/{tenant}/config", e.Handle(AnyPrincipal, a.tenantConfig)})
 	}
 	if a := h.Tokens; a != nil {
+		use(&a.ep)
 		add(endpoint{"POST /v1/tokens", a.ep.Handle(issuer, a.issue)},
 			endpoint{"GET /v1/tokens", a.ep.Handle(AnyPrincipal, a.list)},
 			endpoint{"DELETE /v1/tokens/{id}", a.ep.Handle(revoker, a.revoke)})
 	}
 	if a := h.Credentials; a != nil {
+		use(&a.ep)
 		add(endpoint{"POST /v1/credentials", a.ep.Handle(AnyPrincipal, a.create)},
 			endpoint{"GET /v1/credentials", a.ep.Handle(AnyPrincipal, a.list)},
 			endpoint{"DELETE /v1/credentials/{id}", a.ep.Handle(AnyPrincipal, a.revoke)})
 	}
 	if a := h.Telemetry; a != nil {
+		use(&a.ep)
 		add(endpoint{"GET /v1/telemetry", a.ep.Handle(AnyPrincipal, a.read)},
 			endpoint{"GET /v1/telemetry/streams", a.ep.Handle(AnyPrincipal, a.streams)},
 			endpoint{"POST /v1/telemetry/ack", a.ep.Handle(AnyPrincipal, a.ack)})
 	}
 	if a := h.Queues; a != nil {
+		use(&a.ep)
 		add(endpoint{"GET /v1/queues", a.ep.Handle(AnyPrincipal, a.list)},
 			endpoint{"GET /v1/queues/{name}", a.ep.Handle(AnyPrincipal, a.get)},
 			endpoint{"POST /v1/queues", a.ep.Handle(queueOperator, a.create)},
@@ -178,12 +186,14 @@ func (h *Handler) endpoints() []endpoint {
 			endpoint{"POST /v1/queues/{name}/purge", a.ep.Handle(queueOperator, a.purge)})
 	}
 	if a := h.Snapshots; a != nil {
+		use(&a.ep)
 		add(endpoint{"POST /v1/snapshots/generate", a.ep.Handle(snapshotOperator, a.generate)},
 			endpoint{"GET /v1/snapshots", a.ep.Handle(AnyPrincipal, a.list)},
 			endpoint{"GET /v1/snapshots/public-key", a.ep.Handle(AnyPrincipal, a.publicKey)},
 			endpoint{"GET /v1/snapshots/{kind}/latest", a.ep.Handle(snapshotOperator, a.latest)})
 	}
 	if a := h.Replays; a != nil {
+		use(&a.ep)
 		add(endpoint{"POST /v1/replays/plan", a.ep.Handle(Operator, a.plan)},
 			endpoint{"POST /v1/replays", a.ep.Handle(Operator, a.start)},
 			endpoint{"POST /v1/replays/{id}/resume", a.ep.Handle(Operator, a.resume)},
@@ -191,12 +201,15 @@ func (h *Handler) endpoints() []endpoint {
 			endpoint{"GET /v1/replays/{id}", a.ep.Handle(Operator, a.get)})
 	}
 	if a := h.Archive; a != nil {
+		use(&a.ep)
 		add(endpoint{"GET /v1/archive", a.ep.Handle(Operator, a.list)})
 	}
 	if a := h.Delivery; a != nil {
+		use(&a.ep)
 		add(endpoint{"GET /v1/delivery-keys/{target}", a.ep.Handle(Operator, a.get)})
 	}
 	if a := h.Explain; a != nil {
+		use(&a.ep)
 		add(endpoint{"POST /v1/explain", a.ep.Handle(AnyPrincipal, a.explain)})
 	}
 	return rs

@@ -2,6 +2,7 @@ package controlapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -220,5 +221,37 @@ func TestOpenAPIAccessIsEnforced(t *testing.T) {
 		if w.Code != http.StatusForbidden {
 			t.Errorf("%s is described as operator-only, but a tenant got %d", e.pattern, w.Code)
 		}
+	}
+}
+
+// TestEveryEndpointAuthenticatesThroughConfig: a host's Authenticator (a
+// Lambda host's IAM mapping) is asked for every endpoint, before any
+// handler code runs.
+func TestEveryEndpointAuthenticatesThroughConfig(t *testing.T) {
+	h := &Handler{clock: clock.System()}
+	calls := 0
+	h.auth = AuthenticatorFunc(func(*http.Request) (server.Principal, error) {
+		calls++
+		return server.Principal{}, errors.New("no role maps to this IAM identity")
+	})
+	noop := func(http.ResponseWriter, *http.Request, server.Principal) error { return nil }
+	h.alerts, h.stats = noop, noop
+	v := reflect.ValueOf(h).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); v.Type().Field(i).IsExported() && f.Kind() == reflect.Pointer && f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+	}
+	eps := h.endpoints()
+	for _, e := range eps {
+		method, path, _ := strings.Cut(e.pattern, " ")
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, httptest.NewRequest(method, strings.NewReplacer("{", "", "}", "").Replace(path), nil))
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "no role maps") {
+			t.Errorf("%s: %d %s; want the host authenticator's 401", e.pattern, w.Code, w.Body)
+		}
+	}
+	if calls != len(eps) {
+		t.Errorf("the authenticator was asked %d times for %d endpoints", calls, len(eps))
 	}
 }
