@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/snavio/snavio/internal/node"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch"
@@ -221,8 +220,9 @@ type outbox struct {
 var _ telemetry.Sink = (*outbox)(nil)
 
 func (o *outbox) Emit(e telemetry.Event) {
+	tenant, _ := telemetry.StreamOf(e)
 	o.mu.Lock()
-	o.buf = append(o.buf, awsstore.OutboxEntry{Tenant: serve.TenantOf(e), Event: e})
+	o.buf = append(o.buf, awsstore.OutboxEntry{Tenant: tenant, Event: e})
 	o.mu.Unlock()
 }
 

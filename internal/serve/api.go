@@ -2,7 +2,7 @@ package serve
 
 import (
 	"crypto/ed25519"
-	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -10,17 +10,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/archiveapi"
-	"github.com/snavio/snavio/internal/api/credentialapi"
-	"github.com/snavio/snavio/internal/api/deliveryapi"
-	"github.com/snavio/snavio/internal/api/explainapi"
-	"github.com/snavio/snavio/internal/api/queueapi"
-	"github.com/snavio/snavio/internal/api/replayapi"
-	"github.com/snavio/snavio/internal/api/snapshotapi"
-	"github.com/snavio/snavio/internal/api/telemetryapi"
-	"github.com/snavio/snavio/internal/api/tokenapi"
-	"github.com/snavio/snavio/internal/control"
-	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/node"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/sqsapi"
@@ -53,62 +43,31 @@ type Deps struct {
 	Credentials *server.FileCredentialStore
 }
 
-// mountAPI builds the /v1/ handler: the control API (registry, keys,
-// tenant config) and the API packages, each registering its own routes.
-func (s *Serve) mountAPI(ctl *control.API) (http.Handler, error) {
-	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/registry", "/v1/registry/", "/v1/keys/", "/v1/tenants/"} {
-		mux.Handle(p, s.recordPolls(ctl.Handler()))
-	}
-	mux.HandleFunc("GET /v1/whoami", s.whoami)
-	mux.HandleFunc("GET /v1/alerts", s.recentAlerts)
-	mux.Handle("GET /v1/serve/stats", server.RequireOperator(http.HandlerFunc(s.stats)))
-	// API packages register here (one line each).
-	if err := registerTelemetry(mux, s.deps); err != nil {
-		return nil, err
-	}
-	explain, err := explainapi.New(explainapi.Options{Dispatcher: s.deps.Dispatcher})
+// mountAPI builds the /v1/ handler: the control API over the embedded
+// store and this server's dispatcher, tokens and credentials, with the
+// registry options serve.go assembles.
+func (s *Serve) mountAPI(registry controlapi.RegistryOptions) (http.Handler, error) {
+	d := s.deps
+	api, err := controlapi.New(controlapi.Config{
+		Clock: s.clk, Logger: s.log,
+		Registry:    registry,
+		Archive:     controlapi.ArchiveOptions{Archive: s.store},
+		Credentials: controlapi.CredentialOptions{Credentials: d.Credentials},
+		Delivery:    controlapi.DeliveryOptions{Signer: d.Delivery, Registry: s.store.Registry()},
+		Explain:     controlapi.ExplainOptions{Dispatcher: d.Dispatcher},
+		Queues:      controlapi.QueueOptions{Queues: s.store, Changed: d.Changed, Reserved: isHandoffQueue},
+		Replays:     controlapi.ReplayOptions{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: d.Delivery},
+		Snapshots:   controlapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: d.Generator, KeyID: SnapshotKeyID, PublicKey: d.SigningKey.Public().(ed25519.PublicKey)},
+		Telemetry:   controlapi.TelemetryOptions{Store: d.Store, Changed: d.Changed},
+		Tokens:      controlapi.TokenOptions{Tokens: d.Tokens},
+		Alerts:      s.recentAlerts,
+		Stats:       s.stats,
+	})
 	if err != nil {
 		return nil, err
 	}
-	explain.Register(mux)
-	if err := archiveapi.Mount(mux, archiveapi.Options{Archive: s.store, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := replayapi.Mount(mux, replayapi.Options{Store: s.store, Registry: s.store.Registry(), Pipeline: s.node, DataDir: s.o.DataDir, Delivery: s.deps.Delivery, Clock: s.clk, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: s.deps.Delivery, Registry: s.store.Registry(), Clock: s.clk, Logger: s.log}); err != nil {
-		return nil, err
-	}
-	qa, err := queueapi.New(queueapi.Options{Queues: s.store, Clock: s.clk, Changed: s.deps.Changed, Reserved: isHandoffQueue, Logger: s.log})
-	if err != nil {
-		return nil, err
-	}
-	qa.Register(mux)
-	s.queues = qa
-	if err := snapshotapi.Mount(mux, snapshotapi.Options{Store: s.store.Snapshots(), Generator: s.deps.Generator, KeyID: SnapshotKeyID, PublicKey: s.deps.SigningKey.Public().(ed25519.PublicKey), Logger: s.log}); err != nil {
-		return nil, err
-	}
-	if err := mountTokens(mux, s.deps); err != nil {
-		return nil, err
-	}
-	creds, err := credentialapi.New(credentialapi.Options{Credentials: s.deps.Credentials, Logger: s.log})
-	if err != nil {
-		return nil, err
-	}
-	creds.Register(mux)
-	return mux, nil
-}
-
-// mountTokens mounts POST/GET /v1/tokens and DELETE /v1/tokens/{id}.
-func mountTokens(mux *http.ServeMux, d Deps) error {
-	t, err := tokenapi.New(tokenapi.Options{Tokens: d.Tokens, Logger: d.Logger})
-	if err != nil {
-		return err
-	}
-	t.Register(mux)
-	return nil
+	s.queues = api.Queues
+	return s.recordPolls(api), nil
 }
 
 // recordPolls notes when a producer fetched its tenant config, so the
@@ -151,24 +110,6 @@ func (t *tenantPolls) LastPoll(source string) (time.Time, bool) {
 	return t.p.LastPoll(tenant)
 }
 
-func (s *Serve) whoami(w http.ResponseWriter, r *http.Request) {
-	p, _ := server.PrincipalFrom(r.Context())
-	b, _ := json.Marshal(wire.Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b)
-}
-
-// registerTelemetry mounts GET /v1/telemetry and /v1/telemetry/streams.
-func registerTelemetry(mux *http.ServeMux, d Deps) error {
-	t, err := telemetryapi.New(telemetryapi.Options{Store: d.Store, Changed: d.Changed, Clock: d.Clock, Logger: d.Logger})
-	if err != nil {
-		return err
-	}
-	t.Register(mux)
-	return nil
-}
-
 // Stats is the answer of GET /v1/serve/stats (operators): what the local
 // dispatcher did, and the slow stage's backlog.
 type Stats struct {
@@ -181,11 +122,10 @@ type Stats struct {
 	TelemetryLost int64 `json:"telemetry_lost"`
 }
 
-func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
+func (s *Serve) stats(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
 	qs, err := s.store.ListQueues(r.Context())
 	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "reading the queues failed: "+err.Error(), "retry; the server log has the cause")
-		return
+		return fmt.Errorf("reading the queues: %w", err)
 	}
 	st := Stats{Node: s.node.Stats(), TelemetryLost: s.sink.lost.Load()}
 	for _, q := range qs {
@@ -194,23 +134,20 @@ func (s *Serve) stats(w http.ResponseWriter, r *http.Request) {
 			st.HandoffInFlight += q.InFlight
 		}
 	}
-	b, _ := json.Marshal(st)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	controlapi.WriteJSON(w, http.StatusOK, st)
+	return nil
 }
 
 // recentAlerts answers GET /v1/alerts: the dashboard-log channel's recent
 // alerts and channel delivery failures, newest last; a tenant sees its own.
-func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
-	p, _ := server.PrincipalFrom(r.Context())
+func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	tenant := r.URL.Query().Get("tenant")
 	switch {
 	case p.Operator:
 	case tenant == "":
 		tenant = p.Tenant
 	case tenant != p.Tenant:
-		server.WriteAPIError(w, http.StatusForbidden, "a tenant token reads its own alerts only", "omit ?tenant= or use the operator token")
-		return
+		return controlapi.Refuse(http.StatusForbidden, "a tenant token reads its own alerts only", "omit ?tenant= or use the operator token")
 	}
 	recent := s.alerts.Dashboard().Recent(tenant)
 	if recent == nil {
@@ -225,13 +162,8 @@ func (s *Serve) recentAlerts(w http.ResponseWriter, r *http.Request) {
 			failures[i].Error = ""
 		}
 	}
-	b, err := json.Marshal(map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
-	if err != nil {
-		server.WriteAPIError(w, http.StatusInternalServerError, "encoding alerts: "+err.Error(), "retry")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	controlapi.WriteJSON(w, http.StatusOK, map[string]any{"alerts": recent, "delivery_failures": failures, "unrouted_critical": s.alerts.Unrouted()})
+	return nil
 }
 
 // sqsAPI serves the local queues over the SQS JSON protocol (docs/sqs.md).

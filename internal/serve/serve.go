@@ -27,8 +27,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
-	"github.com/snavio/snavio/internal/api/queueapi"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/logagg"
 	"github.com/snavio/snavio/internal/monitor"
 	"github.com/snavio/snavio/internal/node"
@@ -159,7 +158,7 @@ type Serve struct {
 	clk     clock.Clock
 	store   *embedded.Store
 	srv     *server.Server
-	queues  *queueapi.API // the queue API, whose long poll the SQS API shares
+	queues  *controlapi.QueueAPI // the queue API, whose long poll the SQS API shares
 	node    *node.Node
 	caches  *cache.Caches
 	flow    *flow.Flow
@@ -368,10 +367,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.monitor = monitor.New(monitor.Config{})
 
 	s.registry = &freshRegistry{Store: reg, caches: s.caches, log: o.Logger}
-	ctl, err := control.New(control.Options{Registry: s.registry, Auth: control.ContextAuth{}, Clock: o.Clock, Logger: o.Logger, Queues: control.EmbeddedQueues(st), KeyHistory: o.Jobs.ArchiveRetention})
-	if err != nil {
-		return nil, err
-	}
+	registryAPI := controlapi.RegistryOptions{Registry: s.registry, Queues: controlapi.EmbeddedRouteQueues(st), KeyHistory: o.Jobs.ArchiveRetention}
 	// One tenant token store for the server's authentication and the
 	// token API, so that a revoked token stops working at once.
 	tokens, err := server.OpenFileTokenStore(filepath.Join(o.DataDir, server.TenantTokensFile), o.Clock)
@@ -391,7 +387,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	}
 	s.deps = Deps{Store: st, Clock: o.Clock, Logger: o.Logger, Dispatcher: d, Changed: s.notify.Changed,
 		Generator: s.gen, Loader: s.loader, SigningKey: priv, Polls: polls, Metrics: metrics, Tokens: tokens, Delivery: s.delivery, Credentials: creds}
-	api, err := s.mountAPI(ctl)
+	api, err := s.mountAPI(registryAPI)
 	if err != nil {
 		return nil, err
 	}

@@ -3,61 +3,13 @@ package serve
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/store/embedded"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
-
-// TenantOf returns the tenant whose stream receives e: the part of its
-// source before '/' for the tenant catalog's events (docs/security/telemetry.md), and
-// telemetry.PlatformTenant for the rest (escalations, cache refreshes, snapshot
-// failures: the platform's own telemetry).
-func TenantOf(e telemetry.Event) string {
-	t, _ := tenantOf(e)
-	return t
-}
-
-func tenantOf(e telemetry.Event) (tenant string, catalog bool) {
-	var src string
-	switch v := e.(type) {
-	case telemetry.Delivered:
-		src = v.Source
-	case telemetry.Invalid:
-		src = v.Source
-	case telemetry.Failed:
-		src = v.Source
-	case telemetry.Duplicate:
-		src = v.Source
-	case telemetry.ExecutedAfterACLRevoked:
-		src = v.Source
-	case telemetry.WarmPathBan:
-		src = v.Source
-	case telemetry.AbuseDetected:
-		src = v.Source
-	case telemetry.LegacyKeyUsed:
-		src = v.Source
-	case telemetry.KeyExpiryImminent:
-		src = v.Source
-	case telemetry.SkewNearLimit:
-		src = v.Source
-	case telemetry.SkewSample:
-		src = v.Source
-	case telemetry.Dropped:
-		return v.Tenant, true
-	default:
-		return telemetry.PlatformTenant, false
-	}
-	tenant, _, _ = strings.Cut(src, "/")
-	if !envelope.ValidTenant(tenant) {
-		return telemetry.PlatformTenant, true
-	}
-	return tenant, true
-}
 
 // outboxSink is the dispatcher's telemetry.Sink: every event is appended
 // durably to its tenant's stream before Emit returns (the store
@@ -79,7 +31,7 @@ var _ telemetry.Sink = (*outboxSink)(nil)
 func (s *outboxSink) Emit(e telemetry.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tenant, catalog := tenantOf(e)
+	tenant, catalog := telemetry.StreamOf(e)
 	if _, err := s.store.AppendTelemetry(ctx, []embedded.OutboxEntry{{Tenant: tenant, Event: e}}); err != nil {
 		s.lost.Add(1)
 		s.log.Error("telemetry outbox append failed; event lost", "event", e.EventName(), "err", err)
@@ -98,6 +50,6 @@ func (s *outboxSink) Emit(e telemetry.Event) {
 // that append an event with other state (the sender's transactional
 // outbox) use it.
 func (s *outboxSink) entry(e telemetry.Event) *embedded.OutboxEntry {
-	tenant, _ := tenantOf(e)
+	tenant, _ := telemetry.StreamOf(e)
 	return &embedded.OutboxEntry{Tenant: tenant, Event: e}
 }

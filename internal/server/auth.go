@@ -93,22 +93,6 @@ func WriteAPIError(w http.ResponseWriter, status int, msg, fix string) {
 	_, _ = w.Write(body)
 }
 
-// WriteJSON writes a control-API answer: v as one line of JSON, with
-// status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		WriteAPIError(w, http.StatusInternalServerError, "encoding the answer: "+err.Error(), "retry; if it persists, report it")
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
 // Authenticator checks control-API bearer tokens: the operator token, and
 // tenant tokens through a TokenStore.
 type Authenticator struct {
@@ -179,49 +163,4 @@ func bearer(h string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
-}
-
-// RequireOperator serves next only for the operator; tenants get 403 and
-// unauthenticated requests 401. Use it behind Authenticator.Middleware.
-func RequireOperator(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := PrincipalFrom(r.Context())
-		if !ok {
-			WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated",
-				"send Authorization: Bearer <operator token>")
-			return
-		}
-		if !p.Operator {
-			WriteAPIError(w, http.StatusForbidden, p.String()+" may not do this: it needs the operator",
-				"ask the platform operator, or use the operator token from the data directory")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// RequireTenant serves next for the operator and for the tenant that
-// tenantOf names for the request (say, r.PathValue("tenant")); any other
-// tenant gets 403. Tenants read only their own telemetry and key material.
-func RequireTenant(tenantOf func(*http.Request) string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := PrincipalFrom(r.Context())
-		if !ok {
-			WriteAPIError(w, http.StatusUnauthorized, "the request is not authenticated",
-				"send Authorization: Bearer <token>")
-			return
-		}
-		tenant := tenantOf(r)
-		if tenant == "" {
-			WriteAPIError(w, http.StatusBadRequest, "the request names no tenant",
-				"put the tenant id in the path, such as /v1/tenants/acme/telemetry")
-			return
-		}
-		if !p.CanAccessTenant(tenant) {
-			WriteAPIError(w, http.StatusForbidden, p.String()+" may not access tenant "+strconv.Quote(tenant),
-				"use a token of tenant "+strconv.Quote(tenant)+" or the operator token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -58,9 +58,8 @@ type StartOptions struct {
 	// DataDir/tenant-tokens.json.
 	Tokens TokenStore
 	// Control is the control API, mounted at /v1/ behind bearer-token
-	// authentication: handlers find the caller with PrincipalFrom and
-	// guard themselves with RequireOperator or RequireTenant. Nil: /v1/
-	// answers 404.
+	// authentication: handlers find the caller with PrincipalFrom (the
+	// control API's controlapi.ContextAuth). Nil: /v1/ answers 404.
 	Control http.Handler
 	// Dashboard, when set, builds the web dashboard from the server's
 	// authenticator; it serves GET / and everything under /ui/.

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
@@ -259,7 +259,7 @@ func (a *API) receiveMessage(c *call, in *ReceiveMessageInput) (any, error) {
 		}
 	}
 	msgs, err := a.o.Poll(c.r.Context(), name, n, vt, wait)
-	if errors.Is(err, queueapi.ErrTooManyWaiters) {
+	if errors.Is(err, controlapi.ErrTooManyWaiters) {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "RequestThrottled", Query: "RequestThrottled", RetryAfter: time.Second,
 			Message: "too many ReceiveMessage calls are waiting on this server at once: retry, or receive with a shorter WaitTimeSeconds"}
 	}

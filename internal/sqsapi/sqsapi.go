@@ -52,7 +52,7 @@ type Queues interface {
 var _ Queues = (*embedded.Store)(nil)
 
 // Poll receives up to n messages of queue, waiting up to wait for one
-// (queueapi.API.Poll: the control API's long poll, woken by the store's
+// (controlapi.QueueAPI.Poll: the control API's long poll, woken by the store's
 // change notification).
 type Poll func(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error)
 

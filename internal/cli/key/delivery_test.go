@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/snavio/snavio/internal/api/deliveryapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/route/routetest"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -27,7 +27,7 @@ func newDeliveryEnv(t *testing.T) (*routetest.Env, *provenance.Signer) {
 		t.Fatal(err)
 	}
 	e := routetest.New(t, nil, func(mux *http.ServeMux, e *routetest.Env) {
-		if err := deliveryapi.Mount(mux, deliveryapi.Options{Signer: sig, Registry: e.Reg, Clock: e.Clk}); err != nil {
+		if err := controlapi.MountDelivery(mux, controlapi.DeliveryOptions{Signer: sig, Registry: e.Reg, Clock: e.Clk}); err != nil {
 			t.Fatal(err)
 		}
 	})

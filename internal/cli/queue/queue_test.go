@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/queueapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -40,7 +40,7 @@ func newFixture(t *testing.T, format output.Format) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	api, err := queueapi.New(queueapi.Options{Queues: st})
+	api, err := controlapi.NewQueueAPI(controlapi.QueueOptions{Queues: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/replayapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -183,7 +183,7 @@ func newFixture(t *testing.T, n int) *fixture {
 	}
 	f := &fixture{store: st, sent: map[string]int{}}
 	mux := http.NewServeMux()
-	if err := replayapi.Mount(mux, replayapi.Options{Store: st, Registry: reg, Pipeline: f, DataDir: t.TempDir(), Lease: time.Second, Delivery: sig}); err != nil {
+	if err := controlapi.MountReplays(mux, controlapi.ReplayOptions{Store: st, Registry: reg, Pipeline: f, DataDir: t.TempDir(), Lease: time.Second, Delivery: sig}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(servertest.Authenticated(mux, servertest.Operator))

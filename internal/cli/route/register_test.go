@@ -9,7 +9,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/cli/route/routetest"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -121,8 +121,8 @@ func TestRegisterIsIdempotentAndDryRunWritesNothing(t *testing.T) {
 }
 
 func TestRegisterMapsServerErrors(t *testing.T) {
-	e := routetest.New(t, control.QueuesFunc(func(context.Context, string) (control.QueueInfo, error) {
-		return control.QueueInfo{}, control.ErrNoQueue
+	e := routetest.New(t, controlapi.RouteQueuesFunc(func(context.Context, string) (controlapi.QueueInfo, error) {
+		return controlapi.QueueInfo{}, controlapi.ErrNoQueue
 	}))
 	err := e.Run(t, route.NewCmdRegister(e.Deps("op", output.JSON), nil), base...)
 	if cmdutil.ExitCode(err) != cmdutil.ExitError || !strings.Contains(err.Error(), "queue "+queue+" does not exist") || !strings.Contains(err.Error(), "snavio queue create mailer --dlq mailer-dlq") {

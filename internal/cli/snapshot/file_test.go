@@ -13,7 +13,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/snavio/snavio/internal/api/snapshotapi"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -125,7 +125,7 @@ func TestDecodeRefusesWithClearErrors(t *testing.T) {
 
 func TestParseKeyFormats(t *testing.T) {
 	sig := testSigner(t, 1)
-	pk, err := snapshotapi.NewPublicKey("local-1", sig.PublicKey())
+	pk, err := controlapi.NewPublicKey("local-1", sig.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func FuzzDecode(f *testing.F) {
 
 // FuzzParseKey: ParseKey never panics and returns only 32-byte keys.
 func FuzzParseKey(f *testing.F) {
-	pk, err := snapshotapi.NewPublicKey("local-1", testSigner(f, 1).PublicKey())
+	pk, err := controlapi.NewPublicKey("local-1", testSigner(f, 1).PublicKey())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snavio/snavio/internal/api/telemetryapi"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server"
@@ -52,8 +52,8 @@ func (r *restartable) fresh() {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { _ = st.Close() })
-	bc := telemetryapi.NewBroadcaster()
-	api, err := telemetryapi.New(telemetryapi.Options{Store: st, Changed: bc.Changed, Clock: r.clock,
+	bc := controlapi.NewBroadcaster()
+	api, err := controlapi.NewTelemetryAPI(controlapi.TelemetryOptions{Store: st, Changed: bc.Changed, Clock: r.clock,
 		// A wait ends at once: every empty read is an immediate heartbeat.
 		NewTimer: func(time.Duration) (<-chan time.Time, func() bool) {
 			c := make(chan time.Time, 1)

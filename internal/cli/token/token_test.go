@@ -16,8 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/api/tokenapi"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -47,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := tokenapi.New(tokenapi.Options{Tokens: fx.store})
+	api, err := controlapi.NewTokenAPI(controlapi.TokenOptions{Tokens: fx.store})
 	if err != nil {
 		t.Fatal(err)
 	}

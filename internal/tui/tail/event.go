@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // Event is one telemetry event of a tenant's stream.
@@ -49,22 +51,22 @@ func Kinds() []Kind {
 
 // KindOf classifies an event name.
 func KindOf(name string) Kind {
-	switch {
-	case name == "snavio.command.delivered":
+	switch name {
+	case telemetry.NameDelivered:
 		return KindDelivered
-	case name == "snavio.command.invalid":
+	case telemetry.NameInvalid:
 		return KindInvalid
-	case name == "snavio.command.failed", name == "snavio.command.executed_after_acl_revoked":
+	case telemetry.NameFailed, telemetry.NameExecutedAfterACLRevoked:
 		return KindFailed
-	case name == "snavio.command.duplicate":
+	case telemetry.NameDuplicate:
 		return KindDuplicate
-	case strings.HasPrefix(name, "snavio.fairness."):
+	case telemetry.NameWarmPathBan, telemetry.NameAbuseDetected:
 		return KindFairness
-	case strings.HasPrefix(name, "snavio.secret."):
+	case telemetry.NameLegacyKeyUsed, telemetry.NameKeyExpiryImminent:
 		return KindSecret
-	case strings.HasPrefix(name, "snavio.telemetry.skew"):
+	case telemetry.NameSkewNearLimit, telemetry.NameSkewSample:
 		return KindSkew
-	case name == "snavio.telemetry.dropped":
+	case telemetry.NameDropped:
 		return KindDropped
 	}
 	return KindOther

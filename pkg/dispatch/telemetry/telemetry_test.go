@@ -326,3 +326,33 @@ func TestValidStream(t *testing.T) {
 		}
 	}
 }
+
+// platformEvent stands for the platform's own events (escalations, cache
+// refreshes), which live outside this package.
+type platformEvent struct{}
+
+func (platformEvent) EventName() string { return "snavio.cache.refreshed" }
+func (platformEvent) Alert() bool       { return false }
+
+func TestStreamOf(t *testing.T) {
+	for _, c := range full {
+		want := "t"
+		if d, ok := c.e.(Dropped); ok {
+			want = d.Tenant
+		}
+		if got, catalog := StreamOf(c.e); got != want || !catalog {
+			t.Errorf("StreamOf(%s) = %q, %v; want %q, true", c.e.EventName(), got, catalog, want)
+		}
+	}
+	for _, src := range []string{"", "noslash-but-!", "_platform/x", "a b/c"} {
+		if got, catalog := StreamOf(Invalid{Source: src}); got != PlatformTenant || !catalog {
+			t.Errorf("StreamOf(Invalid{Source: %q}) = %q, %v; want the platform stream of the catalog", src, got, catalog)
+		}
+	}
+	if got, catalog := StreamOf(Delivered{Source: "acme"}); got != "acme" || !catalog {
+		t.Errorf("a source without '/' is all tenant: got %q, %v", got, catalog)
+	}
+	if got, catalog := StreamOf(platformEvent{}); got != PlatformTenant || catalog {
+		t.Errorf("StreamOf(a platform event) = %q, %v; want %q, false", got, catalog, PlatformTenant)
+	}
+}

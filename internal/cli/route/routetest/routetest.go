@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/route"
-	"github.com/snavio/snavio/internal/control"
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server/servertest"
@@ -40,10 +40,10 @@ type Env struct {
 // servertest.OperatorAndAcme ("op" is the operator, "acme" the tenant
 // acme); each mount adds handlers to the same mux, for the routes other
 // packages serve.
-func New(t *testing.T, queues control.Queues, mount ...func(mux *http.ServeMux, e *Env)) *Env {
+func New(t *testing.T, queues controlapi.RouteQueues, mount ...func(mux *http.ServeMux, e *Env)) *Env {
 	t.Helper()
 	e := &Env{Reg: memstore.NewRegistry(), Clk: clock.NewFake(T0), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
-	api, err := control.New(control.Options{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: control.ContextAuth{}})
+	api, err := controlapi.NewRegistryAPI(controlapi.RegistryOptions{Registry: e.Reg, Clock: e.Clk, Queues: queues, Auth: controlapi.ContextAuth{}})
 	if err != nil {
 		t.Fatal(err)
 	}
