@@ -121,7 +121,7 @@ func (q *QueueMonitor) Handle(ctx context.Context, _ events.CloudWatchEvent) err
 		}
 		q.log.Warn("route queue health changed", "target", ev.Target, "command", ev.CommandName, "health", ev.Health, "previous", ev.Previous, "reason", ev.Reason)
 		q.metrics.Count(MetricRouteHealth+string(ev.Health), 1)
-		q.sink.Emit(*ev) // the platform's stream (serve.TenantOf)
+		q.sink.Emit(*ev) // the platform's stream (telemetry.StreamOf)
 	}
 	if err := q.finish(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("queue monitor: storing route health events: %w", err))

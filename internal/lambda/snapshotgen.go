@@ -7,7 +7,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/snapshotbin"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/snapshot"
@@ -50,7 +49,7 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 	}
 	j := &SnapshotJob{jobBase: base, store: store, signer: signer,
 		trusted: snapshot.TrustedKeys{cfg.SnapshotKeyID: cfg.SnapshotKey.Public().(ed25519.PublicKey)}}
-	j.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: serve.TTLPolicy()}, snapshot.GeneratorDeps{
+	j.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: snapshot.DefaultTTLPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: store, Signer: signer, Clock: cfg.Clock, Metrics: j.metrics, Telemetry: j.sink, Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -50,25 +50,6 @@ const StoreFile = "snavio.db"
 // registry snapshots of `dispatch serve`.
 const SnapshotKeyID = "local-ed25519"
 
-// TTLPolicy is the snapshots' ttl_policy: the TTLs serve's caches use (the
-// cache package's defaults). The Lambda snapshot function writes the same.
-func TTLPolicy() snapshot.TTLPolicy {
-	ttl := func(fresh, stale time.Duration) snapshot.TTL {
-		return snapshot.TTL{FreshSeconds: fresh.Seconds(), StaleSeconds: stale.Seconds()}
-	}
-	p := snapshot.TTLPolicy{
-		Routing:  ttl(cache.DefaultRoutingFresh, cache.DefaultRoutingStale),
-		HMAC:     ttl(cache.DefaultHMACFresh, cache.DefaultHMACStale),
-		Bans:     ttl(cache.DefaultBansFresh, cache.DefaultBansStale),
-		Profiles: map[registry.Profile]snapshot.TTL{},
-	}
-	for _, pr := range []registry.Profile{registry.ProfileCritical, registry.ProfileModerate, registry.ProfileLow} {
-		t := cache.DefaultProfileTTL(pr)
-		p.Profiles[pr] = ttl(t.Fresh, t.Stale)
-	}
-	return p
-}
-
 // Bounds of an --fsync interval.
 const (
 	MinSyncEvery = time.Millisecond
@@ -285,7 +266,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 		return nil, err
 	}
 	cacheCfg := cache.Config{} // the defaults, which TTLPolicy records in snapshots
-	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: TTLPolicy()}, snapshot.GeneratorDeps{
+	s.gen, err = snapshot.NewGenerator(snapshot.GeneratorConfig{TTLPolicy: snapshot.DefaultTTLPolicy()}, snapshot.GeneratorDeps{
 		Reader: reg, Store: st.Snapshots(), Signer: signer, Clock: o.Clock, Metrics: metrics, Telemetry: s.sink, Logger: o.Logger,
 	})
 	if err != nil {
