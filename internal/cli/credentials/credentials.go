@@ -1,7 +1,7 @@
 // Package credentials implements `snavio tenant credentials
 // create|list|revoke`: the ingress credentials (an access key id and a
 // secret) a tenant's producers sign PutEvents with on a `snavio dispatch
-// serve` (internal/api/credentialapi). The ingress accepts an entry only
+// serve` (internal/controlapi). The ingress accepts an entry only
 // when its Source is <that tenant>/<service>. A secret is printed (or
 // written to --credentials-file) once, by the command that created it.
 package credentials

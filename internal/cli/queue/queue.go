@@ -1,6 +1,6 @@
 // Package queue implements `snavio queue list|create|receive|delete|purge`
 // over the queue API of a running `snavio dispatch serve`
-// (internal/api/queueapi).
+// (internal/controlapi).
 package queue
 
 import (

@@ -1,6 +1,6 @@
 // Package replay implements `snavio replay`, `snavio replay list` and
 // `snavio replay show` over the replay API of a running `snavio dispatch
-// serve` (internal/api/replayapi; docs/replay.md). The replay itself runs
+// serve` (internal/controlapi; docs/replay.md). The replay itself runs
 // in the server, which holds the keys it re-signs with and the audits; this
 // command starts or resumes it, shows its progress, and stops it cleanly on
 // Ctrl-C.

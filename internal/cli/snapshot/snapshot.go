@@ -1,7 +1,7 @@
 // Package snapshot implements `snavio snapshot
 // inspect|verify|diff|generate|pull|public-key`: the registry snapshots
 // that preload the dispatcher's caches (pkg/dispatch/snapshot), read from
-// files or from a running `snavio dispatch serve` (internal/api/snapshotapi).
+// files or from a running `snavio dispatch serve` (internal/controlapi).
 package snapshot
 
 import (

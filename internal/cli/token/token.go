@@ -1,5 +1,5 @@
 // Package token implements `snavio token create|list|revoke`: the bearer
-// tokens of tenants on a `snavio dispatch serve` (internal/api/tokenapi).
+// tokens of tenants on a `snavio dispatch serve` (internal/controlapi).
 // A tenant token reads only its own tenant's telemetry, tenant
 // configuration and key material; the operator token does everything. A
 // new token is printed (or written to --token-file) once, by the command
