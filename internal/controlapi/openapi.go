@@ -28,9 +28,9 @@ var openAPI []byte
 // goTypes are the types openapi.json names in x-go-type. The served
 // description gets each one's JSON Schema from the type itself, so the
 // schemas follow the code.
-var goTypes = map[string]reflect.Type{}
-
-func init() {
+// Made on first use: nothing runs at package init (the start-up guard).
+var goTypes = sync.OnceValue(func() map[string]reflect.Type {
+	m := map[string]reflect.Type{}
 	for _, t := range []reflect.Type{
 		reflect.TypeFor[wire.Whoami](), reflect.TypeFor[wire.RegistryItems](), reflect.TypeFor[wire.RegistryPutRequest](),
 		reflect.TypeFor[wire.RegistryHistory](), reflect.TypeFor[wire.ApplyRequest](), reflect.TypeFor[wire.ApplyResult](),
@@ -48,9 +48,10 @@ func init() {
 		reflect.TypeFor[wire.ExplainRequest](), reflect.TypeFor[dispatch.Trace](), reflect.TypeFor[ArchivePage](),
 		reflect.TypeFor[registry.Item](), reflect.TypeFor[registry.Change](), reflect.TypeFor[keys.TenantConfig](),
 	} {
-		goTypes[goName(t)] = t
+		m[goName(t)] = t
 	}
-}
+	return m
+})
 
 // goName is how openapi.json names t: "wire.QueueList", "registry.Item",
 // "controlapi.ArchivePage".
@@ -88,7 +89,7 @@ func describe(doc []byte) ([]byte, error) {
 			if !ok {
 				continue
 			}
-			t, ok := goTypes[name]
+			t, ok := goTypes()[name]
 			if !ok {
 				problems = append(problems, where+": x-go-type "+name+" is not in goTypes")
 				continue

@@ -155,7 +155,7 @@ func TestOpenAPIServed(t *testing.T) {
 }
 
 func TestOpenAPIGoTypesAreUsed(t *testing.T) {
-	for name := range goTypes {
+	for name := range goTypes() {
 		if !strings.Contains(string(openAPI), `"x-go-type": "`+name+`"`) {
 			t.Errorf("goTypes has %s, which openapi.json does not name: remove it", name)
 		}

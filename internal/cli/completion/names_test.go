@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func registryServer(t *testing.T, h http.HandlerFunc) API {
 }
 
 func items(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/registry" || r.Header.Get("Authorization") != "Bearer tok" {
+	if !strings.HasSuffix(r.URL.Path, "/registry") || r.Header.Get("Authorization") != "Bearer tok" {
 		http.Error(w, "unexpected", http.StatusTeapot)
 		return
 	}
