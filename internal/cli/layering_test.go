@@ -33,12 +33,12 @@ var forbidden = []string{
 // allowed are exceptions inside a forbidden tree.
 var allowed = []string{"internal/controlapi/wire"}
 
-// hosts are the CLI packages that may link the server: internal/cli/dispatch
+// hosts are the CLI packages that may link the server: internal/cli/dispatchcmd
 // hosts `snavio dispatch serve` (and `dispatch deploy`), the one command
 // that runs a server instead of talking to one. Nothing reached only
 // through it counts against the packages that import it (the root
 // command).
-var hosts = []string{"internal/cli/dispatch"}
+var hosts = []string{"internal/cli/dispatchcmd"}
 
 func isForbidden(pkg string) bool {
 	p, ok := strings.CutPrefix(pkg, module)
@@ -140,12 +140,12 @@ func TestLayeringRuleFails(t *testing.T) {
 		m("internal/cli/queue"):     {m("internal/cli/cmdutil")},
 		m("internal/cli/cmdutil"):   {m("internal/store/embedded")},
 		m("internal/cli/token"):     {m("internal/controlapi/wire"), "net/http"},
-		m("internal/cli/root"):      {m("internal/cli/dispatch"), m("internal/cli/token")},
-		m("internal/cli/dispatch"):  {m("internal/serve")},
+		m("internal/cli/root"):      {m("internal/cli/dispatchcmd"), m("internal/cli/token")},
+		m("internal/cli/dispatchcmd"):  {m("internal/serve")},
 		m("internal/cli/routetest"): {m("internal/server")},
 		m("internal/platform"):      {m("internal/controlapi/wire")},
 	}
-	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatch"), m("internal/cli/routetest")}
+	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatchcmd"), m("internal/cli/routetest")}
 	got := violations(graph, cli)
 	want := []string{
 		m("internal/cli/route") + " -> " + m("internal/controlapi"),

@@ -12,17 +12,17 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
 	"github.com/snavio/snavio/internal/cli/credentials"
-	"github.com/snavio/snavio/internal/cli/dashboard"
-	"github.com/snavio/snavio/internal/cli/dispatch"
+	"github.com/snavio/snavio/internal/cli/dashboardcmd"
+	"github.com/snavio/snavio/internal/cli/dispatchcmd"
 	"github.com/snavio/snavio/internal/cli/doctor"
 	"github.com/snavio/snavio/internal/cli/key"
 	"github.com/snavio/snavio/internal/cli/profile"
 	"github.com/snavio/snavio/internal/cli/queue"
-	"github.com/snavio/snavio/internal/cli/replay"
+	"github.com/snavio/snavio/internal/cli/replaycmd"
 	"github.com/snavio/snavio/internal/cli/route"
 	"github.com/snavio/snavio/internal/cli/send"
-	"github.com/snavio/snavio/internal/cli/snapshot"
-	"github.com/snavio/snavio/internal/cli/tail"
+	"github.com/snavio/snavio/internal/cli/snapshotcmd"
+	"github.com/snavio/snavio/internal/cli/tailcmd"
 	"github.com/snavio/snavio/internal/cli/tenantconfig"
 	"github.com/snavio/snavio/internal/cli/token"
 	"github.com/snavio/snavio/internal/cli/version"
@@ -52,15 +52,15 @@ func commands() []command {
 		{names: []string{"tenant-config"}, build: func(f *cmdutil.Factory) *cobra.Command { return tenantconfig.NewCmd(f, nil) }},
 		{names: []string{"token"}, build: token.NewCmd},
 		{names: []string{"tenant"}, build: credentials.NewTenantCmd},
-		{names: []string{"dispatch"}, build: dispatch.NewCmd},
+		{names: []string{"dispatch"}, build: dispatchcmd.NewCmd},
 		{names: []string{"queue"}, build: queue.NewCmd},
 		{names: []string{"send"}, build: func(f *cmdutil.Factory) *cobra.Command { return send.NewCmd(f, nil) }},
 		{names: []string{"bench"}, build: func(f *cmdutil.Factory) *cobra.Command { return bench.NewCmd(f, nil) }},
-		{names: []string{"snapshot"}, build: snapshot.NewCmd},
+		{names: []string{"snapshot"}, build: snapshotcmd.NewCmd},
 		{names: []string{"doctor"}, build: func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmd(f, nil) }},
-		{names: []string{"tail"}, build: func(f *cmdutil.Factory) *cobra.Command { return tail.NewCmd(f, nil) }},
-		{names: []string{"replay"}, build: func(f *cmdutil.Factory) *cobra.Command { return replay.NewCmd(f, nil) }},
-		{names: []string{"dashboard"}, build: func(f *cmdutil.Factory) *cobra.Command { return dashboard.NewCmd(f, nil) }},
+		{names: []string{"tail"}, build: func(f *cmdutil.Factory) *cobra.Command { return tailcmd.NewCmd(f, nil) }},
+		{names: []string{"replay"}, build: func(f *cmdutil.Factory) *cobra.Command { return replaycmd.NewCmd(f, nil) }},
+		{names: []string{"dashboard"}, build: func(f *cmdutil.Factory) *cobra.Command { return dashboardcmd.NewCmd(f, nil) }},
 	}
 }
 

@@ -4,7 +4,7 @@
 // line. Reading is a Follower: it long-polls GET /v1/telemetry, hands each
 // record over once, reports sequence gaps, and after a server restart
 // retries with backoff and backfills from the last record it read.
-package tail
+package tailcmd
 
 import (
 	"context"

@@ -1,5 +1,5 @@
 // Package dispatch implements `snavio dispatch`: running the dispatcher.
-package dispatch
+package dispatchcmd
 
 import (
 	"github.com/spf13/cobra"

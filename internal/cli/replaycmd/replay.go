@@ -4,7 +4,7 @@
 // in the server, which holds the keys it re-signs with and the audits; this
 // command starts or resumes it, shows its progress, and stops it cleanly on
 // Ctrl-C.
-package replay
+package replaycmd
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // inspect|verify|diff|generate|pull|public-key`: the registry snapshots
 // that preload the dispatcher's caches (pkg/dispatch/snapshot), read from
 // files or from a running `snavio dispatch serve` (internal/controlapi).
-package snapshot
+package snapshotcmd
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package snapshot
+package snapshotcmd
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package dashboard
+package dashboardcmd
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 // Package dashboard implements `snavio dashboard`: the URL of the web
 // dashboard of the profile's endpoint (docs/dashboard.md), checked and
 // optionally opened in a browser.
-package dashboard
+package dashboardcmd
 
 import (
 	"context"
