@@ -73,7 +73,7 @@ bench-serve: ## Commands/s of dispatch serve over loopback vs the same server wi
 
 .PHONY: test-memory
 test-memory: ## The memory goal of dispatch serve: 1,000,000 queued 1 KiB messages on the file store under 256 MiB RSS, and the heap back after draining (not part of make test: the race detector's shadow memory would dominate)
-	SNAVIO_TEST_1M=1 $(GO) test -count=1 -run '^TestMillionQueuedRSS$$' -v ./internal/serve/
+	SNAVIO_TEST_1M=1 $(GO) test -count=1 -run '^TestMillionQueuedRSS$$' -v ./internal/devserver/
 
 .PHONY: lambda
 lambda: ## Build the Lambda bootstrap zips for provided.al2023: dist/lambda/bootstrap-{arm64,amd64}.zip (docs/lambda.md)

@@ -23,8 +23,8 @@ import (
 
 	"github.com/snavio/snavio/internal/app"
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/ingresscred"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/smallfs"
 	"github.com/snavio/snavio/internal/store/embedded"
 )
@@ -244,7 +244,7 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 	if err := json.Unmarshal([]byte(ts.ReadFile(args[2])), &in); err != nil || len(in) == 0 {
 		ts.Fatalf("store-send: %s is not what `snavio queue receive -o json` prints, with messages: %v", args[2], err)
 	}
-	st, err := embedded.Open(embedded.Options{Path: filepath.Join(ts.MkAbs(args[0]), serve.StoreFile)})
+	st, err := embedded.Open(embedded.Options{Path: filepath.Join(ts.MkAbs(args[0]), devserver.StoreFile)})
 	if err != nil {
 		ts.Fatalf("store-send: %v (is the server stopped?)", err)
 	}

@@ -19,9 +19,9 @@ const module = "github.com/snavio/snavio/"
 var forbidden = []string{
 	"internal/controlapi", // the control API's handlers, except its wire types (allowed below)
 	"internal/server",
-	"internal/serve",
+	"internal/devserver",
 	"internal/store",
-	"internal/node",
+	"internal/pipeline",
 	"internal/replay",
 	"internal/sqsapi",
 	"internal/dashboard",
@@ -141,7 +141,7 @@ func TestLayeringRuleFails(t *testing.T) {
 		m("internal/cli/cmdutil"):   {m("internal/store/embedded")},
 		m("internal/cli/token"):     {m("internal/controlapi/wire"), "net/http"},
 		m("internal/cli/root"):      {m("internal/cli/dispatchcmd"), m("internal/cli/token")},
-		m("internal/cli/dispatchcmd"):  {m("internal/serve")},
+		m("internal/cli/dispatchcmd"):  {m("internal/devserver")},
 		m("internal/cli/routetest"): {m("internal/server")},
 		m("internal/platform"):      {m("internal/controlapi/wire")},
 	}

@@ -2,7 +2,7 @@
 // Handler) with the registry (routes, ACLs, keys, bans, quotas) and
 // tenant configuration, tenant tokens, ingress credentials, telemetry
 // streams, local queues, snapshots, replays, the archive, delivery keys
-// and explain. The local server (`snavio dispatch serve`, internal/serve)
+// and explain. The local server (`snavio dispatch serve`, internal/devserver)
 // mounts it under /v1/; a Lambda host can mount the same handler with
 // its own Config.
 //

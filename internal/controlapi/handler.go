@@ -12,7 +12,7 @@ import (
 
 // Config is what the control API is built from: each resource's options
 // (their stores and services) and what they share. A host fills it: the
-// local server (internal/serve) now, a Lambda host next.
+// local server (internal/devserver) now, a Lambda host next.
 type Config struct {
 	// Auth turns a request's credential into its principal for every
 	// endpoint; nil is ContextAuth (behind the server's bearer-token

@@ -16,7 +16,7 @@ import (
 
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
-	"github.com/snavio/snavio/internal/serve"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -39,7 +39,7 @@ const (
 
 type serveEnv struct {
 	t     *testing.T
-	s     *serve.Serve
+	s     *devserver.Serve
 	url   string
 	token string
 }
@@ -47,7 +47,7 @@ type serveEnv struct {
 func startServe(t *testing.T) *serveEnv {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := serve.Start(context.Background(), serve.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true})
+	s, err := devserver.Start(context.Background(), devserver.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func newSecret(t *testing.T) []byte {
 
 func signedBy(t *testing.T, k *signing.Key, n int, at time.Time) envelope.Envelope {
 	t.Helper()
-	env := envelope.New(fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), at, serve.DemoTarget, serve.DemoCommand, []byte(fmt.Sprintf(`{"n":%d}`, n)))
+	env := envelope.New(fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), at, devserver.DemoTarget, devserver.DemoCommand, []byte(fmt.Sprintf(`{"n":%d}`, n)))
 	if err := k.SignEnvelope(&env, victim); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 	now := time.Now()
 	victimSecret := newSecret(t)
 	by := registry.Actor{Who: "test", At: now}
-	acl := registry.ACL{Source: victim, Target: serve.DemoTarget, Command: serve.DemoCommand, Allow: true, Profile: registry.ProfileModerate}
+	acl := registry.ACL{Source: victim, Target: devserver.DemoTarget, Command: devserver.DemoCommand, Allow: true, Profile: registry.ProfileModerate}
 	for _, it := range []registry.Item{
 		{Key: &registry.ServiceKey{Source: victim, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: victimSecret, ActivatedAt: now.Add(-time.Hour)}}}},
 		{Key: &registry.ServiceKey{Source: other, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: newSecret(t), ActivatedAt: now.Add(-time.Hour)}}}},
@@ -191,7 +191,7 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 
 	// The queue holds the legitimate command twice (its delivery and its
 	// replay, re-signed with the current key) and nothing else.
-	got, err := e.s.Store().Receive(ctx, serve.DemoQueue, 10, time.Minute)
+	got, err := e.s.Store().Receive(ctx, devserver.DemoQueue, 10, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

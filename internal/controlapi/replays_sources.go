@@ -146,7 +146,7 @@ func (v *verifier) refusal(e *embedded.ArchivedEvent) string {
 	return ""
 }
 
-// attrSource is the message attribute internal/serve's sender sets to the
+// attrSource is the message attribute internal/devserver's sender sets to the
 // command's bus source.
 const attrSource = provenance.AttrSource
 

@@ -26,8 +26,8 @@ import (
 	"github.com/snavio/snavio/internal/app"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/dashboard"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/iostreams"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
@@ -103,7 +103,7 @@ func wrongKey(t *testing.T, path string) string {
 
 // ingest gives one command entry to the dispatcher, as the PutEvents
 // ingress does after it has parsed a request.
-func ingest(t *testing.T, s *serve.Serve, source string, detail []byte) {
+func ingest(t *testing.T, s *devserver.Serve, source string, detail []byte) {
 	t.Helper()
 	res := s.Node().Ingest(context.Background(), []server.Entry{{Source: source, DetailType: envelope.EventType, Detail: detail, EventBusName: "snavio-command-bus"}})
 	if len(res) != 1 || res[0].ErrorCode != "" {
@@ -146,8 +146,8 @@ func call(t *testing.T, base, token, method, path, body string) (int, []byte) {
 func TestBrowser(t *testing.T) {
 	browser := chromium(t)
 	dir := t.TempDir()
-	s, err := serve.Start(context.Background(), serve.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true,
-		Jobs: serve.Schedule{Alerts: 20 * time.Millisecond, Monitor: 50 * time.Millisecond}})
+	s, err := devserver.Start(context.Background(), devserver.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true,
+		Jobs: devserver.Schedule{Alerts: 20 * time.Millisecond, Monitor: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +165,10 @@ func TestBrowser(t *testing.T) {
 	// with the demo key, put on the bus with the demo's ingress
 	// credentials, and waited for.
 	cliEnv(t, base, dir)
-	keyFile := filepath.Join(dir, serve.DemoKeyFile)
+	keyFile := filepath.Join(dir, devserver.DemoKeyFile)
 	send := func(want int, key, payload string) {
 		t.Helper()
-		snavio(t, want, "send", "--source", serve.DemoSource, "--target", serve.DemoTarget, "--command", serve.DemoCommand,
+		snavio(t, want, "send", "--source", devserver.DemoSource, "--target", devserver.DemoTarget, "--command", devserver.DemoCommand,
 			"--payload", payload, "--secret-file", key, "--wait=20s")
 	}
 	send(0, keyFile, `{"sku":"A-1"}`)

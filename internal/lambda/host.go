@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/snavio/snavio/internal/node"
+	"github.com/snavio/snavio/internal/pipeline"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/uuidv7"
 	"github.com/snavio/snavio/pkg/dispatch"
@@ -41,7 +41,7 @@ type Host struct {
 	log    *slog.Logger
 }
 
-// New assembles the dispatcher on the AWS store (as internal/serve does
+// New assembles the dispatcher on the AWS store (as internal/devserver does
 // on the embedded one) and cold-loads its caches from the registry.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.validate(); err != nil {
@@ -184,7 +184,7 @@ func (h *Host) slowOne(ctx context.Context, rec *events.SQSMessage) bool {
 	case err == nil:
 		return true
 	case errors.Is(err, dispatch.ErrTargetFull):
-		h.d.GiveUpRetryAfter(esc, node.DefaultRetryAfter)
+		h.d.GiveUpRetryAfter(esc, pipeline.DefaultRetryAfter)
 		return true
 	case receives >= h.cfg.MaxReceives:
 		h.d.GiveUp(esc)

@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/ingresscred"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -75,11 +75,11 @@ func main() {
 	flag.Parse()
 	profileTo, memProfileTo = *cpuprofile, *memprofile
 	// The collector's target serve runs with, for both runs.
-	gcTarget = serve.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
+	gcTarget = devserver.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	if *deletes != "batch" && *deletes != "single" {
 		log.Fatalf("-delete %q: use batch or single", *deletes)
 	}
-	syncEvery, err := serve.ParseFsync(*fsync)
+	syncEvery, err := devserver.ParseFsync(*fsync)
 	if err != nil {
 		log.Fatalf("-fsync %v", err)
 	}
@@ -137,11 +137,11 @@ func run(dur, sinkDur, openDur time.Duration, clients, consumers int, retention 
 	}
 
 	// The full pipeline on a route without a rate limit.
-	var jobs serve.Schedule
+	var jobs devserver.Schedule
 	if retention > 0 {
-		jobs = serve.Schedule{TelemetryRetention: retention, ArchiveRetention: retention, Purge: retention / 4}
+		jobs = devserver.Schedule{TelemetryRetention: retention, ArchiveRetention: retention, Purge: retention / 4}
 	}
-	s, err := serve.Start(ctx, serve.Options{DataDir: dir + "/full", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs})
+	s, err := devserver.Start(ctx, devserver.Options{DataDir: dir + "/full", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs})
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func run(dur, sinkDur, openDur time.Duration, clients, consumers int, retention 
 
 	// The same pipeline with an open ingress, run half before the
 	// authenticated full run and half after.
-	open, err := serve.Start(ctx, serve.Options{DataDir: dir + "/open", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs, OpenIngress: true})
+	open, err := devserver.Start(ctx, devserver.Options{DataDir: dir + "/open", Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0", Jobs: jobs, OpenIngress: true})
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/ingresscred"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -82,7 +82,7 @@ func runOverload(factor float64, calib, dur time.Duration, clients, consumers in
 		return err
 	}
 	payload, _ := json.Marshal(map[string]string{"data": string(bytes.Repeat([]byte("x"), payloadBytes-12))})
-	s, err := serve.Start(ctx, serve.Options{DataDir: dir, Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0"})
+	s, err := devserver.Start(ctx, devserver.Options{DataDir: dir, Ephemeral: ephemeral, SyncEvery: syncEvery, Listen: "127.0.0.1:0"})
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/send"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/platform"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -129,17 +129,17 @@ func TestBenchAgainstServe(t *testing.T) {
 		t.Skip("starts a dispatch serve and sends for about 3 s")
 	}
 	dir := t.TempDir()
-	srv, err := serve.Start(context.Background(), serve.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true})
+	srv, err := devserver.Start(context.Background(), devserver.Options{DataDir: dir, Ephemeral: true, Listen: "127.0.0.1:0", Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	url := srv.Info().URL
-	key, err := send.KeyFromFile(filepath.Join(dir, serve.DemoKeyFile), serve.DemoSource, "", time.Now())
+	key, err := send.KeyFromFile(filepath.Join(dir, devserver.DemoKeyFile), devserver.DemoSource, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, _, err := ingresscred.Resolve(ingresscred.Input{Tenant: serve.DemoTenant, DataDir: dir})
+	ck, _, err := ingresscred.Resolve(ingresscred.Input{Tenant: devserver.DemoTenant, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +148,13 @@ func TestBenchAgainstServe(t *testing.T) {
 
 	bench := func(target string, count int, rate float64, batch int) Summary {
 		t.Helper()
-		cur, err := send.StartCursor(context.Background(), api, serve.DemoTenant)
+		cur, err := send.StartCursor(context.Background(), api, devserver.DemoTenant)
 		if err != nil {
 			t.Fatal(err)
 		}
 		clk := clock.System()
 		r := &Runner{Bus: bus, Clock: clk, Limiter: NewLimiter(rate, clk, clock.Sleep), Telemetry: api, Cursor: cur}
-		s, err := r.Run(context.Background(), Plan{Source: serve.DemoSource, Target: target, Command: serve.DemoCommand, Payload: []byte(`{"sku":"A-1"}`), Key: key,
+		s, err := r.Run(context.Background(), Plan{Source: devserver.DemoSource, Target: target, Command: devserver.DemoCommand, Payload: []byte(`{"sku":"A-1"}`), Key: key,
 			Count: count, Concurrency: 4, Batch: batch, Wait: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestBenchAgainstServe(t *testing.T) {
 		return s
 	}
 
-	s := bench(serve.DemoTarget, 200, 80, 1)
+	s := bench(devserver.DemoTarget, 200, 80, 1)
 	o := s.Outcomes
 	// The demo route allows 100/s (burst 20): at 80/s everything is
 	// delivered unless the server stalls long enough to bunch more than

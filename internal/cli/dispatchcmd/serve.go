@@ -15,8 +15,8 @@ import (
 	"github.com/snavio/snavio/internal/alerts"
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/output"
-	"github.com/snavio/snavio/internal/serve"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
@@ -193,7 +193,7 @@ func (o *ServeOptions) validate() error {
 	if !(o.SkewSampleRate >= 0 && o.SkewSampleRate <= 1) {
 		return cmdutil.Usagef("--skew-sample-rate %v: want a share from 0 (no samples) to 1 (every accepted command), such as 0.01", o.SkewSampleRate)
 	}
-	d, err := serve.ParseFsync(o.Fsync)
+	d, err := devserver.ParseFsync(o.Fsync)
 	if err != nil {
 		return cmdutil.Usagef("--fsync %v", err)
 	}
@@ -244,14 +244,14 @@ func runServe(ctx context.Context, f *cmdutil.Factory, o *ServeOptions) error {
 			return cmdutil.Usagef("--alert-webhook-secret-file %s: the secret must have at least 16 bytes", o.WebhookSecretFile)
 		}
 	}
-	gc := serve.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
+	gc := devserver.TuneGC(os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 	ctx, stop := cmdutil.InterruptContext(ctx)
 	defer stop()
-	s, err := serve.Start(ctx, serve.Options{
+	s, err := devserver.Start(ctx, devserver.Options{
 		DataDir: o.DataDir, Ephemeral: o.Ephemeral, MemoryBudget: int64(o.MemoryBudgetMiB) << 20, SyncEvery: o.SyncEvery, Listen: o.Listen, Demo: o.Demo,
 		Logger: f.Logger(), SlowWorkers: o.SlowWorkers, Shadow: o.Shadow,
 		WebhookURL: o.WebhookURL, WebhookSecret: secret, Email: o.EmailConfig, SkewSampleRate: skewSampleRate(o.SkewSampleRate),
-		Jobs:         serve.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
+		Jobs:         devserver.Schedule{Snapshot: o.SnapshotInterval, TelemetryRetention: o.TelemetryRetention, ArchiveRetention: o.ArchiveRetention},
 		AllowedHosts: o.AllowedHosts,
 	})
 	if err != nil {
@@ -303,7 +303,7 @@ func writeReadyFile(path, url string) error {
 
 // printBanner says where state lives and what is served: a text banner on
 // table output, the Info document otherwise.
-func printBanner(w io.Writer, p *output.Printer, info serve.Info) error {
+func printBanner(w io.Writer, p *output.Printer, info devserver.Info) error {
 	if p.Format() != output.Table {
 		return p.PrintItem(info)
 	}

@@ -1,0 +1,5 @@
+//go:build race
+
+package devserver
+
+const raceEnabled = true
