@@ -219,20 +219,27 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 	case strings.HasSuffix(string(st.StackStatus), "_IN_PROGRESS"):
 		return nil, fmt.Errorf("stack %s is %s: another operation is running; wait for it, then deploy again", name, st.StackStatus)
 	}
+	// Keys without a previous value to keep: all of them on a create; the
+	// snapshot key on a stack an older snavio deployed without it.
+	var missing []string
 	if p.Type == "CREATE" && in.DeliveryKey == "" {
-		return nil, fmt.Errorf("stack %s does not exist yet: its first deploy needs the delivery key (--delivery-key-file)", name)
+		missing = append(missing, "the delivery key (--delivery-key-file)")
+	}
+	if in.SnapshotSeed == "" && (p.Type == "CREATE" || !hasParameter(st, stack.ParamSnapshotSigningKey)) {
+		missing = append(missing, "the snapshot signing key (--snapshot-key-file)")
+	}
+	if len(missing) > 0 {
+		what := "does not exist yet: its first deploy"
+		if p.Type == "UPDATE" {
+			what = "was deployed without a snapshot signing key: this deploy"
+		}
+		return nil, fmt.Errorf("stack %s %s needs %s", name, what, strings.Join(missing, " and "))
 	}
 	var snap SnapshotKey
 	if in.SnapshotSeed != "" {
 		if snap, err = ParseSnapshotSeed(in.SnapshotSeed); err != nil {
 			return nil, err
 		}
-	} else if p.Type == "CREATE" || !hasParameter(st, stack.ParamSnapshotSigningKey) {
-		what := "does not exist yet: its first deploy"
-		if p.Type == "UPDATE" {
-			what = "was deployed without a snapshot signing key: this deploy"
-		}
-		return nil, fmt.Errorf("stack %s %s needs the snapshot signing key (--snapshot-key-file)", name, what)
 	}
 
 	sum := sha256.Sum256(in.Zip)
