@@ -8,6 +8,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -80,6 +81,10 @@ type Input struct {
 	// DeliveryKey is the base64 delivery master key; empty keeps the
 	// stack's current one (an error on the first deploy).
 	DeliveryKey string
+	// SnapshotSeed is base64 of the 32-byte Ed25519 seed that signs
+	// registry snapshots (ParseSnapshotSeed); empty keeps the stack's
+	// current key (an error on the first deploy).
+	SnapshotSeed string
 	// Template is the rendered template (JSON).
 	Template []byte
 	// RoleARN, when set, is the service role CloudFormation acts with
@@ -214,8 +219,27 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 	case strings.HasSuffix(string(st.StackStatus), "_IN_PROGRESS"):
 		return nil, fmt.Errorf("stack %s is %s: another operation is running; wait for it, then deploy again", name, st.StackStatus)
 	}
+	// Keys without a previous value to keep: all of them on a create; the
+	// snapshot key on a stack an older snavio deployed without it.
+	var missing []string
 	if p.Type == "CREATE" && in.DeliveryKey == "" {
-		return nil, fmt.Errorf("stack %s does not exist yet: its first deploy needs the delivery key (--delivery-key-file)", name)
+		missing = append(missing, "the delivery key (--delivery-key-file)")
+	}
+	if in.SnapshotSeed == "" && (p.Type == "CREATE" || !hasParameter(st, stack.ParamSnapshotSigningKey)) {
+		missing = append(missing, "the snapshot signing key (--snapshot-key-file)")
+	}
+	if len(missing) > 0 {
+		what := "does not exist yet: its first deploy"
+		if p.Type == "UPDATE" {
+			what = "was deployed without a snapshot signing key: this deploy"
+		}
+		return nil, fmt.Errorf("stack %s %s needs %s", name, what, strings.Join(missing, " and "))
+	}
+	var snap SnapshotKey
+	if in.SnapshotSeed != "" {
+		if snap, err = ParseSnapshotSeed(in.SnapshotSeed); err != nil {
+			return nil, err
+		}
 	}
 
 	sum := sha256.Sum256(in.Zip)
@@ -229,11 +253,8 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 		{ParameterKey: aws.String(stack.ParamCodeKey), ParameterValue: aws.String(p.Artifact.Key)},
 		{ParameterKey: aws.String(stack.ParamArchitecture), ParameterValue: aws.String(in.Arch)},
 	}
-	if in.DeliveryKey != "" {
-		params = append(params, cftypes.Parameter{ParameterKey: aws.String(stack.ParamDeliveryKey), ParameterValue: aws.String(in.DeliveryKey)})
-	} else {
-		params = append(params, cftypes.Parameter{ParameterKey: aws.String(stack.ParamDeliveryKey), UsePreviousValue: aws.Bool(true)})
-	}
+	params = append(params, secret(stack.ParamDeliveryKey, in.DeliveryKey),
+		secret(stack.ParamSnapshotSigningKey, snap.Seed), secret(stack.ParamSnapshotPublicKey, snap.Public))
 	p.ChangeSet = "snavio-" + d.Clock.Now().UTC().Format("20060102T150405Z")
 	ccs := &cloudformation.CreateChangeSetInput{
 		StackName:     aws.String(name),
@@ -310,6 +331,39 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 		p.Changes = []Change{}
 	}
 	return p, nil
+}
+
+// secret is a parameter given a new value, or keeping its previous one
+// when value is empty.
+func secret(key, value string) cftypes.Parameter {
+	if value == "" {
+		return cftypes.Parameter{ParameterKey: aws.String(key), UsePreviousValue: aws.Bool(true)}
+	}
+	return cftypes.Parameter{ParameterKey: aws.String(key), ParameterValue: aws.String(value)}
+}
+
+// hasParameter reports whether the deployed stack has parameter key (a
+// stack deployed by an older snavio may lack a newer parameter, whose
+// previous value CloudFormation then cannot use).
+func hasParameter(st *cftypes.Stack, key string) bool {
+	return st != nil && slices.ContainsFunc(st.Parameters, func(p cftypes.Parameter) bool { return aws.ToString(p.ParameterKey) == key })
+}
+
+// SnapshotKey is the snapshot signing key as the stack's two parameters:
+// base64 of the Ed25519 seed (secret) and of its public key.
+type SnapshotKey struct{ Seed, Public string }
+
+// ParseSnapshotSeed reads base64 of a 32-byte Ed25519 seed (surrounding
+// space ignored), as the snapshot function reads
+// SNAVIO_SNAPSHOT_SIGNING_KEY, and derives the public key the dispatcher
+// functions trust.
+func ParseSnapshotSeed(s string) (SnapshotKey, error) {
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return SnapshotKey{}, fmt.Errorf("the snapshot signing key is not base64 of a %d-byte Ed25519 seed: make one with head -c 32 /dev/urandom | base64", ed25519.SeedSize)
+	}
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	return SnapshotKey{Seed: base64.StdEncoding.EncodeToString(seed), Public: base64.StdEncoding.EncodeToString(pub)}, nil
 }
 
 // noChanges tells CloudFormation's refusal of an empty change set.

@@ -3,7 +3,11 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -13,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -23,7 +28,19 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
-const deliveryKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+const (
+	deliveryKey  = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	snapshotSeed = "c25hcHNob3Qtc2lnbmluZy1rZXktc2VlZC0zMmJ5dGU="
+)
+
+// snapshotPublic is snapshotSeed's Ed25519 public key, in base64.
+func snapshotPublic(t *testing.T) string {
+	seed, err := base64.StdEncoding.DecodeString(snapshotSeed)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		t.Fatalf("snapshotSeed: %d bytes, %v", len(seed), err)
+	}
+	return base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+}
 
 type rig struct {
 	fake *cfnfake.Fake
@@ -79,7 +96,7 @@ func template(t *testing.T, env string) []byte {
 }
 
 func input(t *testing.T, zip string) Input {
-	return Input{Env: "test", CodeBucket: "artifacts", Zip: zipOf(t, zip), Arch: "arm64", DeliveryKey: deliveryKey, Template: template(t, "test")}
+	return Input{Env: "test", CodeBucket: "artifacts", Zip: zipOf(t, zip), Arch: "arm64", DeliveryKey: deliveryKey, SnapshotSeed: snapshotSeed, Template: template(t, "test")}
 }
 
 // lastCreate returns the form of the last CreateChangeSet request.
@@ -119,6 +136,8 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 		"Parameters.member.2.ParameterKey": "CodeKey", "Parameters.member.2.ParameterValue": p.Artifact.Key,
 		"Parameters.member.3.ParameterKey": "Architecture", "Parameters.member.3.ParameterValue": "arm64",
 		"Parameters.member.4.ParameterKey": "DeliveryKey", "Parameters.member.4.ParameterValue": deliveryKey,
+		"Parameters.member.5.ParameterKey": "SnapshotSigningKey", "Parameters.member.5.ParameterValue": snapshotSeed,
+		"Parameters.member.6.ParameterKey": "SnapshotPublicKey", "Parameters.member.6.ParameterValue": snapshotPublic(t),
 		"ChangeSetName": "snavio-20261125T120000Z",
 	} {
 		if form[k] != want {
@@ -145,9 +164,9 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 	}
 
 	// Same zip, same template: no changes, the change set is deleted,
-	// the zip is not uploaded again, the delivery key is kept.
+	// the zip is not uploaded again, the delivery and snapshot keys are kept.
 	in := input(t, "v1")
-	in.DeliveryKey = ""
+	in.DeliveryKey, in.SnapshotSeed = "", ""
 	r.d.Clock = clock.NewFake(time.Date(2026, 11, 25, 12, 5, 0, 0, time.UTC))
 	p2, err := r.d.Plan(ctx, in)
 	if err != nil {
@@ -156,8 +175,12 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 	if !p2.NoChanges() || p2.Type != "UPDATE" || p2.Artifact.Uploaded {
 		t.Errorf("no-change plan = %+v", p2)
 	}
-	if f := lastCreate(t, r.fake); f["Parameters.member.4.UsePreviousValue"] != "true" || f["ChangeSetType"] != "UPDATE" {
-		t.Errorf("no-change CreateChangeSet: %v; want UPDATE with DeliveryKey's previous value", f)
+	f := lastCreate(t, r.fake)
+	for i, k := range []string{"DeliveryKey", "SnapshotSigningKey", "SnapshotPublicKey"} {
+		n := fmt.Sprintf("Parameters.member.%d.", i+4)
+		if f[n+"ParameterKey"] != k || f[n+"UsePreviousValue"] != "true" || f[n+"ParameterValue"] != "" || f["ChangeSetType"] != "UPDATE" {
+			t.Errorf("no-change CreateChangeSet: %v; want UPDATE with %s's previous value", f, k)
+		}
 	}
 	if acts := r.fake.Actions(); acts[len(acts)-1] != "DeleteChangeSet" {
 		t.Errorf("the empty change set was not deleted: %v", acts)
@@ -166,7 +189,7 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 	// A new zip: the functions change (their CodeKey), nothing replaced.
 	r.d.Clock = clock.NewFake(time.Date(2026, 11, 25, 12, 10, 0, 0, time.UTC))
 	in = input(t, "v2")
-	in.DeliveryKey = ""
+	in.DeliveryKey, in.SnapshotSeed = "", ""
 	p3, err := r.d.Plan(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +269,7 @@ func TestUpdateRollsBack(t *testing.T) {
 	}
 	r.fake.FailResource = "SlowFunction"
 	in := input(t, "v2")
-	in.DeliveryKey = ""
+	in.DeliveryKey, in.SnapshotSeed = "", ""
 	p, err = r.d.Plan(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -346,5 +369,95 @@ func TestLargeTemplateGoesThroughS3(t *testing.T) {
 	out, err := r.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("artifacts"), Prefix: aws.String("snavio/templates/")})
 	if err != nil || len(out.Contents) != 1 {
 		t.Fatalf("templates in S3: %v, %v", out, err)
+	}
+}
+
+func TestFirstDeployNeedsSnapshotKey(t *testing.T) {
+	r := newRig(t)
+	in := input(t, "v1")
+	in.SnapshotSeed = ""
+	if _, err := r.d.Plan(context.Background(), in); err == nil || !strings.Contains(err.Error(), "first deploy needs the snapshot signing key (--snapshot-key-file)") {
+		t.Fatalf("Plan = %v, want the snapshot key asked for", err)
+	}
+	in.SnapshotSeed = "c2hvcnQ="
+	if _, err := r.d.Plan(context.Background(), in); err == nil || !strings.Contains(err.Error(), "not base64 of a 32-byte Ed25519 seed") {
+		t.Fatalf("Plan = %v, want the bad seed refused", err)
+	}
+	if acts := r.fake.Actions(); slices.Contains(acts, "CreateChangeSet") {
+		t.Errorf("calls %v: nothing may be created", acts)
+	}
+}
+
+// TestStackWithoutSnapshotKey: a stack deployed before the snapshot key
+// parameters existed has no previous value to keep, so its next deploy
+// asks for the key instead of failing in CloudFormation.
+func TestStackWithoutSnapshotKey(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	var old map[string]any
+	if err := json.Unmarshal(template(t, "test"), &old); err != nil {
+		t.Fatal(err)
+	}
+	delete(old["Parameters"].(map[string]any), stack.ParamSnapshotSigningKey)
+	delete(old["Parameters"].(map[string]any), stack.ParamSnapshotPublicKey)
+	body, _ := json.Marshal(old)
+	out, err := r.d.CFN.CreateChangeSet(ctx, &cloudformation.CreateChangeSetInput{
+		StackName: aws.String("snavio-test"), ChangeSetName: aws.String("old"), ChangeSetType: cftypes.ChangeSetTypeCreate,
+		Capabilities: []cftypes.Capability{cftypes.CapabilityCapabilityNamedIam}, TemplateBody: aws.String(string(body)),
+		Parameters: []cftypes.Parameter{
+			{ParameterKey: aws.String(stack.ParamCodeBucket), ParameterValue: aws.String("artifacts")},
+			{ParameterKey: aws.String(stack.ParamCodeKey), ParameterValue: aws.String("snavio/lambda/old.zip")},
+			{ParameterKey: aws.String(stack.ParamDeliveryKey), ParameterValue: aws.String(deliveryKey)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cloudformation.NewChangeSetCreateCompleteWaiter(r.d.CFN, func(o *cloudformation.ChangeSetCreateCompleteWaiterOptions) {
+		o.MinDelay, o.MaxDelay = time.Millisecond, 2*time.Millisecond
+	}).Wait(ctx, &cloudformation.DescribeChangeSetInput{StackName: aws.String("snavio-test"), ChangeSetName: out.Id}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.d.Apply(ctx, &Plan{Stack: "snavio-test", Type: "CREATE", ChangeSet: "old", ChangeSetID: aws.ToString(out.Id)}); err != nil {
+		t.Fatal(err)
+	}
+
+	in := input(t, "v1")
+	in.DeliveryKey, in.SnapshotSeed = "", ""
+	if _, err := r.d.Plan(ctx, in); err == nil || !strings.Contains(err.Error(), "was deployed without a snapshot signing key: this deploy needs the snapshot signing key (--snapshot-key-file)") {
+		t.Fatalf("Plan = %v, want the snapshot key asked for", err)
+	}
+	in.SnapshotSeed = snapshotSeed
+	p, err := r.d.Plan(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := lastCreate(t, r.fake); f["Parameters.member.4.UsePreviousValue"] != "true" || f["Parameters.member.5.ParameterValue"] != snapshotSeed {
+		t.Errorf("CreateChangeSet %v: want the delivery key kept and the snapshot key given", f)
+	}
+	if res, err := r.d.Apply(ctx, p); err != nil || res.Status != "UPDATE_COMPLETE" {
+		t.Fatalf("Apply = %+v, %v", res, err)
+	}
+}
+
+// TestFakeChecksParameters: the fake refuses parameters as CloudFormation
+// does, so the tests above would see a deploy that gives too few or bad
+// ones.
+func TestFakeChecksParameters(t *testing.T) {
+	r := newRig(t)
+	in := input(t, "v1")
+	in.DeliveryKey = "c2hvcnQ="
+	if _, err := r.d.Plan(context.Background(), in); err == nil || !strings.Contains(err.Error(), "Parameter 'DeliveryKey' must match pattern") {
+		t.Fatalf("Plan = %v, want the short delivery key refused by its AllowedPattern", err)
+	}
+	in = input(t, "v1")
+	var tpl map[string]any
+	if err := json.Unmarshal(in.Template, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	tpl["Parameters"].(map[string]any)["Extra"] = map[string]any{"Type": "String"}
+	in.Template, _ = json.Marshal(tpl)
+	if _, err := r.d.Plan(context.Background(), in); err == nil || !strings.Contains(err.Error(), "Parameters: [Extra] must have values") {
+		t.Fatalf("Plan = %v, want the parameter without a value refused", err)
 	}
 }

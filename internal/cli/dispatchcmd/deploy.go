@@ -34,6 +34,7 @@ type DeployOptions struct {
 	Zip             string
 	Arch            string
 	DeliveryKeyFile string
+	SnapshotKeyFile string
 	RoleARN         string
 	Yes             bool
 	DetailedExit    bool
@@ -62,9 +63,12 @@ executes the change set, prints the stack's events as they come, and
 prints the result with the stack's outputs. A change set without changes
 is deleted and is not an error.
 
-The first deploy of an environment needs --delivery-key-file: a file
-holding the base64 of the delivery signing master key (32 bytes or more);
-later deploys keep the stack's key unless given a new one.
+The first deploy of an environment needs two keys, each in a file:
+--delivery-key-file, the base64 of the delivery signing master key (32
+bytes or more), and --snapshot-key-file, the base64 of the 32-byte
+Ed25519 seed that signs registry snapshots (the dispatcher functions
+trust its public key, which deploy derives). Later deploys keep the
+stack's keys unless given new ones.
 
 --template-only writes the template (-o json or -o yaml) and calls
 nothing. AWS credentials and region come from the SDK's usual chain
@@ -79,7 +83,9 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 
   # First deploy, from a terminal (asks before applying)
   make lambda
-  snavio dispatch deploy --env prod --code-bucket acme-artifacts --delivery-key-file ~/secrets/snavio-prod.key
+  head -c 32 /dev/urandom | base64 > ~/secrets/snavio-prod-snapshot.key
+  snavio dispatch deploy --env prod --code-bucket acme-artifacts \
+      --delivery-key-file ~/secrets/snavio-prod.key --snapshot-key-file ~/secrets/snavio-prod-snapshot.key
 
   # From CI: no prompt, exit 3 when something changed
   snavio dispatch deploy --env prod --code-bucket acme-artifacts --zip dist/lambda/bootstrap-arm64.zip --yes --detailed-exitcode -o json`,
@@ -115,6 +121,7 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 	fl.StringVar(&opts.Zip, "zip", "", "bootstrap zip to deploy (default dist/lambda/bootstrap-<arch>.zip, else built from source)")
 	fl.StringVar(&opts.Arch, "arch", "arm64", "architecture of the zip: arm64 or amd64")
 	fl.StringVar(&opts.DeliveryKeyFile, "delivery-key-file", "", "file holding the base64 delivery master key (first deploy; later: replaces the key)")
+	fl.StringVar(&opts.SnapshotKeyFile, "snapshot-key-file", "", "file holding the base64 32-byte Ed25519 seed that signs snapshots (first deploy; later: replaces the key)")
 	fl.StringVar(&opts.RoleARN, "role-arn", "", "IAM role CloudFormation deploys with (default: your credentials; docs/deploy.md)")
 	fl.BoolVarP(&opts.Yes, "yes", "y", false, "apply without asking")
 	fl.BoolVar(&opts.DetailedExit, "detailed-exitcode", false, "exit 3 when changes were applied, 0 when there were none")
@@ -235,6 +242,22 @@ func readDeliveryKey(path string) (string, error) {
 	return k, nil
 }
 
+// readSnapshotKey reads and checks the base64 Ed25519 seed in path.
+func readSnapshotKey(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", cmdutil.Usagef("--snapshot-key-file: %v", err)
+	}
+	k, err := deploy.ParseSnapshotSeed(string(b))
+	if err != nil {
+		return "", cmdutil.Usagef("--snapshot-key-file %s: %v", path, err)
+	}
+	return k.Seed, nil
+}
+
 func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error {
 	ios := f.IOStreams
 	tpl, err := stack.Build(o.Env)
@@ -261,8 +284,14 @@ func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error 
 	if err != nil {
 		return err
 	}
-	if w := cmdutil.SecretFileWarning("--delivery-key-file", o.DeliveryKeyFile); o.DeliveryKeyFile != "" && w != "" {
-		fmt.Fprintln(ios.ErrOut, w)
+	seed, err := readSnapshotKey(o.SnapshotKeyFile)
+	if err != nil {
+		return err
+	}
+	for _, f := range [][2]string{{"--delivery-key-file", o.DeliveryKeyFile}, {"--snapshot-key-file", o.SnapshotKeyFile}} {
+		if w := cmdutil.SecretFileWarning(f[0], f[1]); f[1] != "" && w != "" {
+			fmt.Fprintln(ios.ErrOut, w)
+		}
 	}
 	zip, err := readZip(ctx, o, ios.ErrOut)
 	if err != nil {
@@ -277,7 +306,7 @@ func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error 
 		return err
 	}
 	d.Progress = progressPrinter(ios.ErrOut)
-	plan, err := d.Plan(ctx, deploy.Input{Env: o.Env, CodeBucket: o.CodeBucket, Zip: zip, Arch: lambdaArch(o.Arch), DeliveryKey: key, Template: body, RoleARN: o.RoleARN})
+	plan, err := d.Plan(ctx, deploy.Input{Env: o.Env, CodeBucket: o.CodeBucket, Zip: zip, Arch: lambdaArch(o.Arch), DeliveryKey: key, SnapshotSeed: seed, Template: body, RoleARN: o.RoleARN})
 	if err != nil {
 		return err
 	}

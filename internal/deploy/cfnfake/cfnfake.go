@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -229,8 +230,18 @@ func (f *Fake) describeStacks(form url.Values) (string, *apiError) {
 			fmt.Fprintf(&outs, "<member>%s%s</member>", el("OutputKey", k), el("OutputValue", resolve(v, s)))
 		}
 	}
-	return fmt.Sprintf("<Stacks><member>%s%s%s%s<Outputs>%s</Outputs></member></Stacks>",
-		el("StackName", s.name), el("StackId", s.id), el("StackStatus", s.status), el("CreationTime", ts(f.now)), outs.String()), nil
+	// Parameters as CloudFormation describes them: NoEcho values masked.
+	var params strings.Builder
+	declared, _ := s.template["Parameters"].(map[string]any)
+	for _, k := range sortedKeys(s.params) {
+		v := s.params[k]
+		if d, _ := declared[k].(map[string]any); d["NoEcho"] == true {
+			v = "****"
+		}
+		fmt.Fprintf(&params, "<member>%s%s</member>", el("ParameterKey", k), el("ParameterValue", v))
+	}
+	return fmt.Sprintf("<Stacks><member>%s%s%s%s<Parameters>%s</Parameters><Outputs>%s</Outputs></member></Stacks>",
+		el("StackName", s.name), el("StackId", s.id), el("StackStatus", s.status), el("CreationTime", ts(f.now)), params.String(), outs.String()), nil
 }
 
 // resolve gives an output's value: literals as they are, intrinsics as
@@ -248,7 +259,7 @@ func resolve(v any, s *stack) string {
 	return fmt.Sprint(v)
 }
 
-func sortedKeys(m map[string]any) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -311,10 +322,17 @@ func (f *Fake) createChangeSet(form url.Values) (string, *apiError) {
 			if typ == "CREATE" {
 				return "", validation("Invalid input for parameter key %s. Cannot specify usePreviousValue as true for a new stack", k)
 			}
-			params[k] = s.params[k]
+			prev, ok := s.params[k]
+			if !ok {
+				return "", validation("Invalid input for parameter key %s. Cannot specify usePreviousValue as true for a parameter key not in the previous template", k)
+			}
+			params[k] = prev
 			continue
 		}
 		params[k] = form.Get(fmt.Sprintf("Parameters.member.%d.ParameterValue", i))
+	}
+	if err := checkParams(tpl, params); err != nil {
+		return "", err
 	}
 	f.seq++
 	cs := &changeSet{id: fmt.Sprintf("arn:aws:cloudformation:us-east-1:123456789012:changeSet/%s/%d", csName, f.seq), name: csName, typ: typ,
@@ -322,6 +340,38 @@ func (f *Fake) createChangeSet(form url.Values) (string, *apiError) {
 	cs.changes = diff(s.template, tpl, s.params, params)
 	s.changeSets[cs.id] = cs
 	return el("Id", cs.id) + el("StackId", s.id), nil
+}
+
+// checkParams refuses parameters as CloudFormation does: one the template
+// does not declare, one without a value or default, a value outside its
+// AllowedPattern.
+func checkParams(tpl map[string]any, params map[string]string) *apiError {
+	declared, _ := tpl["Parameters"].(map[string]any)
+	var missing []string
+	for _, k := range sortedKeys(declared) {
+		d, _ := declared[k].(map[string]any)
+		v, given := params[k]
+		if !given {
+			if _, def := d["Default"]; !def {
+				missing = append(missing, k)
+			}
+			continue
+		}
+		if pat, ok := d["AllowedPattern"].(string); ok {
+			if re, err := regexp.Compile(pat); err == nil && !re.MatchString(v) {
+				return validation("Parameter '%s' must match pattern %s", k, pat)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return validation("Parameters: [%s] must have values", strings.Join(missing, ", "))
+	}
+	for k := range params {
+		if _, ok := declared[k]; !ok {
+			return validation("Parameters: [%s] do not exist in the template", k)
+		}
+	}
+	return nil
 }
 
 func contains(list []string, v string) bool {
@@ -338,7 +388,7 @@ var physicalNames = []string{"Name", "TableName", "QueueName", "FunctionName", "
 
 // diff compares two templates' resources: added, removed, modified
 // (replaced when a physical name changed). A changed parameter modifies
-// every resource that refers to it.
+// every resource that refers to it (Ref or Fn::Sub).
 func diff(old, new map[string]any, oldParams, newParams map[string]string) []change {
 	or, _ := old["Resources"].(map[string]any)
 	nr, _ := new["Resources"].(map[string]any)
@@ -357,7 +407,7 @@ func diff(old, new map[string]any, oldParams, newParams map[string]string) []cha
 		if !changed {
 			b, _ := json.Marshal(np)
 			for k, v := range newParams {
-				if oldParams[k] != v && strings.Contains(string(b), `{"Ref":"`+k+`"}`) {
+				if oldParams[k] != v && (strings.Contains(string(b), `{"Ref":"`+k+`"}`) || strings.Contains(string(b), "${"+k+"}")) {
 					changed = true
 				}
 			}

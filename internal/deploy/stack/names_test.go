@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -29,8 +30,17 @@ func TestNamesAgreeWithTheStoreAndTheLambda(t *testing.T) {
 		{envEscalationQueue, lambda.EnvEscalationQueue},
 		{envDeliveryKey, lambda.EnvDeliveryKey},
 		{envMaxReceives, lambda.EnvMaxReceives},
+		{envSnapshotBucket, lambda.EnvSnapshotBucket},
+		{envSnapshotKeys, lambda.EnvSnapshotKeys},
+		{envSnapshotSigning, lambda.EnvSnapshotSigningKey},
+		{envSnapshotKeyID, lambda.EnvSnapshotKeyID},
+		{envAccountID, lambda.EnvAccountID},
 		{FnIngest, lambda.FunctionIngest},
 		{FnSlow, lambda.FunctionSlow},
+		{FnOutbox, lambda.FunctionOutbox},
+		{FnSnapshot, lambda.FunctionSnapshot},
+		{FnMonitor, lambda.FunctionMonitor},
+		{FnAuditor, lambda.FunctionAuditor},
 	} {
 		if p[0] != p[1] {
 			t.Errorf("stack says %q, the code that reads it %q", p[0], p[1])
@@ -66,13 +76,52 @@ func FuzzCheckEnv(f *testing.F) {
 	})
 }
 
-// TestOnlyBuiltFunctionsAreTriggered: a function the bootstrap cannot
-// run yet keeps its schedule and stream disabled.
+// bootstrapKnows reports whether cmd/snavio-lambda has key's handler: a
+// stage (lambda.Handler) or a job (lambda.JobHandler).
+func bootstrapKnows(key string) bool {
+	return lambda.IsJob(key) || key == lambda.FunctionIngest || key == lambda.FunctionSlow
+}
+
+// TestOnlyBuiltFunctionsAreTriggered: a function is built exactly when
+// the bootstrap runs it, and a function the bootstrap cannot run keeps
+// its schedule and stream disabled; the others' triggers are enabled.
 func TestOnlyBuiltFunctionsAreTriggered(t *testing.T) {
-	for _, s := range specs() {
-		if want := s.key == lambda.FunctionIngest || s.key == lambda.FunctionSlow; s.built != want {
-			t.Errorf("%s: built %v, but internal/lambda runs only %s and %s", s.key, s.built, lambda.FunctionIngest, lambda.FunctionSlow)
+	if len(specs()) != len(Functions) {
+		t.Fatalf("%d specs, %d Functions", len(specs()), len(Functions))
+	}
+	for i, s := range specs() {
+		if s.key != Functions[i] {
+			t.Errorf("spec %d is %s, Functions says %s", i, s.key, Functions[i])
 		}
+		if want := bootstrapKnows(s.key); s.built != want {
+			t.Errorf("%s: built %v, but the bootstrap runs it: %v", s.key, s.built, want)
+		}
+	}
+	if bootstrapKnows(FnControl) {
+		t.Errorf("the bootstrap runs %s now: add it to bootstrapRuns", FnControl)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Properties map[string]any
+		}
+	}
+	if err := json.Unmarshal(render(t, "test", "json"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	triggers := 0
+	for _, s := range specs() {
+		if s.schedule != "" {
+			triggers++
+			if got, want := doc.Resources[s.id+"Schedule"].Properties["State"], state(s.built); got != want {
+				t.Errorf("%sSchedule is %v, want %s", s.id, got, want)
+			}
+		}
+	}
+	if got := doc.Resources["OutboxStream"].Properties["Enabled"]; got != spec(FnOutbox).built {
+		t.Errorf("OutboxStream Enabled %v, want %v", got, spec(FnOutbox).built)
+	}
+	if triggers != 3 {
+		t.Errorf("%d scheduled functions, want the snapshot, monitor and auditor", triggers)
 	}
 }
 

@@ -9,6 +9,7 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
@@ -31,21 +32,32 @@ const (
 	ParamCodeKey      = "CodeKey"
 	ParamArchitecture = "Architecture"
 	ParamDeliveryKey  = "DeliveryKey"
+	// ParamSnapshotSigningKey is base64 of the Ed25519 seed the snapshot
+	// function signs with; ParamSnapshotPublicKey is its public key, which
+	// the ingest and slow functions trust (deploy derives it from the seed).
+	ParamSnapshotSigningKey = "SnapshotSigningKey"
+	ParamSnapshotPublicKey  = "SnapshotPublicKey"
 )
 
-// Function keys: the SNAVIO_FUNCTION each function's bootstrap runs.
+// Function keys: the SNAVIO_FUNCTION each function's bootstrap runs
+// (internal/lambda's Function*; names_test.go holds them together).
 const (
 	FnIngest   = "ingest"
 	FnSlow     = "slow"
 	FnOutbox   = "outbox"
 	FnSnapshot = "snapshot"
-	FnMonitor  = "monitor"
-	FnAuditor  = "auditor"
+	FnMonitor  = "queue-monitor"
+	FnAuditor  = "fairness-auditor"
 	FnControl  = "control"
 )
 
 // Functions lists every function key in template order.
 var Functions = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor, FnControl}
+
+// bootstrapRuns lists the functions cmd/snavio-lambda has a handler for:
+// the stages and lambda.IsJob's jobs (names_test.go checks it). The
+// others are deployed with their triggers disabled.
+var bootstrapRuns = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor}
 
 // The AWS store's tables (awsstore.Config's FlowTable, RegistryTable,
 // ChangelogTable, OutboxTable), their TTL attribute and the outbox stream.
@@ -65,7 +77,20 @@ const (
 	envDeliveryKey     = "SNAVIO_DELIVERY_KEY"
 	envMaxReceives     = "SNAVIO_SLOW_MAX_RECEIVES"
 	envSnapshotBucket  = "SNAVIO_SNAPSHOT_BUCKET"
+	envSnapshotKeys    = "SNAVIO_SNAPSHOT_KEYS"
+	envSnapshotSigning = "SNAVIO_SNAPSHOT_SIGNING_KEY"
+	envSnapshotKeyID   = "SNAVIO_SNAPSHOT_KEY_ID"
+	envAccountID       = "SNAVIO_ACCOUNT_ID"
 )
+
+// snapshotKeyID names the snapshot signing key: the snapshot function
+// signs under it and the ingest and slow functions trust the public key
+// under it.
+const snapshotKeyID = "snavio-ed25519"
+
+// ed25519KeyPattern is base64 of 32 bytes, as Go's StdEncoding writes it
+// (the last character carries 4 bits, the padding is one '=').
+const ed25519KeyPattern = "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
 
 // slowMaxReceives is the slow function's give-up; the escalation queue's
 // maxReceiveCount is one more (docs/lambda.md, "The durability contract").
@@ -85,22 +110,26 @@ type fnSpec struct {
 	p95ms       float64
 	asyncDLQ    bool // invoked asynchronously: on-failure destination queue
 	schedule    string
-	// built: the bootstrap has this function's handler (internal/lambda
-	// runs ingest and slow so far). The triggers of the others are made
-	// disabled, so that they do not fail every minute until it does.
+	// built: the bootstrap has this function's handler (bootstrapRuns).
+	// The triggers of the others are made disabled, so that they do not
+	// fail every minute until it does.
 	built bool
 }
 
 func specs() []fnSpec {
-	return []fnSpec{
-		{key: FnIngest, id: "Ingest", description: "Shield and fast stage: the command bus rule's target", memory: 512, timeout: 10, p95ms: 1000, asyncDLQ: true, built: true},
-		{key: FnSlow, id: "Slow", description: "Slow stage: consumes the escalation queue", memory: 512, timeout: 30, p95ms: 5000, built: true},
+	out := []fnSpec{
+		{key: FnIngest, id: "Ingest", description: "Shield and fast stage: the command bus rule's target", memory: 512, timeout: 10, p95ms: 1000, asyncDLQ: true},
+		{key: FnSlow, id: "Slow", description: "Slow stage: consumes the escalation queue", memory: 512, timeout: 30, p95ms: 5000},
 		{key: FnOutbox, id: "Outbox", description: "Telemetry outbox drain: the outbox table's stream to each tenant's topic", memory: 256, timeout: 60, p95ms: 10000},
 		{key: FnSnapshot, id: "Snapshot", description: "Registry snapshot generator (the snapshot writer)", memory: 512, timeout: 50, p95ms: 30000, asyncDLQ: true, schedule: "rate(1 minute)"},
 		{key: FnMonitor, id: "Monitor", description: "Target queue monitor", memory: 256, timeout: 50, p95ms: 30000, asyncDLQ: true, schedule: "rate(1 minute)"},
 		{key: FnAuditor, id: "Auditor", description: "Fairness auditor", memory: 256, timeout: 50, p95ms: 30000, asyncDLQ: true, schedule: "rate(1 minute)"},
 		{key: FnControl, id: "Control", description: "Control API behind an IAM-authenticated Function URL", memory: 256, timeout: 29, p95ms: 2000},
 	}
+	for i := range out {
+		out[i].built = slices.Contains(bootstrapRuns, out[i].key)
+	}
+	return out
 }
 
 // b is a tiny builder over the template being made.
@@ -142,6 +171,8 @@ func Build(env string) (*Template, error) {
 	t.Parameters[ParamCodeKey] = Parameter{Type: "String", Description: ptr("S3 key of the bootstrap zip (content-addressed: lambda/<sha256>.zip)"), AllowedPattern: ptr("^.+$")}
 	t.Parameters[ParamArchitecture] = Parameter{Type: "String", Description: ptr("Lambda architecture the zip was built for"), Default: "arm64", AllowedValues: []any{"arm64", "x86_64"}}
 	t.Parameters[ParamDeliveryKey] = Parameter{Type: "String", Description: ptr("base64 of the delivery signing master key, 32 bytes or more (docs/security/delivery-signature.md)"), NoEcho: ptr(true), AllowedPattern: ptr("^[A-Za-z0-9+/]{43,}={0,2}$")}
+	t.Parameters[ParamSnapshotSigningKey] = Parameter{Type: "String", Description: ptr("base64 of the 32-byte Ed25519 seed the snapshot function signs registry snapshots with"), NoEcho: ptr(true), AllowedPattern: ptr(ed25519KeyPattern)}
+	t.Parameters[ParamSnapshotPublicKey] = Parameter{Type: "String", Description: ptr("base64 of the snapshot signing key's Ed25519 public key, which the ingest and slow functions trust (snavio dispatch deploy derives it from the seed)"), AllowedPattern: ptr(ed25519KeyPattern)}
 	x := b{t: t, n: n}
 
 	x.alarmTopic()
@@ -439,18 +470,6 @@ func (x b) function(s fnSpec) {
 		Policies:                 []iam.Role_Policy{{PolicyName: s.key, PolicyDocument: policy.Document{Version: policy.Version, Statement: stmts}}},
 		Tags:                     stackTags(x.n.Env),
 	})
-	vars := map[string]string{envFunction: s.key, envEnv: x.n.Env}
-	switch s.key {
-	case FnIngest, FnSlow:
-		vars[envEscalationQueue] = Ref("EscalationQueue")
-		vars[envDeliveryKey] = Ref(ParamDeliveryKey)
-		vars[envSnapshotBucket] = Ref("SnapshotBucket")
-		if s.key == FnSlow {
-			vars[envMaxReceives] = fmt.Sprint(slowMaxReceives)
-		}
-	case FnSnapshot, FnControl:
-		vars[envSnapshotBucket] = Ref("SnapshotBucket")
-	}
 	x.add(s.id+"Function", &lambda.Function{
 		FunctionName:  ptr(name),
 		Description:   ptr(s.description),
@@ -461,7 +480,7 @@ func (x b) function(s fnSpec) {
 		MemorySize:    ptr(s.memory),
 		Timeout:       ptr(s.timeout),
 		Role:          GetAtt(s.id+"Role", "Arn"),
-		Environment:   &lambda.Function_Environment{Variables: vars},
+		Environment:   &lambda.Function_Environment{Variables: x.environment(s.key)},
 		LoggingConfig: &lambda.Function_LoggingConfig{LogGroup: ptr(Ref(s.id + "LogGroup")), LogFormat: ptr("JSON")},
 		Tags:          stackTags(x.n.Env),
 	})
@@ -478,7 +497,9 @@ func (x b) function(s fnSpec) {
 	}
 	if s.schedule != "" {
 		x.add(s.id+"Schedule", &events.Rule{
-			Name:               ptr(x.n.prefix() + s.key + "-schedule"),
+			// "run-<key>": EventBridge allows 64 characters, and
+			// "<key>-schedule" of fairness-auditor is 65 with a 32-character env.
+			Name:               ptr(x.n.prefix() + "run-" + s.key),
 			Description:        ptr("Runs the " + s.key + " job"),
 			ScheduleExpression: ptr(s.schedule),
 			State:              ptr(state(s.built)),
@@ -490,6 +511,34 @@ func (x b) function(s fnSpec) {
 		})
 	}
 	x.alarms(s, name)
+}
+
+// environment is exactly what function key's configuration reads
+// (lambda.FromEnv for the stages, lambda.JobConfigFromEnv for the jobs;
+// TestEnvironmentsAreAccepted feeds each to its parser).
+func (x b) environment(key string) map[string]string {
+	vars := map[string]string{envFunction: key, envEnv: x.n.Env}
+	switch key {
+	case FnIngest, FnSlow:
+		vars[envEscalationQueue] = Ref("EscalationQueue")
+		vars[envDeliveryKey] = Ref(ParamDeliveryKey)
+		// The cold start reads the snapshot the snapshot function signs.
+		vars[envSnapshotBucket] = Ref("SnapshotBucket")
+		vars[envSnapshotKeys] = Sub(snapshotKeyID + "=${" + ParamSnapshotPublicKey + "}")
+		if key == FnSlow {
+			vars[envMaxReceives] = fmt.Sprint(slowMaxReceives)
+		}
+	case FnOutbox:
+		// The tenants' telemetry topics are in the stack's account.
+		vars[envAccountID] = Ref("AWS::AccountId")
+	case FnSnapshot:
+		vars[envSnapshotBucket] = Ref("SnapshotBucket")
+		vars[envSnapshotSigning] = Ref(ParamSnapshotSigningKey)
+		vars[envSnapshotKeyID] = snapshotKeyID
+	case FnControl:
+		vars[envSnapshotBucket] = Ref("SnapshotBucket")
+	}
+	return vars
 }
 
 func state(enabled bool) string {
@@ -524,14 +573,17 @@ func (x b) triggers() {
 		ScalingConfig: &lambda.EventSourceMapping_ScalingConfig{MaximumConcurrency: ptr(20)},
 	})
 	x.add("OutboxStream", &lambda.EventSourceMapping{
-		FunctionName:               Ref("OutboxFunction"),
-		EventSourceArn:             ptr(GetAtt("OutboxTable", "StreamArn")),
-		StartingPosition:           ptr("TRIM_HORIZON"),
-		BatchSize:                  ptr(100),
-		BisectBatchOnFunctionError: ptr(true),
-		Enabled:                    ptr(spec(FnOutbox).built),
-		MaximumRetryAttempts:       ptr(10),
-		FunctionResponseTypes:      []string{"ReportBatchItemFailures"},
+		FunctionName:     Ref("OutboxFunction"),
+		EventSourceArn:   ptr(GetAtt("OutboxTable", "StreamArn")),
+		StartingPosition: ptr("TRIM_HORIZON"),
+		// The spec's "up to 1 s or 10 messages", as the outbox drain
+		// expects (docs/lambda.md, "The outbox function").
+		BatchSize:                      ptr(10),
+		MaximumBatchingWindowInSeconds: ptr(1),
+		BisectBatchOnFunctionError:     ptr(true),
+		Enabled:                        ptr(spec(FnOutbox).built),
+		MaximumRetryAttempts:           ptr(10),
+		FunctionResponseTypes:          []string{"ReportBatchItemFailures"},
 		DestinationConfig: &lambda.EventSourceMapping_DestinationConfig{
 			OnFailure: &lambda.EventSourceMapping_OnFailure{Destination: ptr(GetAtt("OutboxDLQ", "Arn"))},
 		},

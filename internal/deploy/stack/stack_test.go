@@ -328,3 +328,48 @@ func TestFunctionsHaveOwnRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestLongestEnvFitsNameLimits renders the longest environment name and
+// checks every physical name against its service's length limit.
+func TestLongestEnvFitsNameLimits(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(render(t, strings.Repeat("e", 32), "json"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	limits := map[string]struct {
+		prop string
+		max  int
+	}{
+		"AWS::Lambda::Function":  {"FunctionName", 64},
+		"AWS::IAM::Role":         {"RoleName", 64},
+		"AWS::Events::Rule":      {"Name", 64},
+		"AWS::Events::EventBus":  {"Name", 256},
+		"AWS::Events::Archive":   {"ArchiveName", 48},
+		"AWS::SQS::Queue":        {"QueueName", 80},
+		"AWS::DynamoDB::Table":   {"TableName", 255},
+		"AWS::SNS::Topic":        {"TopicName", 256},
+		"AWS::CloudWatch::Alarm": {"AlarmName", 255},
+		"AWS::Logs::LogGroup":    {"LogGroupName", 512},
+		"AWS::S3::Bucket":        {"BucketName", 63},
+	}
+	checked := 0
+	for id, r := range doc["Resources"].(map[string]any) {
+		typ := r.(map[string]any)["Type"].(string)
+		l, ok := limits[typ]
+		if !ok {
+			continue
+		}
+		v := r.(map[string]any)["Properties"].(map[string]any)[l.prop]
+		if sub, ok := v.(map[string]any); ok {
+			v = strings.ReplaceAll(sub["Fn::Sub"].(string), "${AWS::AccountId}", "123456789012")
+		}
+		name, _ := v.(string)
+		if name == "" || len(name) > l.max {
+			t.Errorf("%s.%s = %q: %d characters, %s allows 1 to %d", id, l.prop, name, len(name), typ, l.max)
+		}
+		checked++
+	}
+	if checked < 60 {
+		t.Errorf("checked %d names, want every named resource", checked)
+	}
+}
