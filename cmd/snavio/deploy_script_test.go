@@ -52,6 +52,9 @@ func awsFake(ts *testscript.TestScript, neg bool, args []string) {
 	switch {
 	case args[0] == "start" && len(args) == 2:
 		st.fake = cfnfake.New()
+		// The CLI polls every 2 s or more; the deploy package's tests walk
+		// the one-step-per-poll path with millisecond delays.
+		st.fake.RevealAll = true
 		s3h := gofakes3.New(s3mem.New()).Server()
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.Contains(r.Header.Get("Authorization"), "/s3/aws4_request") {

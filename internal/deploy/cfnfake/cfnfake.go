@@ -45,6 +45,10 @@ type Fake struct {
 	// FailResource, when set, is the logical id of a resource whose
 	// create or update fails, rolling the stack back.
 	FailResource string
+	// RevealAll shows every pending event at the first poll, so a stack
+	// reaches its final state at the second: for callers that poll with
+	// the CLI's real delays (seconds), not the tests' milliseconds.
+	RevealAll bool
 }
 
 // New returns an empty fake.
@@ -197,14 +201,18 @@ func (f *Fake) lookup(nameOrID string) *stack {
 }
 
 // advance reveals the next pending events and, when none are left,
-// moves the stack to its final state: one step per poll.
-func (s *stack) advance() {
+// moves the stack to its final state: one step per poll (all pending
+// events in one with revealAll).
+func (s *stack) advance(revealAll bool) {
 	if s.final == "" {
 		return
 	}
 	s.polls++
 	if len(s.pending) > 0 {
 		n := (len(s.pending) + 1) / 2
+		if revealAll {
+			n = len(s.pending)
+		}
 		for _, e := range s.pending[:n] {
 			s.events = append([]event{e}, s.events...)
 		}
@@ -220,7 +228,7 @@ func (f *Fake) describeStacks(form url.Values) (string, *apiError) {
 	if s == nil {
 		return "", validation("Stack with id %s does not exist", name)
 	}
-	s.advance()
+	s.advance(f.RevealAll)
 	var outs strings.Builder
 	if strings.HasSuffix(s.status, "_COMPLETE") && !strings.Contains(s.status, "ROLLBACK") && s.status != "DELETE_COMPLETE" {
 		outputs, _ := s.template["Outputs"].(map[string]any)
