@@ -136,14 +136,14 @@ func TestCLILayering(t *testing.T) {
 func TestLayeringRuleFails(t *testing.T) {
 	m := func(p string) string { return module + p }
 	graph := map[string][]string{
-		m("internal/cli/route"):     {m("internal/platform"), m("internal/controlapi")},
-		m("internal/cli/queue"):     {m("internal/cli/cmdutil")},
-		m("internal/cli/cmdutil"):   {m("internal/store/embedded")},
-		m("internal/cli/token"):     {m("internal/controlapi/wire"), "net/http"},
-		m("internal/cli/root"):      {m("internal/cli/dispatchcmd"), m("internal/cli/token")},
-		m("internal/cli/dispatchcmd"):  {m("internal/devserver")},
-		m("internal/cli/routetest"): {m("internal/server")},
-		m("internal/platform"):      {m("internal/controlapi/wire")},
+		m("internal/cli/route"):       {m("internal/platform"), m("internal/controlapi")},
+		m("internal/cli/queue"):       {m("internal/cli/cmdutil")},
+		m("internal/cli/cmdutil"):     {m("internal/store/embedded")},
+		m("internal/cli/token"):       {m("internal/controlapi/wire"), "net/http"},
+		m("internal/cli/root"):        {m("internal/cli/dispatchcmd"), m("internal/cli/token")},
+		m("internal/cli/dispatchcmd"): {m("internal/devserver")},
+		m("internal/cli/routetest"):   {m("internal/server")},
+		m("internal/platform"):        {m("internal/controlapi/wire")},
 	}
 	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatchcmd"), m("internal/cli/routetest")}
 	got := violations(graph, cli)
