@@ -8,37 +8,21 @@ package credentials
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/secretcmd"
 	"github.com/snavio/snavio/internal/cli/tenantaws"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
-	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 )
 
 // Deps are what every credentials command needs, as lazy providers.
-type Deps struct {
-	Platform func() (platform.Platform, error)
-	Printer  func() (*output.Printer, error)
-	// ErrOut receives human notes (never results).
-	ErrOut io.Writer
-}
-
-// NewDeps returns the production dependencies of f.
-func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
-}
+type Deps = secretcmd.Deps
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
 // platform resources; credentials is its one subgroup today.
@@ -85,19 +69,12 @@ its own tenant's.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
-	d := NewDeps(f)
+	d := secretcmd.NewDeps(f)
 	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdList(d, nil), NewCmdRevoke(d, nil))
 	return cmd
 }
 
 func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio tenant credentials list") }
-
-func checkTenant(tenant string) error {
-	if err := wire.CheckTenant("--tenant", tenant); err != nil {
-		return &cmdutil.UsageError{Err: err}
-	}
-	return nil
-}
 
 // Created is a new credential as printed: the only output with a secret.
 type Created struct {
@@ -137,7 +114,7 @@ type CreateOptions struct {
 // the run function in tests.
 func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
 	opts := &CreateOptions{Deps: d}
-	cmd := &cobra.Command{
+	cmd := secretcmd.CreateCmd(&cobra.Command{
 		Use:   "create --tenant TENANT [--credentials-file FILE]",
 		Short: "Create a tenant's ingress credential and print its secret once",
 		Long: `Create an access key id and secret that sign PutEvents for one tenant, and
@@ -151,37 +128,24 @@ the tenant's own token.`,
 		Example: `  snavio tenant credentials create --tenant acme
   snavio tenant credentials create --tenant acme --credentials-file acme.credentials
   snavio tenant credentials create --tenant acme --credentials-file ~/.aws/snavio --section acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTenant(opts.Tenant); err != nil {
-				return err
-			}
-			if opts.Section == "" {
-				return cmdutil.Usagef("--section is empty: name the credentials file's section, such as default")
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runCreate(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "tenant whose sources the credential may put: the part before '/' (required)")
+	}, &opts.Tenant, "tenant whose sources the credential may put: the part before '/' (required)", func(ctx context.Context) error {
+		if opts.Section == "" {
+			return cmdutil.Usagef("--section is empty: name the credentials file's section, such as default")
+		}
+		return secretcmd.Pick(runF, runCreate)(ctx, opts)
+	})
 	cmd.Flags().StringVar(&opts.CredentialsFile, "credentials-file", "", "write the credential to this new file (AWS shared-credentials format, mode 0600) instead of printing it")
 	cmd.Flags().StringVar(&opts.Section, "section", ingresscred.DefaultSection, "section (profile) name in --credentials-file")
-	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
 }
 
-func runCreate(ctx context.Context, o *CreateOptions) error {
-	// Checked before a credential exists that nobody would hold; the
-	// exclusive write below still refuses a file made in between.
+func runCreate(ctx context.Context, o *CreateOptions) (err error) {
+	var file *secretcmd.SecretFile
 	if o.CredentialsFile != "" {
-		if _, err := os.Lstat(o.CredentialsFile); err == nil {
-			return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; remove it or pass another path", o.CredentialsFile)
+		if file, err = secretcmd.CreateSecretFile("--credentials-file", "a credentials file", o.CredentialsFile); err != nil {
+			return err
 		}
-		if _, err := os.Stat(filepath.Dir(o.CredentialsFile)); err != nil {
-			return cmdutil.Usagef("--credentials-file: %v; pass a path in a writable directory", err)
-		}
+		defer file.Close(&err)
 	}
 	api, err := o.Platform()
 	if err != nil {
@@ -196,29 +160,16 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 	}
 	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
-	if o.CredentialsFile != "" {
+	if file != nil {
 		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
-		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {
-			revoke := fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)
-			if errors.Is(err, fs.ErrExist) {
-				return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; pass another path (%s)", o.CredentialsFile, revoke)
-			}
-			return fmt.Errorf("writing --credentials-file %s: %w; %s", o.CredentialsFile, err, revoke)
+		lost := fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)
+		if err := file.Write(data, lost, o.ErrOut); err != nil {
+			return err
 		}
 		out.SecretAccessKey, out.CredentialsFile = "", o.CredentialsFile
-		if w := cmdutil.SecretFileWarning("--credentials-file", o.CredentialsFile); w != "" {
-			fmt.Fprintln(o.ErrOut, w)
-		}
 		out.Notice = "the credential is in " + o.CredentialsFile + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + o.CredentialsFile + "` or AWS_SHARED_CREDENTIALS_FILE=" + o.CredentialsFile
 	}
-	if err := p.Print(out); err != nil {
-		return err
-	}
-	if p.Format() == output.Table {
-		_, err := fmt.Fprintf(o.ErrOut, "Note: %s.\n", out.Notice)
-		return err
-	}
-	return nil
+	return secretcmd.PrintCreated(o.Deps, p, out, out.Notice)
 }
 
 // Credentials is a list of credentials without secrets.
@@ -229,11 +180,7 @@ func (Credentials) TableHeader() []string { return []string{"access key id", "te
 
 // TableRows implements output.Tabular.
 func (cs Credentials) TableRows() [][]string {
-	rows := make([][]string, len(cs))
-	for i, c := range cs {
-		rows[i] = []string{c.AccessKeyID, c.Tenant, c.Created.UTC().Format(time.RFC3339)}
-	}
-	return rows
+	return secretcmd.Rows(cs, func(c wire.Credential) []string { return secretcmd.Row(c.AccessKeyID, c.Tenant, c.Created) })
 }
 
 // ListOptions are the inputs of `snavio tenant credentials list`.
@@ -246,50 +193,29 @@ type ListOptions struct {
 // run function in tests.
 func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
 	opts := &ListOptions{Deps: d}
-	cmd := &cobra.Command{
-		Use:     "list [--tenant TENANT]",
-		Aliases: []string{"ls"},
-		Short:   "List ingress credentials: access key ids, tenants and dates, never secrets",
+	return secretcmd.ListCmd(&cobra.Command{
+		Use:   "list [--tenant TENANT]",
+		Short: "List ingress credentials: access key ids, tenants and dates, never secrets",
 		Long: `List the ingress credentials, oldest first: access key ids (for revoke),
 tenants and creation dates; never a secret. The operator sees every
 tenant's; a tenant token its own tenant's.`,
 		Example: `  snavio tenant credentials list
   snavio tenant credentials list --tenant acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("tenant") {
-				if err := checkTenant(opts.Tenant); err != nil {
-					return err
-				}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runList(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "only this tenant's credentials")
-	return cmd
+	}, &opts.Tenant, "only this tenant's credentials", func(ctx context.Context) error {
+		return secretcmd.Pick(runF, runList)(ctx, opts)
+	})
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	l, err := api.ListCredentials(ctx, o.Tenant)
-	if err != nil {
-		return mapErr(err)
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	out := Credentials(l.Credentials)
-	if out == nil {
-		out = Credentials{}
-	}
-	return p.Print(out)
+	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.CredentialList, error) {
+		l, err := api.ListCredentials(ctx, o.Tenant)
+		return l, mapErr(err)
+	}, func(l wire.CredentialList) any {
+		if l.Credentials == nil {
+			return Credentials{}
+		}
+		return Credentials(l.Credentials)
+	})
 }
 
 // RevokeOptions are the inputs of `snavio tenant credentials revoke`.
@@ -313,42 +239,26 @@ func (r Revoked) TableRows() [][]string {
 // the run function in tests.
 func NewCmdRevoke(d Deps, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
 	opts := &RevokeOptions{Deps: d}
-	return &cobra.Command{
-		Use:     "revoke ACCESS_KEY_ID",
-		Aliases: []string{"rm"},
-		Short:   "Revoke an ingress credential: requests signed with it fail at once",
+	return secretcmd.RevokeCmd(&cobra.Command{
+		Use:   "revoke ACCESS_KEY_ID",
+		Short: "Revoke an ingress credential: requests signed with it fail at once",
 		Long: `Revoke the ingress credential with ACCESS_KEY_ID (from "snavio tenant
 credentials list"). The next PutEvents signed with it is refused
 (UnrecognizedClientException). Revoking cannot be undone. Needs the
 operator token, or the credential's tenant's token.`,
 		Example: `  snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP
   snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP -o json`,
-		Args: cmdutil.ExactArgs(1, "the ACCESS_KEY_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.AccessKeyID = args[0]
-			if err := wire.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
-				return &cmdutil.UsageError{Err: err}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRevoke(cmd.Context(), opts)
-		},
-	}
+	}, "ACCESS_KEY_ID", wire.CheckAccessKeyID, &opts.AccessKeyID, func(ctx context.Context) error {
+		return secretcmd.Pick(runF, runRevoke)(ctx, opts)
+	})
 }
 
 func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	r, err := api.RevokeCredential(ctx, o.AccessKeyID)
-	if err != nil {
-		return fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	return p.Print(Revoked(r))
+	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.CredentialRevoked, error) {
+		r, err := api.RevokeCredential(ctx, o.AccessKeyID)
+		if err != nil {
+			return r, fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
+		}
+		return r, nil
+	}, func(r wire.CredentialRevoked) any { return Revoked(r) })
 }
