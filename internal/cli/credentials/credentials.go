@@ -21,9 +21,6 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 )
 
-// Deps are what every credentials command needs, as lazy providers.
-type Deps = secretcmd.Deps
-
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
 // platform resources; credentials is its one subgroup today.
 func NewTenantCmd(f *cmdutil.Factory) *cobra.Command {
@@ -101,7 +98,7 @@ func (c Created) TableRows() [][]string {
 
 // CreateOptions are the inputs of `snavio tenant credentials create`.
 type CreateOptions struct {
-	Deps
+	secretcmd.Deps
 	Tenant string
 	// CredentialsFile, when set, receives the credential in the AWS
 	// shared-credentials format (mode 0600, must not exist) instead of
@@ -112,7 +109,7 @@ type CreateOptions struct {
 
 // NewCmdCreate builds `snavio tenant credentials create`. runF replaces
 // the run function in tests.
-func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+func NewCmdCreate(d secretcmd.Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
 	opts := &CreateOptions{Deps: d}
 	cmd := secretcmd.CreateCmd(&cobra.Command{
 		Use:   "create --tenant TENANT [--credentials-file FILE]",
@@ -139,37 +136,24 @@ the tenant's own token.`,
 	return cmd
 }
 
-func runCreate(ctx context.Context, o *CreateOptions) (err error) {
-	var file *secretcmd.SecretFile
-	if o.CredentialsFile != "" {
-		if file, err = secretcmd.CreateSecretFile("--credentials-file", "a credentials file", o.CredentialsFile); err != nil {
-			return err
+func runCreate(ctx context.Context, o *CreateOptions) error {
+	file := secretcmd.SecretFileFlag{Flag: "--credentials-file", Noun: "a credentials file", Path: o.CredentialsFile}
+	return secretcmd.Create(ctx, o.Deps, file, func(ctx context.Context, api platform.Platform) (wire.CredentialCreated, error) {
+		c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
+		if err != nil {
+			return c, fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 		}
-		defer file.Close(&err)
-	}
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
-	if err != nil {
-		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
-	}
-	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
-	if file != nil {
-		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
-		lost := fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)
-		if err := file.Write(data, lost, o.ErrOut); err != nil {
-			return err
+		return c, nil
+	}, func(c wire.CredentialCreated, path string) secretcmd.Shown {
+		out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
+		if path != "" {
+			out.SecretAccessKey, out.CredentialsFile = "", path
+			out.Notice = "the credential is in " + path + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + path + "` or AWS_SHARED_CREDENTIALS_FILE=" + path
 		}
-		out.SecretAccessKey, out.CredentialsFile = "", o.CredentialsFile
-		out.Notice = "the credential is in " + o.CredentialsFile + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + o.CredentialsFile + "` or AWS_SHARED_CREDENTIALS_FILE=" + o.CredentialsFile
-	}
-	return secretcmd.PrintCreated(o.Deps, p, out, out.Notice)
+		return secretcmd.Shown{Out: out, Notice: out.Notice,
+			File: ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
+			Lost: fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)}
+	})
 }
 
 // Credentials is a list of credentials without secrets.
@@ -180,48 +164,23 @@ func (Credentials) TableHeader() []string { return []string{"access key id", "te
 
 // TableRows implements output.Tabular.
 func (cs Credentials) TableRows() [][]string {
-	return secretcmd.Rows(cs, func(c wire.Credential) []string { return secretcmd.Row(c.AccessKeyID, c.Tenant, c.Created) })
-}
-
-// ListOptions are the inputs of `snavio tenant credentials list`.
-type ListOptions struct {
-	Deps
-	Tenant string
+	return secretcmd.Rows(cs, func(c wire.Credential) (string, string, time.Time) { return c.AccessKeyID, c.Tenant, c.Created })
 }
 
 // NewCmdList builds `snavio tenant credentials list`. runF replaces the
 // run function in tests.
-func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{Deps: d}
-	return secretcmd.ListCmd(&cobra.Command{
-		Use:   "list [--tenant TENANT]",
+func NewCmdList(d secretcmd.Deps, runF func(context.Context, *secretcmd.ListOptions) error) *cobra.Command {
+	return secretcmd.NewListCmd(&cobra.Command{
 		Short: "List ingress credentials: access key ids, tenants and dates, never secrets",
 		Long: `List the ingress credentials, oldest first: access key ids (for revoke),
 tenants and creation dates; never a secret. The operator sees every
 tenant's; a tenant token its own tenant's.`,
 		Example: `  snavio tenant credentials list
   snavio tenant credentials list --tenant acme -o json`,
-	}, &opts.Tenant, "only this tenant's credentials", func(ctx context.Context) error {
-		return secretcmd.Pick(runF, runList)(ctx, opts)
+	}, d, runF, "only this tenant's credentials", func(ctx context.Context, api platform.Platform, tenant string) (any, error) {
+		l, err := api.ListCredentials(ctx, tenant)
+		return secretcmd.NonNil(Credentials(l.Credentials)), mapErr(err)
 	})
-}
-
-func runList(ctx context.Context, o *ListOptions) error {
-	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.CredentialList, error) {
-		l, err := api.ListCredentials(ctx, o.Tenant)
-		return l, mapErr(err)
-	}, func(l wire.CredentialList) any {
-		if l.Credentials == nil {
-			return Credentials{}
-		}
-		return Credentials(l.Credentials)
-	})
-}
-
-// RevokeOptions are the inputs of `snavio tenant credentials revoke`.
-type RevokeOptions struct {
-	Deps
-	AccessKeyID string
 }
 
 // Revoked is a revoked credential as printed.
@@ -237,9 +196,8 @@ func (r Revoked) TableRows() [][]string {
 
 // NewCmdRevoke builds `snavio tenant credentials revoke`. runF replaces
 // the run function in tests.
-func NewCmdRevoke(d Deps, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{Deps: d}
-	return secretcmd.RevokeCmd(&cobra.Command{
+func NewCmdRevoke(d secretcmd.Deps, runF func(context.Context, *secretcmd.RevokeOptions) error) *cobra.Command {
+	return secretcmd.NewRevokeCmd(&cobra.Command{
 		Use:   "revoke ACCESS_KEY_ID",
 		Short: "Revoke an ingress credential: requests signed with it fail at once",
 		Long: `Revoke the ingress credential with ACCESS_KEY_ID (from "snavio tenant
@@ -248,17 +206,8 @@ credentials list"). The next PutEvents signed with it is refused
 operator token, or the credential's tenant's token.`,
 		Example: `  snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP
   snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP -o json`,
-	}, "ACCESS_KEY_ID", wire.CheckAccessKeyID, &opts.AccessKeyID, func(ctx context.Context) error {
-		return secretcmd.Pick(runF, runRevoke)(ctx, opts)
+	}, d, runF, "ACCESS_KEY_ID", wire.CheckAccessKeyID, func(ctx context.Context, api platform.Platform, id string) (any, error) {
+		r, err := api.RevokeCredential(ctx, id)
+		return Revoked(r), mapErr(err)
 	})
-}
-
-func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.CredentialRevoked, error) {
-		r, err := api.RevokeCredential(ctx, o.AccessKeyID)
-		if err != nil {
-			return r, fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
-		}
-		return r, nil
-	}, func(r wire.CredentialRevoked) any { return Revoked(r) })
 }

@@ -66,41 +66,71 @@ func CreateCmd(cmd *cobra.Command, tenant *string, tenantUsage string, run func(
 	return cmd
 }
 
-// ListCmd completes cmd (its texts set) as a `list [--tenant TENANT]`
-// command: the --tenant flag into *tenant, checked when given, then run.
-func ListCmd(cmd *cobra.Command, tenant *string, tenantUsage string, run func(context.Context) error) *cobra.Command {
-	cmd.Aliases = []string{"ls"}
+// ListOptions are the inputs of a `list` command.
+type ListOptions struct {
+	Deps
+	Tenant string
+}
+
+// NewListCmd builds the `list [--tenant TENANT]` command whose help texts
+// cmd holds. list asks api for tenant's secrets (every tenant's when tenant
+// is empty) and returns what is printed; runF replaces the run function
+// in tests.
+func NewListCmd(cmd *cobra.Command, d Deps, runF func(context.Context, *ListOptions) error, tenantUsage string,
+	list func(ctx context.Context, api platform.Platform, tenant string) (any, error)) *cobra.Command {
+	opts := &ListOptions{Deps: d}
+	run := Pick(runF, func(ctx context.Context, o *ListOptions) error {
+		return fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (any, error) { return list(ctx, api, o.Tenant) })
+	})
+	cmd.Use, cmd.Aliases = "list [--tenant TENANT]", []string{"ls"}
 	cmd.Args = cmdutil.NoArgs
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
 		if c.Flags().Changed("tenant") {
-			if err := CheckTenant(*tenant); err != nil {
+			if err := CheckTenant(opts.Tenant); err != nil {
 				return err
 			}
 		}
-		return run(c.Context())
+		return run(c.Context(), opts)
 	}
-	cmd.Flags().StringVar(tenant, "tenant", "", tenantUsage)
+	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", tenantUsage)
 	return cmd
 }
 
-// RevokeCmd completes cmd (its texts set) as a `revoke ID` command: the
-// one argument, named arg and checked by check, into *id, then run.
-func RevokeCmd(cmd *cobra.Command, arg string, check func(name, id string) error, id *string, run func(context.Context) error) *cobra.Command {
+// RevokeOptions are the inputs of a `revoke ID` command.
+type RevokeOptions struct {
+	Deps
+	ID string
+}
+
+// NewRevokeCmd builds the `revoke ID` command whose texts cmd holds: its
+// one argument, named arg, is checked by check, then revoke revokes it
+// and returns what is printed. runF replaces the run function in tests.
+func NewRevokeCmd(cmd *cobra.Command, d Deps, runF func(context.Context, *RevokeOptions) error, arg string, check func(name, id string) error,
+	revoke func(ctx context.Context, api platform.Platform, id string) (any, error)) *cobra.Command {
+	opts := &RevokeOptions{Deps: d}
+	run := Pick(runF, func(ctx context.Context, o *RevokeOptions) error {
+		return fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (any, error) {
+			r, err := revoke(ctx, api, o.ID)
+			if err != nil {
+				return nil, fmt.Errorf("revoking %s: %w", o.ID, err)
+			}
+			return r, nil
+		})
+	})
 	cmd.Aliases = []string{"rm"}
 	cmd.Args = cmdutil.ExactArgs(1, "the "+arg)
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		*id = args[0]
-		if err := check(arg, *id); err != nil {
+		opts.ID = args[0]
+		if err := check(arg, opts.ID); err != nil {
 			return &cmdutil.UsageError{Err: err}
 		}
-		return run(c.Context())
+		return run(c.Context(), opts)
 	}
 	return cmd
 }
 
-// Fetch asks the platform with call and prints what view makes of the
-// answer. call wraps its own errors.
-func Fetch[R any](ctx context.Context, d Deps, call func(context.Context, platform.Platform) (R, error), view func(R) any) error {
+// fetch asks the platform with call and prints the answer.
+func fetch(ctx context.Context, d Deps, call func(context.Context, platform.Platform) (any, error)) error {
 	api, err := d.Platform()
 	if err != nil {
 		return err
@@ -113,31 +143,79 @@ func Fetch[R any](ctx context.Context, d Deps, call func(context.Context, platfo
 	if err != nil {
 		return err
 	}
-	return p.Print(view(r))
+	return p.Print(r)
 }
 
-// Row is a table row of an issued secret without the secret.
-func Row(id, tenant string, created time.Time) []string {
-	return []string{id, tenant, created.UTC().Format(time.RFC3339)}
+// NonNil returns s, or an empty S for nil, so that an empty list prints
+// as [] rather than null.
+func NonNil[S ~[]E, E any](s S) S {
+	if s == nil {
+		return S{}
+	}
+	return s
 }
 
-// Rows makes the table rows of items with row.
-func Rows[T any](items []T, row func(T) []string) [][]string {
+// Rows makes the table rows of listed secrets: id, tenant, creation time.
+func Rows[T any](items []T, fields func(T) (id, tenant string, created time.Time)) [][]string {
 	rows := make([][]string, len(items))
 	for i, it := range items {
-		rows[i] = row(it)
+		id, tenant, created := fields(it)
+		rows[i] = []string{id, tenant, created.UTC().Format(time.RFC3339)}
 	}
 	return rows
 }
 
-// PrintCreated prints a created secret, and under a table the notice as a
-// note on ErrOut.
-func PrintCreated(d Deps, p *output.Printer, out any, notice string) error {
-	if err := p.Print(out); err != nil {
+// SecretFileFlag names the flag of a create command that sends the
+// secret to a new file, and its value ("" to print the secret).
+type SecretFileFlag struct {
+	Flag string // "--token-file"
+	Noun string // "a token file", in errors
+	Path string
+}
+
+// Shown is a new secret as a create command shows it.
+type Shown struct {
+	Out    any    // printed
+	Notice string // noted on ErrOut under a table
+	File   []byte // the secret file's content, when there is one
+	Lost   string // ends an error writing the file: how to revoke the secret
+}
+
+// Create runs a create command: it makes the secret file (when asked),
+// issues the secret with issue, writes it, and prints what show makes of
+// it; path is "" when the secret is printed. The file is removed again
+// when the command fails.
+func Create[T any](ctx context.Context, d Deps, file SecretFileFlag, issue func(context.Context, platform.Platform) (T, error), show func(secret T, path string) Shown) (err error) {
+	var f *SecretFile
+	if file.Path != "" {
+		if f, err = CreateSecretFile(file.Flag, file.Noun, file.Path); err != nil {
+			return err
+		}
+		defer f.Close(&err)
+	}
+	api, err := d.Platform()
+	if err != nil {
+		return err
+	}
+	p, err := d.Printer()
+	if err != nil {
+		return err
+	}
+	secret, err := issue(ctx, api)
+	if err != nil {
+		return err
+	}
+	shown := show(secret, file.Path)
+	if f != nil {
+		if err := f.Write(shown.File, shown.Lost, d.ErrOut); err != nil {
+			return err
+		}
+	}
+	if err := p.Print(shown.Out); err != nil {
 		return err
 	}
 	if p.Format() == output.Table {
-		_, err := fmt.Fprintf(d.ErrOut, "Note: %s.\n", notice)
+		_, err := fmt.Fprintf(d.ErrOut, "Note: %s.\n", shown.Notice)
 		return err
 	}
 	return nil

@@ -19,9 +19,6 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 )
 
-// Deps are what every token command needs, as lazy providers.
-type Deps = secretcmd.Deps
-
 // NewCmd builds `snavio token`.
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
@@ -82,7 +79,7 @@ func (c Created) TableRows() [][]string {
 
 // CreateOptions are the inputs of `snavio token create`.
 type CreateOptions struct {
-	Deps
+	secretcmd.Deps
 	Tenant string
 	// TokenFile, when set, receives the token (mode 0600, must not exist)
 	// instead of the output.
@@ -91,7 +88,7 @@ type CreateOptions struct {
 
 // NewCmdCreate builds `snavio token create`. runF replaces the run
 // function in tests.
-func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+func NewCmdCreate(d secretcmd.Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
 	opts := &CreateOptions{Deps: d}
 	cmd := secretcmd.CreateCmd(&cobra.Command{
 		Use:   "create --tenant TENANT [--token-file FILE]",
@@ -112,36 +109,23 @@ person); revoke each on its own. Needs the operator token.`,
 	return cmd
 }
 
-func runCreate(ctx context.Context, o *CreateOptions) (err error) {
-	var file *secretcmd.SecretFile
-	if o.TokenFile != "" {
-		if file, err = secretcmd.CreateSecretFile("--token-file", "a token file", o.TokenFile); err != nil {
-			return err
+func runCreate(ctx context.Context, o *CreateOptions) error {
+	file := secretcmd.SecretFileFlag{Flag: "--token-file", Noun: "a token file", Path: o.TokenFile}
+	return secretcmd.Create(ctx, o.Deps, file, func(ctx context.Context, api platform.Platform) (wire.TokenIssued, error) {
+		iss, err := api.IssueToken(ctx, wire.TokenIssueRequest{Tenant: o.Tenant})
+		if err != nil {
+			return iss, fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 		}
-		defer file.Close(&err)
-	}
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	iss, err := api.IssueToken(ctx, wire.TokenIssueRequest{Tenant: o.Tenant})
-	if err != nil {
-		return fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
-	}
-	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
-	if file != nil {
-		lost := fmt.Sprintf("the token %s is lost: revoke it with `snavio token revoke %s`", iss.ID, iss.ID)
-		if err := file.Write([]byte(iss.Secret+"\n"), lost, o.ErrOut); err != nil {
-			return err
+		return iss, nil
+	}, func(iss wire.TokenIssued, path string) secretcmd.Shown {
+		out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
+		if path != "" {
+			out.Token, out.TokenFile = "", path
+			out.Notice = "the token is in " + path + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + path + ")"
 		}
-		out.Token, out.TokenFile = "", o.TokenFile
-		out.Notice = "the token is in " + o.TokenFile + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + o.TokenFile + ")"
-	}
-	return secretcmd.PrintCreated(o.Deps, p, out, out.Notice)
+		return secretcmd.Shown{Out: out, Notice: out.Notice, File: []byte(iss.Secret + "\n"),
+			Lost: fmt.Sprintf("the token %s is lost: revoke it with `snavio token revoke %s`", iss.ID, iss.ID)}
+	})
 }
 
 // Tokens is a list of tokens without secrets.
@@ -152,21 +136,13 @@ func (Tokens) TableHeader() []string { return []string{"id", "tenant", "created"
 
 // TableRows implements output.Tabular.
 func (ts Tokens) TableRows() [][]string {
-	return secretcmd.Rows(ts, func(t wire.Token) []string { return secretcmd.Row(t.ID, t.Tenant, t.Created) })
-}
-
-// ListOptions are the inputs of `snavio token list`.
-type ListOptions struct {
-	Deps
-	Tenant string
+	return secretcmd.Rows(ts, func(t wire.Token) (string, string, time.Time) { return t.ID, t.Tenant, t.Created })
 }
 
 // NewCmdList builds `snavio token list`. runF replaces the run function in
 // tests.
-func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{Deps: d}
-	return secretcmd.ListCmd(&cobra.Command{
-		Use:   "list [--tenant TENANT]",
+func NewCmdList(d secretcmd.Deps, runF func(context.Context, *secretcmd.ListOptions) error) *cobra.Command {
+	return secretcmd.NewListCmd(&cobra.Command{
 		Short: "List issued tenant tokens: ids, tenants and dates, never the tokens",
 		Long: `List the issued tenant tokens, oldest first: their ids (for revoke), tenants
 and creation dates. Tokens themselves are never listed: the server does not
@@ -174,34 +150,16 @@ keep them. The operator sees every tenant's; a tenant token sees its own
 tenant's.`,
 		Example: `  snavio token list
   snavio token list --tenant acme -o json`,
-	}, &opts.Tenant, "only this tenant's tokens", func(ctx context.Context) error {
-		return secretcmd.Pick(runF, runList)(ctx, opts)
+	}, d, runF, "only this tenant's tokens", func(ctx context.Context, api platform.Platform, tenant string) (any, error) {
+		l, err := api.ListTokens(ctx, tenant)
+		return secretcmd.NonNil(Tokens(l.Tokens)), mapErr(err)
 	})
-}
-
-func runList(ctx context.Context, o *ListOptions) error {
-	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.TokenList, error) {
-		l, err := api.ListTokens(ctx, o.Tenant)
-		return l, mapErr(err)
-	}, func(l wire.TokenList) any {
-		if l.Tokens == nil {
-			return Tokens{}
-		}
-		return Tokens(l.Tokens)
-	})
-}
-
-// RevokeOptions are the inputs of `snavio token revoke`.
-type RevokeOptions struct {
-	Deps
-	ID string
 }
 
 // NewCmdRevoke builds `snavio token revoke`. runF replaces the run
 // function in tests.
-func NewCmdRevoke(d Deps, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{Deps: d}
-	return secretcmd.RevokeCmd(&cobra.Command{
+func NewCmdRevoke(d secretcmd.Deps, runF func(context.Context, *secretcmd.RevokeOptions) error) *cobra.Command {
+	return secretcmd.NewRevokeCmd(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a tenant token: it stops working at once",
 		Long: `Revoke the tenant token with ID (from "snavio token list"). The next request
@@ -209,17 +167,8 @@ made with it is refused (HTTP 401). Revoking cannot be undone; issue a new
 token with "snavio token create". Needs the operator token.`,
 		Example: `  snavio token revoke tok_3f2a9c01d4e5
   snavio token revoke tok_3f2a9c01d4e5 -o json`,
-	}, "token ID", wire.CheckTokenID, &opts.ID, func(ctx context.Context) error {
-		return secretcmd.Pick(runF, runRevoke)(ctx, opts)
+	}, d, runF, "token ID", wire.CheckTokenID, func(ctx context.Context, api platform.Platform, id string) (any, error) {
+		r, err := api.RevokeToken(ctx, id)
+		return r, mapErr(err)
 	})
-}
-
-func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	return secretcmd.Fetch(ctx, o.Deps, func(ctx context.Context, api platform.Platform) (wire.TokenRevoked, error) {
-		r, err := api.RevokeToken(ctx, o.ID)
-		if err != nil {
-			return r, fmt.Errorf("revoking %s: %w", o.ID, mapErr(err))
-		}
-		return r, nil
-	}, func(r wire.TokenRevoked) any { return r })
 }
