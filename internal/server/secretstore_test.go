@@ -77,3 +77,25 @@ func TestTokenFileRefusesRepeatedDigest(t *testing.T) {
 		t.Fatal("decode accepted a repeated digest")
 	}
 }
+
+// FuzzDecodeTokenFile: the token file decoder never panics and accepts
+// only well-formed tokens with distinct digests.
+func FuzzDecodeTokenFile(f *testing.F) {
+	f.Add([]byte(`{"version":1,"tokens":[{"id":"tok_0123456789ab","tenant":"acme","created":"2026-01-01T00:00:00Z","sha256":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}]}`))
+	f.Add([]byte(`{"version":1,"tokens":[]}`))
+	f.Add([]byte(`{"version":1,"tokens":null}`))
+	f.Add([]byte(`{"version":"1"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tokens, err := tokenKind.decode(b)
+		if err != nil {
+			return
+		}
+		seen := map[[32]byte]bool{}
+		for _, tok := range tokens {
+			if !tokenKind.valid(tok) || seen[tokenKind.key(tok)] {
+				t.Fatalf("accepted %+v", tok)
+			}
+			seen[tokenKind.key(tok)] = true
+		}
+	})
+}
