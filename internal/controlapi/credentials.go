@@ -100,14 +100,8 @@ func NewCredentialAPI(o CredentialOptions) (*CredentialAPI, error) {
 // DecodeCreateRequest parses and validates the body of POST
 // /v1/credentials: one JSON object, no unknown fields, a valid tenant id.
 func DecodeCreateRequest(b []byte) (wire.CredentialCreateRequest, error) {
-	var req wire.CredentialCreateRequest
-	if err := DecodeJSON(b, &req, SendTenant); err != nil {
-		return wire.CredentialCreateRequest{}, err
-	}
-	if err := wire.CheckTenant("tenant", req.Tenant); err != nil {
-		return wire.CredentialCreateRequest{}, BadRequest(err.Error(), SendTenant)
-	}
-	return req, nil
+	req, err := DecodeIssueRequest(b)
+	return wire.CredentialCreateRequest(req), err
 }
 
 func credentialOf(i server.CredentialInfo) wire.Credential {
@@ -136,14 +130,10 @@ func (a *CredentialAPI) create(w http.ResponseWriter, r *http.Request, p server.
 	if err := allowed(p, req.Tenant, "create credentials"); err != nil {
 		return err
 	}
-	a.mu.Lock()
-	if n := len(a.o.Credentials.List()); n >= a.o.MaxCredentials {
-		a.mu.Unlock()
-		return Refuse(http.StatusConflict, fmt.Sprintf("the server holds %d ingress credentials, its limit", n),
-			"revoke credentials no longer in use (`snavio tenant credentials list`, `snavio tenant credentials revoke ID`)")
-	}
-	c, err := a.o.Credentials.Create(req.Tenant)
-	a.mu.Unlock()
+	var c server.IngressCredential
+	err = bounded(&a.mu, func() int { return len(a.o.Credentials.List()) }, a.o.MaxCredentials, "ingress credentials",
+		"revoke credentials no longer in use (`snavio tenant credentials list`, `snavio tenant credentials revoke ID`)",
+		func() (err error) { c, err = a.o.Credentials.Create(req.Tenant); return err })
 	if err != nil {
 		return fmt.Errorf("creating a credential for tenant %s: %w", req.Tenant, err)
 	}
@@ -153,11 +143,9 @@ func (a *CredentialAPI) create(w http.ResponseWriter, r *http.Request, p server.
 }
 
 func (a *CredentialAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	tenant := r.URL.Query().Get("tenant")
-	if tenant != "" {
-		if err := wire.CheckTenant("tenant", tenant); err != nil {
-			return BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
-		}
+	tenant, err := tenantQuery(r)
+	if err != nil {
+		return err
 	}
 	if !p.Operator {
 		if tenant == "" {

@@ -102,8 +102,9 @@ func NewTokenAPI(o TokenOptions) (*TokenAPI, error) {
 // /v1/credentials.
 const SendTenant = `send {"tenant":"<tenant>"} with a valid tenant id`
 
-// DecodeIssueRequest parses and validates the body of POST /v1/tokens: one
-// JSON object, no unknown fields, a valid tenant id.
+// DecodeIssueRequest parses and validates the body of POST /v1/tokens
+// (and, as DecodeCreateRequest, of /v1/credentials): one JSON object, no
+// unknown fields, a valid tenant id.
 func DecodeIssueRequest(b []byte) (wire.TokenIssueRequest, error) {
 	var req wire.TokenIssueRequest
 	if err := DecodeJSON(b, &req, SendTenant); err != nil {
@@ -113,6 +114,30 @@ func DecodeIssueRequest(b []byte) (wire.TokenIssueRequest, error) {
 		return wire.TokenIssueRequest{}, BadRequest(err.Error(), SendTenant)
 	}
 	return req, nil
+}
+
+// tenantQuery returns the ?tenant= of a list request, "" for every
+// tenant.
+func tenantQuery(r *http.Request) (string, error) {
+	tenant := r.URL.Query().Get("tenant")
+	if tenant != "" {
+		if err := wire.CheckTenant("tenant", tenant); err != nil {
+			return "", BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
+		}
+	}
+	return tenant, nil
+}
+
+// bounded runs add as one step under mu unless the store already holds
+// limit secrets (held, counted under mu); then it refuses with 409 naming
+// what is held and the fix.
+func bounded(mu *sync.Mutex, held func() int, limit int, what, fix string, add func() error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if n := held(); n >= limit {
+		return Refuse(http.StatusConflict, fmt.Sprintf("the server holds %d %s, its limit", n, what), fix)
+	}
+	return add()
 }
 
 func tokenOf(i server.TokenInfo) wire.Token {
@@ -139,14 +164,11 @@ func (a *TokenAPI) issue(w http.ResponseWriter, r *http.Request, p server.Princi
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	if n := len(a.o.Tokens.List()); n >= a.o.MaxTokens {
-		a.mu.Unlock()
-		return Refuse(http.StatusConflict, fmt.Sprintf("the server holds %d tenant tokens, its limit", n),
-			"revoke tokens no longer in use (`snavio token list`, `snavio token revoke ID`)")
-	}
-	secret, info, err := a.o.Tokens.Issue(req.Tenant)
-	a.mu.Unlock()
+	var secret string
+	var info server.TokenInfo
+	err = bounded(&a.mu, func() int { return len(a.o.Tokens.List()) }, a.o.MaxTokens, "tenant tokens",
+		"revoke tokens no longer in use (`snavio token list`, `snavio token revoke ID`)",
+		func() (err error) { secret, info, err = a.o.Tokens.Issue(req.Tenant); return err })
 	if err != nil {
 		return fmt.Errorf("issuing a token for tenant %s: %w", req.Tenant, err)
 	}
@@ -156,11 +178,9 @@ func (a *TokenAPI) issue(w http.ResponseWriter, r *http.Request, p server.Princi
 }
 
 func (a *TokenAPI) list(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	tenant := r.URL.Query().Get("tenant")
-	if tenant != "" {
-		if err := wire.CheckTenant("tenant", tenant); err != nil {
-			return BadRequest(err.Error(), "pass ?tenant=<tenant> or omit it")
-		}
+	tenant, err := tenantQuery(r)
+	if err != nil {
+		return err
 	}
 	if !p.Operator {
 		if tenant != "" && tenant != p.Tenant {

@@ -6,16 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
-
-	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -29,12 +21,11 @@ const IngressCredentialsFile = "ingress-credentials.json"
 // id, 40-character secret), with prefixes of our own so that a snavio key
 // is never taken for an AWS one.
 const (
-	AccessKeyIDPrefix   = wire.AccessKeyIDPrefix
-	accessKeyIDRandLen  = wire.AccessKeyIDRandLen // base32 characters (10 random bytes)
-	AccessKeyIDLen      = len(AccessKeyIDPrefix) + accessKeyIDRandLen
-	secretRandomBytes   = 30 // 40 base64url characters
-	SecretAccessKeyLen  = 40
-	credentialsFileVers = 1
+	AccessKeyIDPrefix  = wire.AccessKeyIDPrefix
+	accessKeyIDRandLen = wire.AccessKeyIDRandLen // base32 characters (10 random bytes)
+	AccessKeyIDLen     = len(AccessKeyIDPrefix) + accessKeyIDRandLen
+	secretRandomBytes  = 30 // 40 base64url characters
+	SecretAccessKeyLen = 40
 )
 
 // ErrNoSuchCredential is wrapped by Revoke when no credential has the id.
@@ -75,21 +66,25 @@ func validSecret(s string) bool {
 	return err == nil
 }
 
-type credentialsFile struct {
-	Version     int                 `json:"version"`
-	Credentials []IngressCredential `json:"credentials"`
+// credentialKind is how ingress credentials are kept on disk.
+var credentialKind = secretKind[IngressCredential, string]{
+	what:   "ingress credentials",
+	file:   "an ingress credentials file",
+	member: "credentials",
+	noun:   "credential",
+	redo:   "create the credentials again",
+	valid: func(c IngressCredential) bool {
+		return ValidAccessKeyID(c.AccessKeyID) && validSecret(c.Secret) && envelope.ValidTenant(c.Tenant)
+	},
+	key: func(c IngressCredential) string { return c.AccessKeyID },
 }
 
 // FileCredentialStore keeps the ingress credentials in one JSON file (mode
 // 0600), replaced atomically on every change. It is safe for concurrent
 // use within one process; Lookup, on every PutEvents, takes a read lock.
 type FileCredentialStore struct {
-	path  string
 	clock clock.Clock
-
-	mu    sync.RWMutex
-	creds []IngressCredential
-	byID  map[string]int
+	file  *secretStore[IngressCredential, string]
 }
 
 // OpenFileCredentialStore opens (or starts empty) the credentials file at
@@ -98,59 +93,15 @@ func OpenFileCredentialStore(path string, clk clock.Clock) (*FileCredentialStore
 	if clk == nil {
 		return nil, errors.New("server: OpenFileCredentialStore needs a clock; pass clock.System()")
 	}
-	if err := ensureDir(filepath.Dir(path)); err != nil {
+	f, err := openSecretStore(path, credentialKind)
+	if err != nil {
 		return nil, err
 	}
-	s := &FileCredentialStore{path: path, clock: clk}
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		s.index(nil)
-		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("server: ingress credentials: %w", err)
-	}
-	if err := checkPrivate(path, fi); err != nil {
-		return nil, fmt.Errorf("server: refusing the ingress credentials: %w", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("server: reading ingress credentials: %w", err)
-	}
-	creds, err := decodeCredentialsFile(b)
-	if err != nil {
-		return nil, fmt.Errorf("server: %s: %w", path, err)
-	}
-	s.index(creds)
-	return s, nil
+	return &FileCredentialStore{clock: clk, file: f}, nil
 }
 
 // decodeCredentialsFile parses and checks the credentials file's content.
-func decodeCredentialsFile(b []byte) ([]IngressCredential, error) {
-	var f credentialsFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("not an ingress credentials file (%v); restore it from a backup, or remove it and create the credentials again", err)
-	}
-	if f.Version != credentialsFileVers {
-		return nil, fmt.Errorf("version %d, this snavio reads version %d; upgrade snavio", f.Version, credentialsFileVers)
-	}
-	seen := make(map[string]bool, len(f.Credentials))
-	for i, c := range f.Credentials {
-		if !ValidAccessKeyID(c.AccessKeyID) || !validSecret(c.Secret) || !envelope.ValidTenant(c.Tenant) || seen[c.AccessKeyID] {
-			return nil, fmt.Errorf("credential %d is damaged or repeated; remove it from the file", i+1)
-		}
-		seen[c.AccessKeyID] = true
-	}
-	return f.Credentials, nil
-}
-
-func (s *FileCredentialStore) index(creds []IngressCredential) {
-	s.creds = creds
-	s.byID = make(map[string]int, len(creds))
-	for i, c := range creds {
-		s.byID[c.AccessKeyID] = i
-	}
-}
+func decodeCredentialsFile(b []byte) ([]IngressCredential, error) { return credentialKind.decode(b) }
 
 func newAccessKeyID() string {
 	var b [10]byte
@@ -171,51 +122,36 @@ func (s *FileCredentialStore) Create(tenant string) (IngressCredential, error) {
 		return IngressCredential{}, fmt.Errorf("server: tenant id %q is not valid; use "+envelope.TenantRule, tenant)
 	}
 	c := IngressCredential{AccessKeyID: newAccessKeyID(), Tenant: tenant, Created: s.clock.Now().UTC().Truncate(time.Second), Secret: newSecretAccessKey()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := append(slices.Clip(s.creds), c)
-	if err := s.save(next); err != nil {
+	if err := s.file.add(c); err != nil {
 		return IngressCredential{}, err
 	}
-	s.index(next)
 	return c, nil
 }
 
 // Revoke removes the credential with access key id; requests signed with it
 // are refused from then on. It wraps ErrNoSuchCredential for an unknown id.
 func (s *FileCredentialStore) Revoke(accessKeyID string) (CredentialInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i, ok := s.byID[accessKeyID]
-	if !ok {
+	gone, ok, err := s.file.remove(func(c IngressCredential) bool { return c.AccessKeyID == accessKeyID })
+	switch {
+	case !ok:
 		return CredentialInfo{}, fmt.Errorf("%w: no ingress credential has access key id %q; list them to see their ids", ErrNoSuchCredential, accessKeyID)
-	}
-	gone := s.creds[i].Info()
-	next := slices.Delete(slices.Clone(s.creds), i, i+1)
-	if err := s.save(next); err != nil {
+	case err != nil:
 		return CredentialInfo{}, err
 	}
-	s.index(next)
-	return gone, nil
+	return gone.Info(), nil
 }
 
 // Get returns the credential's info (no secret).
 func (s *FileCredentialStore) Get(accessKeyID string) (CredentialInfo, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	i, ok := s.byID[accessKeyID]
-	if !ok {
-		return CredentialInfo{}, false
-	}
-	return s.creds[i].Info(), true
+	c, ok := s.file.lookup(accessKeyID)
+	return c.Info(), ok
 }
 
 // List returns the credentials without secrets, oldest first.
 func (s *FileCredentialStore) List() []CredentialInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]CredentialInfo, len(s.creds))
-	for i, c := range s.creds {
+	creds := s.file.list()
+	out := make([]CredentialInfo, len(creds))
+	for i, c := range creds {
 		out[i] = c.Info()
 	}
 	return out
@@ -223,25 +159,6 @@ func (s *FileCredentialStore) List() []CredentialInfo {
 
 // Lookup implements CredentialLookup.
 func (s *FileCredentialStore) Lookup(accessKeyID string) (tenant, secret string, ok bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	i, ok := s.byID[accessKeyID]
-	if !ok {
-		return "", "", false
-	}
-	return s.creds[i].Tenant, s.creds[i].Secret, true
-}
-
-func (s *FileCredentialStore) save(creds []IngressCredential) error {
-	if creds == nil {
-		creds = []IngressCredential{}
-	}
-	b, err := json.Marshal(credentialsFile{Version: credentialsFileVers, Credentials: creds})
-	if err != nil {
-		return fmt.Errorf("server: encoding ingress credentials: %w", err)
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("server: writing ingress credentials %s: %w; check the data directory is writable", s.path, err)
-	}
-	return nil
+	c, ok := s.file.lookup(accessKeyID)
+	return c.Tenant, c.Secret, ok
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/smithy-go"
-	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -76,7 +75,7 @@ func testCredentials() staticCredentials {
 func writeTestCredentials(t *testing.T, dir string) {
 	t.Helper()
 	c := IngressCredential{AccessKeyID: testAccessKeyID, Tenant: testTenant, Created: time.Unix(0, 0).UTC(), Secret: testSecret}
-	b, err := json.Marshal(credentialsFile{Version: credentialsFileVers, Credentials: []IngressCredential{c}})
+	b, err := credentialKind.encode([]IngressCredential{c})
 	if err != nil {
 		t.Fatal(err)
 	}

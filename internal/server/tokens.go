@@ -11,12 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/go-json-experiment/json"
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -138,21 +134,30 @@ type TokenInfo struct {
 	SHA256 string `json:"sha256"`
 }
 
-type tokenFile struct {
-	Version int         `json:"version"`
-	Tokens  []TokenInfo `json:"tokens"`
+// tokenKind is how tenant tokens are kept on disk: by digest, looked up
+// by digest.
+var tokenKind = secretKind[TokenInfo, [sha256.Size]byte]{
+	what:   "tenant tokens",
+	file:   "a tenant token file",
+	member: "tokens",
+	noun:   "token",
+	redo:   "issue the tokens again",
+	valid: func(t TokenInfo) bool {
+		d, err := hex.DecodeString(t.SHA256)
+		return err == nil && len(d) == sha256.Size && envelope.ValidTenant(t.Tenant) && t.ID != ""
+	},
+	key: func(t TokenInfo) (d [sha256.Size]byte) {
+		hex.Decode(d[:], []byte(t.SHA256))
+		return d
+	},
 }
 
 // FileTokenStore is a TokenStore kept in one JSON file (mode 0600) of
 // token digests. Writes replace the file atomically. It is safe for
 // concurrent use within one process.
 type FileTokenStore struct {
-	path  string
 	clock clock.Clock
-
-	mu     sync.RWMutex
-	tokens []TokenInfo
-	byHash map[[sha256.Size]byte]int // digest -> index in tokens
+	file  *secretStore[TokenInfo, [sha256.Size]byte]
 }
 
 var _ TokenStore = (*FileTokenStore)(nil)
@@ -163,49 +168,11 @@ func OpenFileTokenStore(path string, clk clock.Clock) (*FileTokenStore, error) {
 	if clk == nil {
 		return nil, errors.New("server: OpenFileTokenStore needs a clock; pass clock.System()")
 	}
-	if err := ensureDir(filepath.Dir(path)); err != nil {
+	f, err := openSecretStore(path, tokenKind)
+	if err != nil {
 		return nil, err
 	}
-	s := &FileTokenStore{path: path, clock: clk}
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		s.index(nil)
-		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("server: tenant tokens: %w", err)
-	}
-	if err := checkPrivate(path, fi); err != nil {
-		return nil, fmt.Errorf("server: refusing the tenant tokens: %w", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("server: reading tenant tokens: %w", err)
-	}
-	var f tokenFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("server: %s is not a tenant token file (%v); restore it from a backup or remove it and issue the tokens again", path, err)
-	}
-	if f.Version != 1 {
-		return nil, fmt.Errorf("server: %s has version %d, this snavio reads version 1; upgrade snavio", path, f.Version)
-	}
-	for i, t := range f.Tokens {
-		if d, err := hex.DecodeString(t.SHA256); err != nil || len(d) != sha256.Size || !envelope.ValidTenant(t.Tenant) || t.ID == "" {
-			return nil, fmt.Errorf("server: %s: token %d is damaged; remove it from the file", path, i+1)
-		}
-	}
-	s.index(f.Tokens)
-	return s, nil
-}
-
-func (s *FileTokenStore) index(tokens []TokenInfo) {
-	s.tokens = tokens
-	s.byHash = make(map[[sha256.Size]byte]int, len(tokens))
-	for i, t := range tokens {
-		var d [sha256.Size]byte
-		hex.Decode(d[:], []byte(t.SHA256))
-		s.byHash[d] = i
-	}
+	return &FileTokenStore{clock: clk, file: f}, nil
 }
 
 // Issue makes a new token for tenant, stores its digest and returns the
@@ -217,13 +184,9 @@ func (s *FileTokenStore) Issue(tenant string) (string, TokenInfo, error) {
 	token := newToken(tenantTokenPrefix)
 	d := sha256.Sum256([]byte(token))
 	info := TokenInfo{ID: "tok_" + hex.EncodeToString(d[:6]), Tenant: tenant, Created: s.clock.Now().UTC(), SHA256: hex.EncodeToString(d[:])}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := append(slices.Clip(s.tokens), info)
-	if err := s.save(next); err != nil {
+	if err := s.file.add(info); err != nil {
 		return "", TokenInfo{}, err
 	}
-	s.index(next)
 	return token, info, nil
 }
 
@@ -234,26 +197,15 @@ const ErrNoSuchToken = authError("server: no such tenant token")
 // Revoke removes the token with id. It reports an error wrapping
 // ErrNoSuchToken, naming the fix, if no token has that id.
 func (s *FileTokenStore) Revoke(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.tokens, func(t TokenInfo) bool { return t.ID == id })
-	if i < 0 {
+	_, ok, err := s.file.remove(func(t TokenInfo) bool { return t.ID == id })
+	if !ok {
 		return fmt.Errorf("%w: no tenant token has id %q; list the tokens to see their ids", ErrNoSuchToken, id)
 	}
-	next := slices.Delete(slices.Clone(s.tokens), i, i+1)
-	if err := s.save(next); err != nil {
-		return err
-	}
-	s.index(next)
-	return nil
+	return err
 }
 
 // List returns the issued tokens' info, oldest first.
-func (s *FileTokenStore) List() []TokenInfo {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.tokens)
-}
+func (s *FileTokenStore) List() []TokenInfo { return s.file.list() }
 
 // Authenticate resolves token by its SHA-256 digest. The lookup keys on
 // the digest, so its timing says nothing useful about the token.
@@ -261,26 +213,9 @@ func (s *FileTokenStore) Authenticate(_ context.Context, token string) (Principa
 	if !strings.HasPrefix(token, tenantTokenPrefix) {
 		return Principal{}, ErrUnknownToken
 	}
-	d := sha256.Sum256([]byte(token))
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	i, ok := s.byHash[d]
+	t, ok := s.file.lookup(sha256.Sum256([]byte(token)))
 	if !ok {
 		return Principal{}, ErrUnknownToken
 	}
-	return TenantPrincipal(s.tokens[i].Tenant), nil
-}
-
-func (s *FileTokenStore) save(tokens []TokenInfo) error {
-	if tokens == nil {
-		tokens = []TokenInfo{}
-	}
-	b, err := json.Marshal(tokenFile{Version: 1, Tokens: tokens})
-	if err != nil {
-		return fmt.Errorf("server: encoding tenant tokens: %w", err)
-	}
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("server: writing tenant tokens %s: %w; check the data directory is writable", s.path, err)
-	}
-	return nil
+	return TenantPrincipal(t.Tenant), nil
 }

@@ -8,37 +8,18 @@ package credentials
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/secretcmd"
 	"github.com/snavio/snavio/internal/cli/tenantaws"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/ingresscred"
-	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 )
-
-// Deps are what every credentials command needs, as lazy providers.
-type Deps struct {
-	Platform func() (platform.Platform, error)
-	Printer  func() (*output.Printer, error)
-	// ErrOut receives human notes (never results).
-	ErrOut io.Writer
-}
-
-// NewDeps returns the production dependencies of f.
-func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
-}
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
 // platform resources; credentials is its one subgroup today.
@@ -85,19 +66,12 @@ its own tenant's.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
-	d := NewDeps(f)
+	d := secretcmd.NewDeps(f)
 	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdList(d, nil), NewCmdRevoke(d, nil))
 	return cmd
 }
 
 func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio tenant credentials list") }
-
-func checkTenant(tenant string) error {
-	if err := wire.CheckTenant("--tenant", tenant); err != nil {
-		return &cmdutil.UsageError{Err: err}
-	}
-	return nil
-}
 
 // Created is a new credential as printed: the only output with a secret.
 type Created struct {
@@ -124,7 +98,7 @@ func (c Created) TableRows() [][]string {
 
 // CreateOptions are the inputs of `snavio tenant credentials create`.
 type CreateOptions struct {
-	Deps
+	secretcmd.Deps
 	Tenant string
 	// CredentialsFile, when set, receives the credential in the AWS
 	// shared-credentials format (mode 0600, must not exist) instead of
@@ -135,9 +109,9 @@ type CreateOptions struct {
 
 // NewCmdCreate builds `snavio tenant credentials create`. runF replaces
 // the run function in tests.
-func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+func NewCmdCreate(d secretcmd.Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
 	opts := &CreateOptions{Deps: d}
-	cmd := &cobra.Command{
+	cmd := secretcmd.CreateCmd(&cobra.Command{
 		Use:   "create --tenant TENANT [--credentials-file FILE]",
 		Short: "Create a tenant's ingress credential and print its secret once",
 		Long: `Create an access key id and secret that sign PutEvents for one tenant, and
@@ -151,74 +125,35 @@ the tenant's own token.`,
 		Example: `  snavio tenant credentials create --tenant acme
   snavio tenant credentials create --tenant acme --credentials-file acme.credentials
   snavio tenant credentials create --tenant acme --credentials-file ~/.aws/snavio --section acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTenant(opts.Tenant); err != nil {
-				return err
-			}
-			if opts.Section == "" {
-				return cmdutil.Usagef("--section is empty: name the credentials file's section, such as default")
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runCreate(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "tenant whose sources the credential may put: the part before '/' (required)")
+	}, &opts.Tenant, "tenant whose sources the credential may put: the part before '/' (required)", func(ctx context.Context) error {
+		if opts.Section == "" {
+			return cmdutil.Usagef("--section is empty: name the credentials file's section, such as default")
+		}
+		return secretcmd.Pick(runF, runCreate)(ctx, opts)
+	})
 	cmd.Flags().StringVar(&opts.CredentialsFile, "credentials-file", "", "write the credential to this new file (AWS shared-credentials format, mode 0600) instead of printing it")
 	cmd.Flags().StringVar(&opts.Section, "section", ingresscred.DefaultSection, "section (profile) name in --credentials-file")
-	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
 }
 
 func runCreate(ctx context.Context, o *CreateOptions) error {
-	// Checked before a credential exists that nobody would hold; the
-	// exclusive write below still refuses a file made in between.
-	if o.CredentialsFile != "" {
-		if _, err := os.Lstat(o.CredentialsFile); err == nil {
-			return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; remove it or pass another path", o.CredentialsFile)
+	file := secretcmd.SecretFileFlag{Flag: "--credentials-file", Noun: "a credentials file", Path: o.CredentialsFile}
+	return secretcmd.Create(ctx, o.Deps, file, func(ctx context.Context, api platform.Platform) (wire.CredentialCreated, error) {
+		c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
+		if err != nil {
+			return c, fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 		}
-		if _, err := os.Stat(filepath.Dir(o.CredentialsFile)); err != nil {
-			return cmdutil.Usagef("--credentials-file: %v; pass a path in a writable directory", err)
+		return c, nil
+	}, func(c wire.CredentialCreated, path string) secretcmd.Shown {
+		out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
+		if path != "" {
+			out.SecretAccessKey, out.CredentialsFile = "", path
+			out.Notice = "the credential is in " + path + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + path + "` or AWS_SHARED_CREDENTIALS_FILE=" + path
 		}
-	}
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	c, err := api.CreateCredential(ctx, wire.CredentialCreateRequest{Tenant: o.Tenant})
-	if err != nil {
-		return fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
-	}
-	out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
-	if o.CredentialsFile != "" {
-		data := ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey})
-		if err := atomicfile.WriteExclusive(o.CredentialsFile, data, 0o600); err != nil {
-			revoke := fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)
-			if errors.Is(err, fs.ErrExist) {
-				return cmdutil.Usagef("--credentials-file %s exists: a credentials file is never overwritten; pass another path (%s)", o.CredentialsFile, revoke)
-			}
-			return fmt.Errorf("writing --credentials-file %s: %w; %s", o.CredentialsFile, err, revoke)
-		}
-		out.SecretAccessKey, out.CredentialsFile = "", o.CredentialsFile
-		if w := cmdutil.SecretFileWarning("--credentials-file", o.CredentialsFile); w != "" {
-			fmt.Fprintln(o.ErrOut, w)
-		}
-		out.Notice = "the credential is in " + o.CredentialsFile + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + o.CredentialsFile + "` or AWS_SHARED_CREDENTIALS_FILE=" + o.CredentialsFile
-	}
-	if err := p.Print(out); err != nil {
-		return err
-	}
-	if p.Format() == output.Table {
-		_, err := fmt.Fprintf(o.ErrOut, "Note: %s.\n", out.Notice)
-		return err
-	}
-	return nil
+		return secretcmd.Shown{Out: out, Notice: out.Notice,
+			File: ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
+			Lost: fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)}
+	})
 }
 
 // Credentials is a list of credentials without secrets.
@@ -229,73 +164,23 @@ func (Credentials) TableHeader() []string { return []string{"access key id", "te
 
 // TableRows implements output.Tabular.
 func (cs Credentials) TableRows() [][]string {
-	rows := make([][]string, len(cs))
-	for i, c := range cs {
-		rows[i] = []string{c.AccessKeyID, c.Tenant, c.Created.UTC().Format(time.RFC3339)}
-	}
-	return rows
-}
-
-// ListOptions are the inputs of `snavio tenant credentials list`.
-type ListOptions struct {
-	Deps
-	Tenant string
+	return secretcmd.Rows(cs, func(c wire.Credential) (string, string, time.Time) { return c.AccessKeyID, c.Tenant, c.Created })
 }
 
 // NewCmdList builds `snavio tenant credentials list`. runF replaces the
 // run function in tests.
-func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{Deps: d}
-	cmd := &cobra.Command{
-		Use:     "list [--tenant TENANT]",
-		Aliases: []string{"ls"},
-		Short:   "List ingress credentials: access key ids, tenants and dates, never secrets",
+func NewCmdList(d secretcmd.Deps, runF func(context.Context, *secretcmd.ListOptions) error) *cobra.Command {
+	return secretcmd.NewListCmd(&cobra.Command{
+		Short: "List ingress credentials: access key ids, tenants and dates, never secrets",
 		Long: `List the ingress credentials, oldest first: access key ids (for revoke),
 tenants and creation dates; never a secret. The operator sees every
 tenant's; a tenant token its own tenant's.`,
 		Example: `  snavio tenant credentials list
   snavio tenant credentials list --tenant acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("tenant") {
-				if err := checkTenant(opts.Tenant); err != nil {
-					return err
-				}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runList(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "only this tenant's credentials")
-	return cmd
-}
-
-func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	l, err := api.ListCredentials(ctx, o.Tenant)
-	if err != nil {
-		return mapErr(err)
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	out := Credentials(l.Credentials)
-	if out == nil {
-		out = Credentials{}
-	}
-	return p.Print(out)
-}
-
-// RevokeOptions are the inputs of `snavio tenant credentials revoke`.
-type RevokeOptions struct {
-	Deps
-	AccessKeyID string
+	}, d, runF, "only this tenant's credentials", func(ctx context.Context, api platform.Platform, tenant string) (any, error) {
+		l, err := api.ListCredentials(ctx, tenant)
+		return secretcmd.NonNil(Credentials(l.Credentials)), mapErr(err)
+	})
 }
 
 // Revoked is a revoked credential as printed.
@@ -311,44 +196,18 @@ func (r Revoked) TableRows() [][]string {
 
 // NewCmdRevoke builds `snavio tenant credentials revoke`. runF replaces
 // the run function in tests.
-func NewCmdRevoke(d Deps, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{Deps: d}
-	return &cobra.Command{
-		Use:     "revoke ACCESS_KEY_ID",
-		Aliases: []string{"rm"},
-		Short:   "Revoke an ingress credential: requests signed with it fail at once",
+func NewCmdRevoke(d secretcmd.Deps, runF func(context.Context, *secretcmd.RevokeOptions) error) *cobra.Command {
+	return secretcmd.NewRevokeCmd(&cobra.Command{
+		Use:   "revoke ACCESS_KEY_ID",
+		Short: "Revoke an ingress credential: requests signed with it fail at once",
 		Long: `Revoke the ingress credential with ACCESS_KEY_ID (from "snavio tenant
 credentials list"). The next PutEvents signed with it is refused
 (UnrecognizedClientException). Revoking cannot be undone. Needs the
 operator token, or the credential's tenant's token.`,
 		Example: `  snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP
   snavio tenant credentials revoke SNVKABCDEFGHIJKLMNOP -o json`,
-		Args: cmdutil.ExactArgs(1, "the ACCESS_KEY_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.AccessKeyID = args[0]
-			if err := wire.CheckAccessKeyID("ACCESS_KEY_ID", opts.AccessKeyID); err != nil {
-				return &cmdutil.UsageError{Err: err}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRevoke(cmd.Context(), opts)
-		},
-	}
-}
-
-func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	r, err := api.RevokeCredential(ctx, o.AccessKeyID)
-	if err != nil {
-		return fmt.Errorf("revoking %s: %w", o.AccessKeyID, mapErr(err))
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	return p.Print(Revoked(r))
+	}, d, runF, "ACCESS_KEY_ID", wire.CheckAccessKeyID, func(ctx context.Context, api platform.Platform, id string) (any, error) {
+		r, err := api.RevokeCredential(ctx, id)
+		return Revoked(r), mapErr(err)
+	})
 }

@@ -8,33 +8,16 @@ package token
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/secretcmd"
 	"github.com/snavio/snavio/internal/controlapi/wire"
-	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 )
-
-// Deps are what every token command needs, as lazy providers.
-type Deps struct {
-	Platform func() (platform.Platform, error)
-	Printer  func() (*output.Printer, error)
-	// ErrOut receives human notes (never results).
-	ErrOut io.Writer
-}
-
-// NewDeps returns the production dependencies of f.
-func NewDeps(f *cmdutil.Factory) Deps {
-	return Deps{Platform: f.Platform, Printer: f.Printer, ErrOut: f.IOStreams.ErrOut}
-}
 
 // NewCmd builds `snavio token`.
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
@@ -58,19 +41,12 @@ is revoked and issued again. Creating and revoking need the operator token.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
-	d := NewDeps(f)
+	d := secretcmd.NewDeps(f)
 	cmd.AddCommand(NewCmdCreate(d, nil), NewCmdList(d, nil), NewCmdRevoke(d, nil))
 	return cmd
 }
 
 func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio token list") }
-
-func checkTenant(tenant string) error {
-	if err := wire.CheckTenant("--tenant", tenant); err != nil {
-		return &cmdutil.UsageError{Err: err}
-	}
-	return nil
-}
 
 // Created is a new token as printed: the only output that carries one.
 type Created struct {
@@ -103,7 +79,7 @@ func (c Created) TableRows() [][]string {
 
 // CreateOptions are the inputs of `snavio token create`.
 type CreateOptions struct {
-	Deps
+	secretcmd.Deps
 	Tenant string
 	// TokenFile, when set, receives the token (mode 0600, must not exist)
 	// instead of the output.
@@ -112,9 +88,9 @@ type CreateOptions struct {
 
 // NewCmdCreate builds `snavio token create`. runF replaces the run
 // function in tests.
-func NewCmdCreate(d Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+func NewCmdCreate(d secretcmd.Deps, runF func(context.Context, *CreateOptions) error) *cobra.Command {
 	opts := &CreateOptions{Deps: d}
-	cmd := &cobra.Command{
+	cmd := secretcmd.CreateCmd(&cobra.Command{
 		Use:   "create --tenant TENANT [--token-file FILE]",
 		Short: "Issue a tenant's token and print it once",
 		Long: `Issue a bearer token that acts as one tenant, and print it once: it is never
@@ -126,78 +102,30 @@ person); revoke each on its own. Needs the operator token.`,
 		Example: `  snavio token create --tenant acme
   snavio token create --tenant acme --token-file acme.token
   snavio token create --tenant acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkTenant(opts.Tenant); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runCreate(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "tenant the token acts as: the part of its sources before '/' (required)")
+	}, &opts.Tenant, "tenant the token acts as: the part of its sources before '/' (required)", func(ctx context.Context) error {
+		return secretcmd.Pick(runF, runCreate)(ctx, opts)
+	})
 	cmd.Flags().StringVar(&opts.TokenFile, "token-file", "", "write the token to this new file (mode 0600) instead of printing it")
-	_ = cmd.MarkFlagRequired("tenant")
 	return cmd
 }
 
-func runCreate(ctx context.Context, o *CreateOptions) (err error) {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	// The file is made before the token, so that a path that cannot be
-	// written fails before a token exists that nobody holds.
-	var file *os.File
-	if o.TokenFile != "" {
-		file, err = os.OpenFile(o.TokenFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+func runCreate(ctx context.Context, o *CreateOptions) error {
+	file := secretcmd.SecretFileFlag{Flag: "--token-file", Noun: "a token file", Path: o.TokenFile}
+	return secretcmd.Create(ctx, o.Deps, file, func(ctx context.Context, api platform.Platform) (wire.TokenIssued, error) {
+		iss, err := api.IssueToken(ctx, wire.TokenIssueRequest{Tenant: o.Tenant})
 		if err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return cmdutil.Usagef("--token-file %s exists: a token file is never overwritten; remove it or pass another path", o.TokenFile)
-			}
-			return cmdutil.Usagef("--token-file: %v; pass a path in a writable directory", err)
+			return iss, fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 		}
-		defer func() {
-			if cerr := file.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("writing --token-file %s: %w", o.TokenFile, cerr)
-			}
-			if err != nil {
-				_ = os.Remove(o.TokenFile)
-			}
-		}()
-	}
-	iss, err := api.IssueToken(ctx, wire.TokenIssueRequest{Tenant: o.Tenant})
-	if err != nil {
-		return fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
-	}
-	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
-	if file != nil {
-		if _, err := file.WriteString(iss.Secret + "\n"); err != nil {
-			return fmt.Errorf("writing --token-file %s: %w; the token %s is lost: revoke it with `snavio token revoke %s`", o.TokenFile, err, iss.ID, iss.ID)
+		return iss, nil
+	}, func(iss wire.TokenIssued, path string) secretcmd.Shown {
+		out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
+		if path != "" {
+			out.Token, out.TokenFile = "", path
+			out.Notice = "the token is in " + path + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + path + ")"
 		}
-		if err := file.Sync(); err != nil {
-			return fmt.Errorf("writing --token-file %s: %w; the token %s is lost: revoke it with `snavio token revoke %s`", o.TokenFile, err, iss.ID, iss.ID)
-		}
-		out.Token, out.TokenFile = "", o.TokenFile
-		out.Notice = "the token is in " + o.TokenFile + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + o.TokenFile + ")"
-	}
-	if w := cmdutil.SecretFileWarning("--token-file", o.TokenFile); w != "" && file != nil {
-		fmt.Fprintln(o.ErrOut, w)
-	}
-	if err := p.Print(out); err != nil {
-		return err
-	}
-	if p.Format() == output.Table {
-		_, err := fmt.Fprintf(o.ErrOut, "Note: %s.\n", out.Notice)
-		return err
-	}
-	return nil
+		return secretcmd.Shown{Out: out, Notice: out.Notice, File: []byte(iss.Secret + "\n"),
+			Lost: fmt.Sprintf("the token %s is lost: revoke it with `snavio token revoke %s`", iss.ID, iss.ID)}
+	})
 }
 
 // Tokens is a list of tokens without secrets.
@@ -208,115 +136,39 @@ func (Tokens) TableHeader() []string { return []string{"id", "tenant", "created"
 
 // TableRows implements output.Tabular.
 func (ts Tokens) TableRows() [][]string {
-	rows := make([][]string, len(ts))
-	for i, t := range ts {
-		rows[i] = []string{t.ID, t.Tenant, t.Created.UTC().Format(time.RFC3339)}
-	}
-	return rows
-}
-
-// ListOptions are the inputs of `snavio token list`.
-type ListOptions struct {
-	Deps
-	Tenant string
+	return secretcmd.Rows(ts, func(t wire.Token) (string, string, time.Time) { return t.ID, t.Tenant, t.Created })
 }
 
 // NewCmdList builds `snavio token list`. runF replaces the run function in
 // tests.
-func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{Deps: d}
-	cmd := &cobra.Command{
-		Use:     "list [--tenant TENANT]",
-		Aliases: []string{"ls"},
-		Short:   "List issued tenant tokens: ids, tenants and dates, never the tokens",
+func NewCmdList(d secretcmd.Deps, runF func(context.Context, *secretcmd.ListOptions) error) *cobra.Command {
+	return secretcmd.NewListCmd(&cobra.Command{
+		Short: "List issued tenant tokens: ids, tenants and dates, never the tokens",
 		Long: `List the issued tenant tokens, oldest first: their ids (for revoke), tenants
 and creation dates. Tokens themselves are never listed: the server does not
 keep them. The operator sees every tenant's; a tenant token sees its own
 tenant's.`,
 		Example: `  snavio token list
   snavio token list --tenant acme -o json`,
-		Args: cmdutil.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("tenant") {
-				if err := checkTenant(opts.Tenant); err != nil {
-					return err
-				}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runList(cmd.Context(), opts)
-		},
-	}
-	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "only this tenant's tokens")
-	return cmd
-}
-
-func runList(ctx context.Context, o *ListOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	l, err := api.ListTokens(ctx, o.Tenant)
-	if err != nil {
-		return mapErr(err)
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	out := Tokens(l.Tokens)
-	if out == nil {
-		out = Tokens{}
-	}
-	return p.Print(out)
-}
-
-// RevokeOptions are the inputs of `snavio token revoke`.
-type RevokeOptions struct {
-	Deps
-	ID string
+	}, d, runF, "only this tenant's tokens", func(ctx context.Context, api platform.Platform, tenant string) (any, error) {
+		l, err := api.ListTokens(ctx, tenant)
+		return secretcmd.NonNil(Tokens(l.Tokens)), mapErr(err)
+	})
 }
 
 // NewCmdRevoke builds `snavio token revoke`. runF replaces the run
 // function in tests.
-func NewCmdRevoke(d Deps, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{Deps: d}
-	return &cobra.Command{
-		Use:     "revoke ID",
-		Aliases: []string{"rm"},
-		Short:   "Revoke a tenant token: it stops working at once",
+func NewCmdRevoke(d secretcmd.Deps, runF func(context.Context, *secretcmd.RevokeOptions) error) *cobra.Command {
+	return secretcmd.NewRevokeCmd(&cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a tenant token: it stops working at once",
 		Long: `Revoke the tenant token with ID (from "snavio token list"). The next request
 made with it is refused (HTTP 401). Revoking cannot be undone; issue a new
 token with "snavio token create". Needs the operator token.`,
 		Example: `  snavio token revoke tok_3f2a9c01d4e5
   snavio token revoke tok_3f2a9c01d4e5 -o json`,
-		Args: cmdutil.ExactArgs(1, "the token ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.ID = args[0]
-			if err := wire.CheckTokenID("token ID", opts.ID); err != nil {
-				return &cmdutil.UsageError{Err: err}
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRevoke(cmd.Context(), opts)
-		},
-	}
-}
-
-func runRevoke(ctx context.Context, o *RevokeOptions) error {
-	api, err := o.Platform()
-	if err != nil {
-		return err
-	}
-	r, err := api.RevokeToken(ctx, o.ID)
-	if err != nil {
-		return fmt.Errorf("revoking %s: %w", o.ID, mapErr(err))
-	}
-	p, err := o.Printer()
-	if err != nil {
-		return err
-	}
-	return p.Print(r)
+	}, d, runF, "token ID", wire.CheckTokenID, func(ctx context.Context, api platform.Platform, id string) (any, error) {
+		r, err := api.RevokeToken(ctx, id)
+		return r, mapErr(err)
+	})
 }

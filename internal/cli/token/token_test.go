@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/cli/secretcmd"
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
@@ -35,7 +36,7 @@ type fixture struct {
 	// tenant, when set, makes requests a tenant's.
 	tenant   string
 	requests int
-	deps     Deps
+	deps     secretcmd.Deps
 }
 
 // newFixture serves the real token API over a real token store.
@@ -60,7 +61,7 @@ func newFixture(t *testing.T) *fixture {
 	}))
 	t.Cleanup(srv.Close)
 	client := platform.NewLocal(srv.URL, nil, nil)
-	fx.deps = Deps{
+	fx.deps = secretcmd.Deps{
 		Platform: func() (platform.Platform, error) { return client, nil },
 		Printer: func() (*output.Printer, error) {
 			return output.NewPrinter(fx.out, fx.format, output.NewStyles(fx.out, false)), nil
