@@ -27,10 +27,23 @@ func NewTenantCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tenant <command>",
 		Short: "Manage what the platform issues to a tenant",
-		Long: `Manage what the platform issues to a tenant: its ingress credentials, which
-its producers sign PutEvents with.`,
-		Example: `  snavio tenant credentials create --tenant acme --credentials-file acme.credentials
-  snavio tenant credentials list --tenant acme`,
+		Long: `Manage what the platform issues to a tenant.
+
+On a local profile ("snavio dispatch serve"): its ingress credentials, the
+SigV4 keys its producers sign PutEvents with (tenant credentials).
+
+On AWS: create, show, list, delete, add-service and remove-service make
+and undo, with the SDK's credentials, what a tenant needs in an
+environment that "snavio dispatch deploy" made: its emit role, bound to
+its own sources, its telemetry topic and queue, and the subscription
+(docs/deploy.md).`,
+		Example: `  # local
+  snavio tenant credentials create --tenant acme --credentials-file acme.credentials
+  snavio tenant credentials list --tenant acme
+
+  # AWS
+  snavio tenant create acme --env prod --service billing=arn:aws:iam::123456789012:role/BillingSender
+  snavio tenant show acme --env prod -o yaml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}

@@ -158,7 +158,7 @@ func newCreate(f *cmdutil.Factory) *cobra.Command {
 		Use:   "create TENANT --env ENV --service NAME=ROLE_ARN...",
 		Short: "Make a tenant's emit role, telemetry topic and queue on AWS",
 		Long: `Make, or bring back in line, everything the platform provisions for a tenant
-(spec section D): the emit role snavio-<env>-emit-<tenant> under the IAM
+(docs/deploy.md): the emit role snavio-<env>-emit-<tenant> under the IAM
 path /snavio/<env>/emit/, which the given tenant roles may assume (each only
 with a session named after itself) and which may put events on the bus only
 as the sources bound to the caller's role; the telemetry topic; the
