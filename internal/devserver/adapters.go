@@ -13,18 +13,6 @@ import (
 
 // The adapters between the dispatcher's ports and the embedded store.
 
-// Message attributes a delivered command carries, like the SQS message
-// attributes the AWS dispatcher sets; the last two carry its delivery
-// signature (docs/security/delivery-signature.md).
-const (
-	AttrCommandID    = provenance.AttrCommandID
-	AttrSource       = provenance.AttrSource
-	AttrTarget       = provenance.AttrTarget
-	AttrCommand      = provenance.AttrCommand
-	AttrSignature    = provenance.AttrSignature
-	AttrSignatureKey = provenance.AttrKeyID
-)
-
 // HandoffQueue is the internal queue between the fast and slow stages;
 // LightHandoffQueue holds the commands of tenants with few waiting, which
 // the slow workers take first (node.Options.Light).

@@ -91,7 +91,7 @@ func BenchmarkFloorStoreDeliver(b *testing.B) {
 	sink := &outboxSink{store: st, log: slog.New(slog.DiscardHandler)}
 	d := benchDelivery()
 	del := embedded.Delivery{Queue: benchQueue, Body: d.Body,
-		Attributes: map[string]string{AttrCommandID: d.CommandID, AttrSource: d.Source, AttrTarget: d.Target, AttrCommand: d.Command},
+		Attributes: map[string]string{provenance.AttrCommandID: d.CommandID, provenance.AttrSource: d.Source, provenance.AttrTarget: d.Target, provenance.AttrCommand: d.Command},
 		Event:      sink.entry(d.Event)}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -130,8 +130,8 @@ func TestSenderSignsDelivery(t *testing.T) {
 		t.Fatalf("receive: %v %v", got, err)
 	}
 	a := got[0].Attributes
-	if a[AttrCommandID] != d.CommandID || a[AttrSource] != d.Source || a[AttrTarget] != d.Target || a[AttrCommand] != d.Command ||
-		a[AttrSignatureKey] != x.sig.ID() || !strings.HasPrefix(a[AttrSignature], "v1=") {
+	if a[provenance.AttrCommandID] != d.CommandID || a[provenance.AttrSource] != d.Source || a[provenance.AttrTarget] != d.Target || a[provenance.AttrCommand] != d.Command ||
+		a[provenance.AttrKeyID] != x.sig.ID() || !strings.HasPrefix(a[provenance.AttrSignature], "v1=") {
 		t.Fatalf("attributes %v", a)
 	}
 	k, err := x.sig.Key("orders")

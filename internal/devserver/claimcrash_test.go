@@ -17,6 +17,7 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -171,7 +172,7 @@ func received(t *testing.T, st *embedded.Store, id string) int {
 			return n
 		}
 		for _, m := range msgs {
-			if m.Attributes[AttrCommandID] == id {
+			if m.Attributes[provenance.AttrCommandID] == id {
 				n++
 			}
 		}

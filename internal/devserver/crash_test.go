@@ -22,6 +22,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/shield"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -248,7 +249,7 @@ func crashLosesNothing(t *testing.T, syncEvery string) {
 				break
 			}
 			for _, m := range msgs {
-				inQueue[m.Attributes[AttrCommandID]]++
+				inQueue[m.Attributes[provenance.AttrCommandID]]++
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
@@ -119,7 +120,7 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 			}
 			mu.Lock()
 			for _, m := range msgs {
-				deliveredAt[m.Attributes[AttrCommandID]] = now
+				deliveredAt[m.Attributes[provenance.AttrCommandID]] = now
 			}
 			mu.Unlock()
 			if len(msgs) == 0 {

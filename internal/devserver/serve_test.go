@@ -23,6 +23,7 @@ import (
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -163,7 +164,7 @@ func TestServeDeliversThroughTheWholePipeline(t *testing.T) {
 		}
 		if len(msgs) == 1 {
 			got = msgs[0].Body
-			if msgs[0].Attributes[AttrCommandID] != id || msgs[0].Attributes[AttrSource] != DemoSource {
+			if msgs[0].Attributes[provenance.AttrCommandID] != id || msgs[0].Attributes[provenance.AttrSource] != DemoSource {
 				t.Errorf("attributes = %v", msgs[0].Attributes)
 			}
 		}

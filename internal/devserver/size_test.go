@@ -8,6 +8,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -51,7 +52,7 @@ func TestEntryAtTheLimitIsDelivered(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range msgs {
-				if m.Attributes[AttrCommandID] == id {
+				if m.Attributes[provenance.AttrCommandID] == id {
 					size = len(m.Body)
 					for k, v := range m.Attributes {
 						size += len(k) + len(v)
