@@ -82,11 +82,12 @@ func awsFake(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Setenv(k, v)
 		}
 	case args[0] == "fail-changeset" && len(args) == 2:
-		st.fake.FailChangeSet = args[1]
+		st.fake.FailChangeSets(args[1])
 	case args[0] == "fail-resource" && len(args) == 2:
-		st.fake.FailResource = args[1]
+		st.fake.FailResource(args[1])
 	case args[0] == "ok" && len(args) == 1:
-		st.fake.FailChangeSet, st.fake.FailResource = "", ""
+		st.fake.FailChangeSets("")
+		st.fake.FailResource("")
 	case args[0] == "calls" && len(args) == 1:
 		for _, r := range st.fake.Requests() {
 			var kv []string

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/snavio/snavio/internal/syncbuf"
 )
 
 // walkthroughSection is the README section TestREADMEWalkthrough runs.
@@ -123,7 +125,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	serve := exec.Command(snavio, "dispatch", "serve", "--demo", "--listen", "127.0.0.1:0", "--ready-file", ready)
 	serve.Env, serve.Dir = env, clone
-	var serveOut, serveErr bytes.Buffer
+	var serveOut, serveErr syncbuf.Buffer
 	serve.Stdout, serve.Stderr = &serveOut, &serveErr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
@@ -151,7 +153,10 @@ func TestREADMEWalkthrough(t *testing.T) {
 			t.Logf("skipped (no AWS CLI on PATH): %s", step)
 			continue
 		case strings.HasPrefix(step, "snavio tail ") && !strings.Contains(step, "--follow=false"):
-			step = "timeout -s INT --preserve-status 5 " + step
+			// --foreground: timeout signals tail alone, once; without it the
+			// group is signalled too, and a second SIGINT after tail's clean
+			// stop ends it with 130 (a second Ctrl-C forces an exit).
+			step = "timeout --foreground -s INT --preserve-status 5 " + step
 		}
 		step = strings.ReplaceAll(step, "127.0.0.1:8787", addr)
 		fmt.Fprintf(&script, "echo '=== step %d'\n%s\necho \"=== status $?\"\n", len(ran), step)
@@ -235,7 +240,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 }
 
 // waitReady waits up to 60 s for serve to write its URL to path.
-func waitReady(t *testing.T, path string, exited <-chan struct{}, stderr *bytes.Buffer) string {
+func waitReady(t *testing.T, path string, exited <-chan struct{}, stderr *syncbuf.Buffer) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

@@ -239,7 +239,7 @@ func TestRenamedEnvResourceIsReplaced(t *testing.T) {
 
 func TestFailedChangeSet(t *testing.T) {
 	r := newRig(t)
-	r.fake.FailChangeSet = "Template error: resource IngestRole refers to an unknown role"
+	r.fake.FailChangeSets("Template error: resource IngestRole refers to an unknown role")
 	_, err := r.d.Plan(context.Background(), input(t, "v1"))
 	var cf *ChangeSetFailedError
 	if !errors.As(err, &cf) || !strings.Contains(err.Error(), "unknown role") {
@@ -267,7 +267,7 @@ func TestUpdateRollsBack(t *testing.T) {
 	if _, err := r.d.Apply(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	r.fake.FailResource = "SlowFunction"
+	r.fake.FailResource("SlowFunction")
 	in := input(t, "v2")
 	in.DeliveryKey, in.SnapshotSeed = "", ""
 	p, err = r.d.Plan(ctx, in)
@@ -291,7 +291,7 @@ func TestUpdateRollsBack(t *testing.T) {
 func TestCreateRollsBackThenNeedsDestroy(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	r.fake.FailResource = "FlowTable"
+	r.fake.FailResource("FlowTable")
 	p, err := r.d.Plan(ctx, input(t, "v1"))
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestCreateRollsBackThenNeedsDestroy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "snavio dispatch destroy --env test") {
 		t.Fatalf("Plan after a failed create = %v, want the destroy hint", err)
 	}
-	r.fake.FailResource = ""
+	r.fake.FailResource("")
 	if ok, err := r.d.Destroy(ctx, "test"); err != nil || !ok {
 		t.Fatalf("Destroy = %v, %v", ok, err)
 	}

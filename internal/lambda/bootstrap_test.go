@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/store/awsstore"
+	"github.com/snavio/snavio/internal/syncbuf"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -156,7 +157,7 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func
 	defer srv.Close()
 	defer close(rt.done)
 	cmd := exec.Command(bin)
-	var stderr bytes.Buffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	cmd.Env = append(slices.Clip(env), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(srv.URL, "http://"))
 	if err := cmd.Start(); err != nil {

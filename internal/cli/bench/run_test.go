@@ -16,6 +16,7 @@ import (
 	"github.com/snavio/snavio/internal/devserver"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/syncbuf"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -203,7 +204,7 @@ func TestProgressDrawsWhileRunning(t *testing.T) {
 	clk := clock.System()
 	r := &Runner{Bus: &fakeBus{sizes: map[int]int{}}, Clock: clk, Limiter: NewLimiter(0, clk, nil)}
 	p := Plan{Source: "acme/billing", Target: "mailer", Command: "send", Payload: []byte(`{}`), Key: k, Count: 30, Concurrency: 2, Batch: 10}
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	pv := startProgress(&buf, r, p, time.Millisecond)
 	if _, err := r.Run(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -214,21 +215,4 @@ func TestProgressDrawsWhileRunning(t *testing.T) {
 	if !strings.HasPrefix(last, "sent 30/30  accepted ") || !strings.HasSuffix(last, "\n") {
 		t.Fatalf("last progress line %q (all: %q)", last, out)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -40,15 +40,29 @@ type Fake struct {
 	seq      int
 	now      time.Time
 
-	// FailChangeSet, when set, is the reason every change set fails with.
-	FailChangeSet string
-	// FailResource, when set, is the logical id of a resource whose
-	// create or update fails, rolling the stack back.
-	FailResource string
+	// failChangeSet and failResource are set by FailChangeSets and
+	// FailResource, under mu: tests set them while the fake serves.
+	failChangeSet, failResource string
 	// RevealAll shows every pending event at the first poll, so a stack
 	// reaches its final state at the second: for callers that poll with
 	// the CLI's real delays (seconds), not the tests' milliseconds.
 	RevealAll bool
+}
+
+// FailChangeSets makes every change set created from now on fail with
+// reason; "" lets them succeed again.
+func (f *Fake) FailChangeSets(reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failChangeSet = reason
+}
+
+// FailResource makes the create or update of the resource with this
+// logical id fail, rolling the stack back; "" lets it succeed again.
+func (f *Fake) FailResource(logicalID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failResource = logicalID
 }
 
 // New returns an empty fake.
@@ -464,8 +478,8 @@ func (f *Fake) describeChangeSet(form url.Values) (string, *apiError) {
 		cs.polls++
 		if cs.polls > 1 {
 			switch {
-			case f.FailChangeSet != "":
-				cs.status, cs.reason = "FAILED", f.FailChangeSet
+			case f.failChangeSet != "":
+				cs.status, cs.reason = "FAILED", f.failChangeSet
 			case len(cs.changes) == 0:
 				cs.status, cs.reason = "FAILED", "The submitted information didn't contain changes. Submit different information to create a change set."
 			default:
@@ -518,7 +532,7 @@ func (f *Fake) executeChangeSet(form url.Values) (string, *apiError) {
 			rs = "DELETE"
 		}
 		s.pending = append(s.pending, f.event(s, c.id, c.typ, rs+"_IN_PROGRESS", ""))
-		if c.id == f.FailResource {
+		if c.id == f.failResource {
 			s.pending = append(s.pending, f.event(s, c.id, c.typ, rs+"_FAILED", "Resource handler returned message: \"fake failure of "+c.id+"\""))
 			failed = true
 			break
@@ -527,11 +541,11 @@ func (f *Fake) executeChangeSet(form url.Values) (string, *apiError) {
 	}
 	switch {
 	case failed && verb == "CREATE":
-		s.pending = append(s.pending, f.event(s, s.name, "AWS::CloudFormation::Stack", "ROLLBACK_IN_PROGRESS", "The following resource(s) failed to create: ["+f.FailResource+"]. Rollback requested by user."),
+		s.pending = append(s.pending, f.event(s, s.name, "AWS::CloudFormation::Stack", "ROLLBACK_IN_PROGRESS", "The following resource(s) failed to create: ["+f.failResource+"]. Rollback requested by user."),
 			f.event(s, s.name, "AWS::CloudFormation::Stack", "ROLLBACK_COMPLETE", ""))
 		s.final = "ROLLBACK_COMPLETE"
 	case failed:
-		s.pending = append(s.pending, f.event(s, s.name, "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_IN_PROGRESS", "The following resource(s) failed to update: ["+f.FailResource+"]."),
+		s.pending = append(s.pending, f.event(s, s.name, "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_IN_PROGRESS", "The following resource(s) failed to update: ["+f.failResource+"]."),
 			f.event(s, s.name, "AWS::CloudFormation::Stack", "UPDATE_ROLLBACK_COMPLETE", ""))
 		s.final = "UPDATE_ROLLBACK_COMPLETE"
 	default:

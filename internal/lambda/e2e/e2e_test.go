@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +41,7 @@ import (
 	"github.com/snavio/snavio/internal/lambda"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
+	"github.com/snavio/snavio/internal/syncbuf"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -150,26 +150,9 @@ type world struct {
 	drain      *lambda.OutboxDrain
 	poll       *awstest.StreamPoller
 	bootstraps []*exec.Cmd
-	logs       []*lockedBuffer
+	logs       []*syncbuf.Buffer
 	// stdout is each function's standard output: its EMF lines.
-	stdout map[string]*lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	stdout map[string]*syncbuf.Buffer
 }
 
 func queue(t *testing.T, c *sqs.Client, name string) (arn, url string) {
@@ -194,7 +177,7 @@ func setUp(t *testing.T) *world {
 	d := emu.DynamoDB(t)
 	k := emu.Kumo()
 	cfg := k.Config()
-	w := &world{env: emu.UniqueName(), telemetry: map[string]string{}, stdout: map[string]*lockedBuffer{}}
+	w := &world{env: emu.UniqueName(), telemetry: map[string]string{}, stdout: map[string]*syncbuf.Buffer{}}
 	w.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	w.lambda = awslambda.NewFromConfig(cfg, func(o *awslambda.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	w.eb = eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(kumoURL) })
@@ -348,7 +331,7 @@ func zipBootstrap(t *testing.T, bin string) []byte {
 func (w *world) start(t *testing.T, bin, name, function, ddb string) {
 	t.Helper()
 	cmd := exec.Command(bin)
-	logs, stdout := &lockedBuffer{}, &lockedBuffer{}
+	logs, stdout := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(stdout, logs), logs
 	w.stdout[function] = stdout
 	cmd.Env = []string{
