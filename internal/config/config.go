@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -83,6 +84,16 @@ type Profile struct {
 	TablePrefix    string `yaml:"table_prefix,omitempty" json:"table_prefix,omitempty" mapstructure:"table_prefix"`
 	SnapshotBucket string `yaml:"snapshot_bucket,omitempty" json:"snapshot_bucket,omitempty" mapstructure:"snapshot_bucket"`
 	RoleARN        string `yaml:"role_arn,omitempty" json:"role_arn,omitempty" mapstructure:"role_arn"`
+	// Env is the deployment's environment (`snavio dispatch deploy --env`):
+	// it names the stack, its bus, tables, roles and topics.
+	Env string `yaml:"env,omitempty" json:"env,omitempty" mapstructure:"env"`
+	// ControlURL is the control API's Function URL (the stack's
+	// ControlApiUrl output), called with SigV4.
+	ControlURL string `yaml:"control_url,omitempty" json:"control_url,omitempty" mapstructure:"control_url"`
+	// EmitRoleARN is the tenant's emit role `snavio send` assumes to put
+	// commands on the bus, with ExternalID when its trust policy asks one.
+	EmitRoleARN string `yaml:"emit_role_arn,omitempty" json:"emit_role_arn,omitempty" mapstructure:"emit_role_arn"`
+	ExternalID  string `yaml:"external_id,omitempty" json:"external_id,omitempty" mapstructure:"external_id"`
 }
 
 // Paths tells where configuration and state live.
@@ -272,6 +283,9 @@ var (
 	bucketRE      = lazyRE(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 	busRE         = lazyRE(`^[A-Za-z0-9._/-]{1,256}$`)
 	tablePrefixRE = lazyRE(`^[A-Za-z0-9_.-]{1,200}$`)
+	// envRE is stack.NewNames' rule for --env, which config cannot import.
+	envRE        = lazyRE(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	externalIDRE = lazyRE(`^[\w+=,.@:/-]+$`) // 2-1224 long, checked apart (RE2 repeats stop at 1000)
 )
 
 func lazyRE(expr string) func() *regexp.Regexp {
@@ -294,7 +308,8 @@ func ValidateProfile(name string, p *Profile) error {
 	}
 	switch p.Kind {
 	case KindLocal:
-		if p.Region != "" || p.AWSProfile != "" || p.BusName != "" || p.TablePrefix != "" || p.SnapshotBucket != "" || p.RoleARN != "" {
+		if p.Region != "" || p.AWSProfile != "" || p.BusName != "" || p.TablePrefix != "" || p.SnapshotBucket != "" || p.RoleARN != "" ||
+			p.Env != "" || p.ControlURL != "" || p.EmitRoleARN != "" || p.ExternalID != "" {
 			return fmt.Errorf("profile %q: kind local takes only endpoint, data_dir and credentials_file; remove the AWS fields or set kind: aws", name)
 		}
 		if p.Endpoint != "" {
@@ -312,6 +327,20 @@ func ValidateProfile(name string, p *Profile) error {
 		if p.RoleARN != "" && !roleARNRE().MatchString(p.RoleARN) {
 			return fmt.Errorf("profile %q: invalid role_arn %q: use arn:aws:iam::<12-digit account>:role/<name>", name, p.RoleARN)
 		}
+		if p.EmitRoleARN != "" && !roleARNRE().MatchString(p.EmitRoleARN) {
+			return fmt.Errorf("profile %q: invalid emit_role_arn %q: use arn:aws:iam::<12-digit account>:role/<path/>snavio-<env>-emit-<tenant>", name, p.EmitRoleARN)
+		}
+		if p.Env != "" && !envRE().MatchString(p.Env) {
+			return fmt.Errorf("profile %q: invalid env %q: use the --env of `snavio dispatch deploy` (lowercase letters, digits, '-', up to 32)", name, p.Env)
+		}
+		if p.ExternalID != "" && (len(p.ExternalID) < 2 || len(p.ExternalID) > 1224 || !externalIDRE().MatchString(p.ExternalID)) {
+			return fmt.Errorf("profile %q: invalid external_id: use 2-1224 characters of letters, digits and +=,.@:/-", name)
+		}
+		if p.ControlURL != "" {
+			if err := ValidateControlURL(p.ControlURL); err != nil {
+				return fmt.Errorf("profile %q: %w", name, err)
+			}
+		}
 		if p.SnapshotBucket != "" && !bucketRE().MatchString(p.SnapshotBucket) {
 			return fmt.Errorf("profile %q: invalid snapshot_bucket %q: use an S3 bucket name (3-63 lowercase letters, digits, '.', '-')", name, p.SnapshotBucket)
 		}
@@ -327,6 +356,25 @@ func ValidateProfile(name string, p *Profile) error {
 		return fmt.Errorf("profile %q: unknown kind %q: use local or aws", name, p.Kind)
 	}
 	return nil
+}
+
+// ValidateControlURL checks a control API URL: https (http only on
+// loopback, for tests and emulators) with a host and no query.
+func ValidateControlURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
+		!(u.Scheme == "https" || u.Scheme == "http" && isLoopback(u.Hostname())) {
+		return fmt.Errorf("invalid control_url %q: use the ControlApiUrl output of `snavio dispatch deploy`, such as https://abc123.lambda-url.eu-west-1.on.aws/", s)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ValidateEndpoint checks an endpoint URL: http or https with a host.

@@ -80,12 +80,17 @@ func TestLoadMissingAndEmptyFiles(t *testing.T) {
 func TestLoadRejects(t *testing.T) {
 	tests := map[string]string{
 		"profiles: [x": "fix the YAML",
-		"profiles:\n  a:\n    kind: local\n    bogus: 1\n":         "field bogus not found",
-		"profiles:\n  a:\n    kind: mars\n":                        `unknown kind "mars"`,
-		"profiles:\n  a:\n":                                        `profile "a" is empty`,
-		"profiles:\n  a:\n    kind: aws\n    endpoint: http://x\n": "kind aws does not take endpoint",
-		"profiles:\n  'a b':\n    kind: local\n":                   "invalid profile name",
-		"current: x\n":                                             "field current not found",
+		"profiles:\n  a:\n    kind: local\n    bogus: 1\n":                           "field bogus not found",
+		"profiles:\n  a:\n    kind: mars\n":                                          `unknown kind "mars"`,
+		"profiles:\n  a:\n":                                                          `profile "a" is empty`,
+		"profiles:\n  a:\n    kind: aws\n    endpoint: http://x\n":                   "kind aws does not take endpoint",
+		"profiles:\n  'a b':\n    kind: local\n":                                     "invalid profile name",
+		"current: x\n":                                                               "field current not found",
+		"profiles:\n  a:\n    kind: aws\n    env: Prod\n":                            `invalid env "Prod"`,
+		"profiles:\n  a:\n    kind: aws\n    control_url: http://example.com/\n":     `invalid control_url "http://example.com/"`,
+		"profiles:\n  a:\n    kind: aws\n    emit_role_arn: arn:aws:iam::1:role/x\n": "invalid emit_role_arn",
+		"profiles:\n  a:\n    kind: aws\n    external_id: \"a b\"\n":                 "invalid external_id",
+		"profiles:\n  a:\n    kind: local\n    control_url: https://x.on.aws/\n":     "kind local takes only",
 	}
 	for body, want := range tests {
 		path := filepath.Join(t.TempDir(), "c.yaml")

@@ -51,6 +51,10 @@ var keys = []key{
 	{name: "table_prefix", profile: func(p *Profile) string { return p.TablePrefix }},
 	{name: "snapshot_bucket", profile: func(p *Profile) string { return p.SnapshotBucket }},
 	{name: "role_arn", profile: func(p *Profile) string { return p.RoleARN }},
+	{name: "env", profile: func(p *Profile) string { return p.Env }},
+	{name: "control_url", profile: func(p *Profile) string { return p.ControlURL }},
+	{name: "emit_role_arn", profile: func(p *Profile) string { return p.EmitRoleARN }},
+	{name: "external_id", profile: func(p *Profile) string { return p.ExternalID }},
 }
 
 // EnvName returns the environment variable for a setting key.
@@ -89,6 +93,10 @@ type Settings struct {
 	TablePrefix     string `json:"table_prefix"`
 	SnapshotBucket  string `json:"snapshot_bucket"`
 	RoleARN         string `json:"role_arn"`
+	Env             string `json:"env"`
+	ControlURL      string `json:"control_url"`
+	EmitRoleARN     string `json:"emit_role_arn"`
+	ExternalID      string `json:"external_id"`
 
 	// Values lists every setting with its origin, for `profile show`.
 	Values []Setting `json:"settings"`
@@ -209,6 +217,10 @@ func Resolve(file *File, flags *pflag.FlagSet, paths Paths) (*Settings, error) {
 	s.TablePrefix = v.GetString("table_prefix")
 	s.SnapshotBucket = v.GetString("snapshot_bucket")
 	s.RoleARN = v.GetString("role_arn")
+	s.Env = v.GetString("env")
+	s.ControlURL = v.GetString("control_url")
+	s.EmitRoleARN = v.GetString("emit_role_arn")
+	s.ExternalID = v.GetString("external_id")
 
 	if s.EndpointURL != "" {
 		if err := ValidateEndpoint(s.EndpointURL); err != nil {

@@ -29,6 +29,10 @@ type Target struct {
 	TablePrefix    string `json:"table_prefix,omitempty"`
 	SnapshotBucket string `json:"snapshot_bucket,omitempty"`
 	RoleARN        string `json:"role_arn,omitempty"`
+	Env            string `json:"env,omitempty"`
+	ControlURL     string `json:"control_url,omitempty"`
+	EmitRoleARN    string `json:"emit_role_arn,omitempty"`
+	ExternalID     string `json:"-"`
 	// CredentialsFile is a local profile's ingress credentials file.
 	CredentialsFile string `json:"credentials_file,omitempty"`
 }
@@ -147,6 +151,10 @@ func New(s *config.Settings, lookupEnv func(string) (string, bool)) (Platform, e
 		TablePrefix:    s.TablePrefix,
 		SnapshotBucket: s.SnapshotBucket,
 		RoleARN:        s.RoleARN,
+		Env:            s.Env,
+		ControlURL:     s.ControlURL,
+		EmitRoleARN:    s.EmitRoleARN,
+		ExternalID:     s.ExternalID,
 
 		CredentialsFile: s.CredentialsFile,
 	}

@@ -211,6 +211,7 @@ func (r resolved) TableRows() [][]string {
 
 type setOptions struct {
 	kind, dataDir, credentialsFile, awsProfile, busName, tablePrefix, snapshotBucket, roleARN string
+	env, controlURL, emitRoleARN, externalID                                                  string
 	use                                                                                       bool
 }
 
@@ -229,6 +230,9 @@ flags set the profile's endpoint and region. An empty value clears a field.`,
       --bus-name snavio-command-bus --table-prefix snavio-prod \
       --snapshot-bucket snavio-prod-snapshots \
       --role-arn arn:aws:iam::123456789012:role/snavio-operator
+  snavio profile set prod --env prod \
+      --control-url https://abc123.lambda-url.eu-west-1.on.aws/ \
+      --emit-role-arn arn:aws:iam::123456789012:role/snavio/prod/emit/snavio-prod-emit-acme
   snavio profile set prod --region us-east-1 -o json`,
 		Args:              cmdutil.ExactArgs(1, "a profile NAME"),
 		ValidArgsFunction: profileNames(f),
@@ -244,7 +248,11 @@ flags set the profile's endpoint and region. An empty value clears a field.`,
 	fl.StringVar(&opts.busName, "bus-name", "", "EventBridge bus name (aws)")
 	fl.StringVar(&opts.tablePrefix, "table-prefix", "", "DynamoDB table name prefix (aws)")
 	fl.StringVar(&opts.snapshotBucket, "snapshot-bucket", "", "S3 bucket of registry snapshots (aws)")
-	fl.StringVar(&opts.roleARN, "role-arn", "", "IAM role to assume (aws)")
+	fl.StringVar(&opts.roleARN, "role-arn", "", "IAM role to assume for control operations (aws)")
+	fl.StringVar(&opts.env, "env", "", "environment of the deployment, as given to dispatch deploy --env (aws)")
+	fl.StringVar(&opts.controlURL, "control-url", "", "control API Function URL: the ControlApiUrl output of dispatch deploy (aws)")
+	fl.StringVar(&opts.emitRoleARN, "emit-role-arn", "", "the tenant's emit role that send assumes (aws)")
+	fl.StringVar(&opts.externalID, "external-id", "", "external id for assuming the emit role and --role-arn (aws)")
 	fl.BoolVar(&opts.use, "use", false, "also make it the current profile")
 	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]string{config.KindLocal, config.KindAWS}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -273,7 +281,8 @@ func runSet(f *cmdutil.Factory, cmd *cobra.Command, name string, opts *setOption
 			updated = config.Profile{Kind: config.KindLocal, Endpoint: updated.Endpoint, DataDir: updated.DataDir, CredentialsFile: updated.CredentialsFile}
 		case config.KindAWS:
 			updated = config.Profile{Kind: config.KindAWS, Region: updated.Region, AWSProfile: updated.AWSProfile, BusName: updated.BusName,
-				TablePrefix: updated.TablePrefix, SnapshotBucket: updated.SnapshotBucket, RoleARN: updated.RoleARN}
+				TablePrefix: updated.TablePrefix, SnapshotBucket: updated.SnapshotBucket, RoleARN: updated.RoleARN,
+				Env: updated.Env, ControlURL: updated.ControlURL, EmitRoleARN: updated.EmitRoleARN, ExternalID: updated.ExternalID}
 		default:
 			return cmdutil.Usagef("invalid --kind %q: use local or aws", opts.kind)
 		}
@@ -297,6 +306,10 @@ func runSet(f *cmdutil.Factory, cmd *cobra.Command, name string, opts *setOption
 	set("table-prefix", &updated.TablePrefix, opts.tablePrefix)
 	set("snapshot-bucket", &updated.SnapshotBucket, opts.snapshotBucket)
 	set("role-arn", &updated.RoleARN, opts.roleARN)
+	set("env", &updated.Env, opts.env)
+	set("control-url", &updated.ControlURL, opts.controlURL)
+	set("emit-role-arn", &updated.EmitRoleARN, opts.emitRoleARN)
+	set("external-id", &updated.ExternalID, opts.externalID)
 	if err := config.ValidateProfile(name, &updated); err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}

@@ -72,6 +72,10 @@ SNAVIO_PROFILE names another.
       table_prefix: snavio-prod
       snapshot_bucket: snavio-prod-snapshots
       role_arn: arn:aws:iam::123456789012:role/snavio-operator
+      env: prod                         # dispatch deploy --env
+      control_url: https://abc123.lambda-url.eu-west-1.on.aws/
+      emit_role_arn: arn:aws:iam::123456789012:role/snavio/prod/emit/snavio-prod-emit-acme
+      external_id: acme-ext-1           # if the emit role asks one
 
 Manage it with "snavio profile list|use|show|set|delete" rather than by hand;
 snavio writes the file atomically with mode 0600. Unknown keys are errors.
@@ -103,6 +107,10 @@ Every setting resolves with the precedence:
   SNAVIO_TABLE_PREFIX     DynamoDB table prefix of an aws profile
   SNAVIO_SNAPSHOT_BUCKET  snapshot bucket of an aws profile
   SNAVIO_ROLE_ARN         role to assume for an aws profile
+  SNAVIO_ENV              deployment environment of an aws profile
+  SNAVIO_CONTROL_URL      control API Function URL of an aws profile
+  SNAVIO_EMIT_ROLE_ARN    emit role send assumes on an aws profile
+  SNAVIO_EXTERNAL_ID      external id for assuming roles on an aws profile
   SNAVIO_CREDENTIALS_FILE ingress credentials (AWS shared-credentials format) a
                           local profile signs PutEvents with (like the
                           profile's credentials_file)
