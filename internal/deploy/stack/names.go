@@ -66,6 +66,24 @@ func (n Names) EmitRole(tenant string) (string, error) {
 	return name, nil
 }
 
+// OperatorRole is the name of the operators' role: the control API maps a
+// caller assuming it to the operator. IAM role names are unique in an
+// account whatever their path, so the name alone identifies the role.
+func (n Names) OperatorRole() string { return n.prefix() + "operator" }
+
+// TenantRolePath is the IAM path of the tenants' control roles.
+func (n Names) TenantRolePath() string { return "/snavio/" + n.Env + "/tenant/" }
+
+// TenantRole is the control role of tenant: the control API maps a caller
+// assuming it to that tenant. IAM limits role names to 64 characters.
+func (n Names) TenantRole(tenant string) (string, error) {
+	name := n.prefix() + "tenant-" + tenant
+	if len(name) > 64 {
+		return "", fmt.Errorf("tenant %q: its control role %q would be %d characters; IAM allows 64 (shorten the tenant id or the env)", tenant, name, len(name))
+	}
+	return name, nil
+}
+
 // TelemetryTopicPrefix prefixes every tenant's telemetry topic, as the
 // AWS store's SNS publisher names them (awsstore.Config.TopicPrefix).
 func (n Names) TelemetryTopicPrefix() string { return n.prefix() + "telemetry-" }
