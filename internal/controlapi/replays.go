@@ -227,17 +227,17 @@ func (a *ReplayAPI) prepare(ctx context.Context, req wire.ReplayRequest, operato
 
 // engine returns a replay engine over the registry as it is now, and its
 // view of the registry for the sources.
-func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *registryView, error) {
-	view, err := loadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
+func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *replay.RegistryView, error) {
+	view, err := replay.LoadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
 	}
 	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
 }
 
-func (a *ReplayAPI) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
+func (a *ReplayAPI) source(p prepared, lease time.Duration, view *replay.RegistryView) (replay.Source, error) {
 	if p.origin.IsArchive() {
-		v, err := newVerifier(view, a.o.Shield, a.o.Clock.Now())
+		v, err := replay.NewVerifier(view, a.o.Shield, a.o.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("replay: the shield configuration: %w", err)
 		}
