@@ -166,4 +166,3 @@ func (b pipelineBus) PutEvents(ctx context.Context, evs []replay.Event) ([]repla
 	}
 	return out, nil
 }
-
