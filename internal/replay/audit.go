@@ -79,7 +79,7 @@ func (s *MemoryAudits) List(context.Context) ([]wire.ReplayAudit, error) {
 	for _, a := range s.m {
 		out = append(out, clone(a))
 	}
-	newestFirst(out)
+	NewestFirst(out)
 	return out, nil
 }
 
@@ -88,7 +88,8 @@ func clone(a wire.ReplayAudit) wire.ReplayAudit {
 	return a
 }
 
-func newestFirst(as []wire.ReplayAudit) {
+// NewestFirst sorts audits newest first (ties by id).
+func NewestFirst(as []wire.ReplayAudit) {
 	sort.Slice(as, func(i, j int) bool {
 		if !as[i].StartedAt.Equal(as[j].StartedAt) {
 			return as[i].StartedAt.After(as[j].StartedAt)
@@ -189,7 +190,7 @@ func (s *FileAudits) List(ctx context.Context) ([]wire.ReplayAudit, error) {
 		}
 		out = append(out, a)
 	}
-	newestFirst(out)
+	NewestFirst(out)
 	return out, nil
 }
 

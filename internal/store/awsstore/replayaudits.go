@@ -1,0 +1,357 @@
+package awsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+)
+
+var _ replay.AuditStore = (*ReplayAudits)(nil)
+
+// Replay audits live in the flow table (docs/store/aws.md, "Replay
+// audits"): one item per audit in the partition replayPK, and the ids a
+// run sent in chunks of sentChunk under replaySentPK+id.
+const (
+	replayPK         = "replay"
+	replaySentPrefix = "replaysent#"
+	attrSentN        = "sent_n" // how many sent ids the chunks hold
+	attrIDs          = "ids"    // a chunk's ids, one per line
+	// sentChunk ids per chunk item: 1000 UUIDs are about 37 KB, far
+	// under DynamoDB's 400 KB item limit.
+	sentChunk = 1000
+	// maxTransactItems is TransactWriteItems' limit.
+	maxTransactItems = 100
+	// DefaultReplayAuditRetention is how long an audit is kept after its
+	// last write (its TTL).
+	DefaultReplayAuditRetention = 90 * 24 * time.Hour
+)
+
+// ReplayAuditsAPI is what the audit store calls of DynamoDB.
+type ReplayAuditsAPI interface {
+	PutItemAPI
+	GetItemAPI
+	QueryAPI
+	TransactWriteItemsAPI
+}
+
+// ReplayAudits is replay.AuditStore on the flow table, for a replayer
+// that runs with the operator's credentials (the CLI on an aws profile).
+// Safe for concurrent use.
+type ReplayAudits struct {
+	table     string
+	api       ReplayAuditsAPI
+	clk       clock.Clock
+	retention time.Duration
+
+	mu sync.Mutex
+	// stored is how many sent ids of an audit this store knows are in
+	// its chunks, so an update writes only the chunks that changed.
+	stored map[string]int
+}
+
+// NewReplayAudits returns the audit store of cfg's environment. retention
+// is how long an audit outlives its last write (0: 90 days).
+func NewReplayAudits(cfg Config, retention time.Duration) (*ReplayAudits, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if retention == 0 {
+		retention = DefaultReplayAuditRetention
+	}
+	if retention < time.Hour {
+		return nil, fmt.Errorf("awsstore: replay audit retention %v: give an hour or more", retention)
+	}
+	return &ReplayAudits{table: cfg.FlowTable(), api: dynamodb.NewFromConfig(cfg.AWSConfig, cfg.ClientOptions...), clk: cfg.Clock,
+		retention: retention, stored: map[string]int{}}, nil
+}
+
+func auditKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(replayPK), attrSK: str(id)}
+}
+
+func sentKey(id string, chunk int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str(replaySentPrefix + id), attrSK: str(fmt.Sprintf("%08d", chunk))}
+}
+
+func checkAuditID(id string) error {
+	if !envelope.ValidID(id) {
+		return fmt.Errorf("invalid replay id %.60q: use the id `snavio replay list` shows", id)
+	}
+	return nil
+}
+
+// auditItem is a's item, without its sent ids (they are in chunks).
+func (s *ReplayAudits) auditItem(a wire.ReplayAudit) (map[string]types.AttributeValue, error) {
+	n := len(a.Sent)
+	a.Sent = nil
+	b, err := jsonv2.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	item := auditKey(a.ID)
+	item[attrData] = str(string(b))
+	item[attrSentN] = num(int64(n))
+	item[attrExpiresAt], item[attrExpiresAtNS] = expiry(s.clk.Now().Add(s.retention))
+	return item, nil
+}
+
+// chunkItems are the items of a's sent-id chunks from the one holding id
+// number from on.
+func (s *ReplayAudits) chunkItems(a *wire.ReplayAudit, from int) []map[string]types.AttributeValue {
+	var out []map[string]types.AttributeValue
+	ttl, exact := expiry(s.clk.Now().Add(s.retention))
+	for c := from / sentChunk; c*sentChunk < len(a.Sent); c++ {
+		ids := a.Sent[c*sentChunk : min(len(a.Sent), (c+1)*sentChunk)]
+		item := sentKey(a.ID, c)
+		item[attrIDs] = str(strings.Join(ids, "\n"))
+		item[attrExpiresAt], item[attrExpiresAtNS] = ttl, exact
+		out = append(out, item)
+	}
+	return out
+}
+
+// Create implements replay.AuditStore: one PutItem (a new audit has no
+// sent ids).
+func (s *ReplayAudits) Create(ctx context.Context, a wire.ReplayAudit) error {
+	if err := checkAuditID(a.ID); err != nil {
+		return err
+	}
+	if len(a.Sent) > 0 {
+		return fmt.Errorf("replay %s: a new audit has no sent ids", a.ID)
+	}
+	item, err := s.auditItem(a)
+	if err != nil {
+		return err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	if _, failed := conditionFailed(err); failed {
+		return fmt.Errorf("replay %s already exists", a.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("awsstore: record replay audit %s in %s: %w", a.ID, s.table, err)
+	}
+	s.mu.Lock()
+	s.stored[a.ID] = 0
+	s.mu.Unlock()
+	return nil
+}
+
+// Update implements replay.AuditStore: the chunks holding new sent ids
+// and the audit item in one TransactWriteItems (more chunks than fit in
+// one go first, the audit last: readers read only sent_n ids). An update
+// after the sent ids were recorded is one call.
+func (s *ReplayAudits) Update(ctx context.Context, a wire.ReplayAudit) error {
+	if err := checkAuditID(a.ID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	from, known := s.stored[a.ID]
+	s.mu.Unlock()
+	if !known {
+		from = 0 // not read by this store: write every chunk
+	}
+	from = min(from, len(a.Sent))
+	item, err := s.auditItem(a)
+	if err != nil {
+		return err
+	}
+	var puts []types.TransactWriteItem
+	for _, c := range s.chunkItems(&a, from) {
+		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: c}})
+	}
+	puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item,
+		ConditionExpression: aws.String("attribute_exists(pk)")}})
+	for len(puts) > 0 {
+		n := min(len(puts), maxTransactItems)
+		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts[:n]})
+		if err != nil {
+			var tc *types.TransactionCanceledException
+			if n == len(puts) && errors.As(err, &tc) && conditionalCancel(tc) {
+				return fmt.Errorf("replay %s: %w", a.ID, replay.ErrNotFound)
+			}
+			return fmt.Errorf("awsstore: record replay audit %s in %s: %w", a.ID, s.table, err)
+		}
+		puts = puts[n:]
+	}
+	s.mu.Lock()
+	s.stored[a.ID] = len(a.Sent)
+	s.mu.Unlock()
+	return nil
+}
+
+// conditionalCancel reports a transaction cancelled by a failed condition.
+func conditionalCancel(tc *types.TransactionCanceledException) bool {
+	for _, r := range tc.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	return false
+}
+
+// Get implements replay.AuditStore: a GetItem, and a Query of the sent
+// chunks when the run sent anything.
+func (s *ReplayAudits) Get(ctx context.Context, id string) (wire.ReplayAudit, error) {
+	if err := checkAuditID(id); err != nil {
+		return wire.ReplayAudit{}, err
+	}
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: auditKey(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return wire.ReplayAudit{}, fmt.Errorf("awsstore: read replay audit %s from %s: %w", id, s.table, err)
+	}
+	a, n, ok, err := s.decodeAudit(out.Item)
+	if err != nil {
+		return wire.ReplayAudit{}, err
+	}
+	if !ok {
+		return wire.ReplayAudit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, replay.ErrNotFound)
+	}
+	if n > 0 {
+		if a.Sent, err = s.readSent(ctx, id, n); err != nil {
+			return wire.ReplayAudit{}, err
+		}
+	}
+	s.mu.Lock()
+	s.stored[id] = n
+	s.mu.Unlock()
+	return a, nil
+}
+
+// readSent reads the first n sent ids of audit id.
+func (s *ReplayAudits) readSent(ctx context.Context, id string, n int) ([]string, error) {
+	ids := make([]string, 0, n)
+	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(replaySentPrefix + id)},
+	})
+	for p.HasMorePages() && len(ids) < n {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("awsstore: read the ids replay %s sent from %s: %w", id, s.table, err)
+		}
+		for _, it := range page.Items {
+			v, err := getS(it, attrIDs)
+			if err != nil {
+				return nil, corrupt(s.table, replaySentPrefix+id, err)
+			}
+			chunk, err := DecodeSentChunk(v)
+			if err != nil {
+				return nil, corrupt(s.table, replaySentPrefix+id, err)
+			}
+			ids = append(ids, chunk...)
+		}
+	}
+	if len(ids) < n {
+		return nil, corrupt(s.table, replaySentPrefix+id, fmt.Errorf("the audit records %d sent ids, its chunks hold %d", n, len(ids)))
+	}
+	return ids[:n], nil
+}
+
+// DecodeSentChunk reads a chunk's ids: non-empty, one per line, each a
+// valid command id.
+func DecodeSentChunk(v string) ([]string, error) {
+	ids := strings.Split(v, "\n")
+	if len(ids) > sentChunk {
+		return nil, fmt.Errorf("a chunk of %d ids; at most %d", len(ids), sentChunk)
+	}
+	for _, id := range ids {
+		if !envelope.ValidID(id) {
+			return nil, fmt.Errorf("invalid command id %.60q in a chunk", id)
+		}
+	}
+	return ids, nil
+}
+
+// decodeAudit reads an audit item: the audit without its sent ids, how
+// many it sent, and false when there is no live item.
+func (s *ReplayAudits) decodeAudit(item map[string]types.AttributeValue) (wire.ReplayAudit, int, bool, error) {
+	if item == nil {
+		return wire.ReplayAudit{}, 0, false, nil
+	}
+	id, _ := getS(item, attrSK)
+	exp, err := expiresNS(item)
+	if err != nil {
+		return wire.ReplayAudit{}, 0, false, corrupt(s.table, replayPK+" "+id, err)
+	}
+	if exp <= s.clk.Now().UnixNano() {
+		return wire.ReplayAudit{}, 0, false, nil
+	}
+	a, n, err := DecodeAuditItem(item)
+	if err != nil {
+		return wire.ReplayAudit{}, 0, false, corrupt(s.table, replayPK+" "+id, err)
+	}
+	return a, n, true, nil
+}
+
+// DecodeAuditItem reads an audit item's data and sent count; the audit's
+// id must be the item's sort key.
+func DecodeAuditItem(item map[string]types.AttributeValue) (wire.ReplayAudit, int, error) {
+	sk, err := getS(item, attrSK)
+	if err != nil {
+		return wire.ReplayAudit{}, 0, err
+	}
+	data, err := getS(item, attrData)
+	if err != nil {
+		return wire.ReplayAudit{}, 0, err
+	}
+	n, err := getN(item, attrSentN)
+	if err != nil {
+		return wire.ReplayAudit{}, 0, err
+	}
+	if n < 0 || n > 1<<31 {
+		return wire.ReplayAudit{}, 0, fmt.Errorf("sent count %d out of range", n)
+	}
+	var a wire.ReplayAudit
+	if err := jsonv2.Unmarshal([]byte(data), &a); err != nil {
+		return wire.ReplayAudit{}, 0, fmt.Errorf("audit data: %w", err)
+	}
+	if a.ID != sk {
+		return wire.ReplayAudit{}, 0, fmt.Errorf("audit data names replay %.60q, its key %.60q", a.ID, sk)
+	}
+	a.Sent = nil
+	return a, int(n), nil
+}
+
+// List implements replay.AuditStore: a Query of the audits' partition,
+// newest first. The audits come without their sent ids (Get has them).
+func (s *ReplayAudits) List(ctx context.Context) ([]wire.ReplayAudit, error) {
+	var out []wire.ReplayAudit
+	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(replayPK)},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("awsstore: list replay audits in %s: %w", s.table, err)
+		}
+		for _, it := range page.Items {
+			a, _, ok, err := s.decodeAudit(it)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, a)
+			}
+		}
+	}
+	replay.NewestFirst(out)
+	return out, nil
+}
