@@ -205,3 +205,6 @@ func unmarshalDelivered(b []byte, env *envelope.Envelope) error {
 	}
 	return nil
 }
+
+// ErrRunning is returned for a replay another run holds.
+var ErrRunning = errors.New("the replay is running elsewhere: wait for it, or stop the replayer running it and resume")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/google/uuid"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	jsonv2 "github.com/go-json-experiment/json"
@@ -29,6 +30,13 @@ const (
 	replaySentPrefix = "replaysent#"
 	attrSentN        = "sent_n" // how many sent ids the chunks hold
 	attrIDs          = "ids"    // a chunk's ids, one per line
+	// attrRunner and attrRunnerUntil claim a running audit for one
+	// replayer until a time (epoch ns): a second replayer cannot resume
+	// it meanwhile, and list and show tell a crashed run from a live one.
+	attrRunner      = "runner"
+	attrRunnerUntil = "runner_until_ns"
+	// DefaultReplayClaim is how long a claim lasts without an update.
+	DefaultReplayClaim = 5 * time.Minute
 	// sentChunk ids per chunk item: 1000 UUIDs are about 37 KB, far
 	// under DynamoDB's 400 KB item limit.
 	sentChunk = 1000
@@ -42,6 +50,7 @@ const (
 // ReplayAuditsAPI is what the audit store calls of DynamoDB.
 type ReplayAuditsAPI interface {
 	PutItemAPI
+	UpdateItemAPI
 	GetItemAPI
 	QueryAPI
 	TransactWriteItemsAPI
@@ -56,10 +65,15 @@ type ReplayAudits struct {
 	clk       clock.Clock
 	retention time.Duration
 
+	// runner names this store's claims.
+	runner string
+
 	mu sync.Mutex
 	// stored is how many sent ids of an audit this store knows are in
 	// its chunks, so an update writes only the chunks that changed.
 	stored map[string]int
+	// claims are how long each claim this store holds lasts past a write.
+	claims map[string]time.Duration
 }
 
 // NewReplayAudits returns the audit store of cfg's environment. retention
@@ -76,7 +90,7 @@ func NewReplayAudits(cfg Config, retention time.Duration) (*ReplayAudits, error)
 		return nil, fmt.Errorf("awsstore: replay audit retention %v: give an hour or more", retention)
 	}
 	return &ReplayAudits{table: cfg.FlowTable(), api: dynamodb.NewFromConfig(cfg.AWSConfig, cfg.ClientOptions...), clk: cfg.Clock,
-		retention: retention, stored: map[string]int{}}, nil
+		retention: retention, runner: uuid.NewString(), stored: map[string]int{}, claims: map[string]time.Duration{}}, nil
 }
 
 func auditKey(id string) map[string]types.AttributeValue {
@@ -105,8 +119,56 @@ func (s *ReplayAudits) auditItem(a wire.ReplayAudit) (map[string]types.Attribute
 	item := auditKey(a.ID)
 	item[attrData] = str(string(b))
 	item[attrSentN] = num(int64(n))
-	item[attrExpiresAt], item[attrExpiresAtNS] = expiry(s.clk.Now().Add(s.retention))
+	now := s.clk.Now()
+	item[attrExpiresAt], item[attrExpiresAtNS] = expiry(now.Add(s.retention))
+	if a.Status == wire.ReplayRunning {
+		s.mu.Lock()
+		d, ok := s.claims[a.ID]
+		s.mu.Unlock()
+		if !ok {
+			d = DefaultReplayClaim
+		}
+		item[attrRunner], item[attrRunnerUntil] = str(s.runner), num(now.Add(d).UnixNano())
+	}
 	return item, nil
+}
+
+// mine is the condition that no other replayer holds a live claim.
+const mine = "attribute_exists(pk) AND (attribute_not_exists(runner) OR runner = :me OR runner_until_ns <= :now)"
+
+// Claim makes this store the runner of audit id for d past each write, so
+// that no other replayer runs it meanwhile (replay.ErrRunning when one
+// does; replay.ErrNotFound when there is no such audit).
+func (s *ReplayAudits) Claim(ctx context.Context, id string, d time.Duration) error {
+	if err := checkAuditID(id); err != nil {
+		return err
+	}
+	now := s.clk.Now()
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: auditKey(id),
+		UpdateExpression:    aws.String("SET runner = :me, runner_until_ns = :until"),
+		ConditionExpression: aws.String(mine),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(s.runner), ":now": num(now.UnixNano()),
+			":until": num(now.Add(d).UnixNano())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if old, failed := conditionFailed(err); failed {
+		if old == nil {
+			if out, gerr := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: auditKey(id), ConsistentRead: aws.Bool(true)}); gerr == nil {
+				old = out.Item
+			}
+		}
+		if old == nil {
+			return fmt.Errorf("replay %s: %w: see `snavio replay list`", id, replay.ErrNotFound)
+		}
+		return fmt.Errorf("replay %s: %w", id, replay.ErrRunning)
+	}
+	if err != nil {
+		return fmt.Errorf("awsstore: claim replay %s in %s: %w", id, s.table, err)
+	}
+	s.mu.Lock()
+	s.claims[id] = d
+	s.mu.Unlock()
+	return nil
 }
 
 // chunkItems are the items of a's sent-id chunks from the one holding id
@@ -175,14 +237,18 @@ func (s *ReplayAudits) Update(ctx context.Context, a wire.ReplayAudit) error {
 		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: c}})
 	}
 	puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: aws.String("attribute_exists(pk)")}})
+		ConditionExpression: aws.String(mine),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(s.runner), ":now": num(s.clk.Now().UnixNano())}}})
 	for len(puts) > 0 {
 		n := min(len(puts), maxTransactItems)
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts[:n]})
 		if err != nil {
 			var tc *types.TransactionCanceledException
 			if n == len(puts) && errors.As(err, &tc) && conditionalCancel(tc) {
-				return fmt.Errorf("replay %s: %w", a.ID, replay.ErrNotFound)
+				if _, gerr := s.Get(ctx, a.ID); gerr != nil {
+					return gerr
+				}
+				return fmt.Errorf("replay %s: %w", a.ID, replay.ErrRunning)
 			}
 			return fmt.Errorf("awsstore: record replay audit %s in %s: %w", a.ID, s.table, err)
 		}
@@ -295,6 +361,13 @@ func (s *ReplayAudits) decodeAudit(item map[string]types.AttributeValue) (wire.R
 	a, n, err := DecodeAuditItem(item)
 	if err != nil {
 		return wire.ReplayAudit{}, 0, false, corrupt(s.table, replayPK+" "+id, err)
+	}
+	if until, err := getN(item, attrRunnerUntil); a.Status == wire.ReplayRunning && (err != nil || until <= s.clk.Now().UnixNano()) {
+		// Its replayer stopped without recording it (a crash, a kill).
+		a.Status = wire.ReplayInterrupted
+		if a.Error == "" {
+			a.Error = "the replayer stopped during the replay: resume it with --resume " + a.ID
+		}
 	}
 	return a, n, true, nil
 }

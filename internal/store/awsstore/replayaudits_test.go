@@ -75,7 +75,7 @@ func TestReplayAudits(t *testing.T) {
 	}
 
 	fresh, err := NewReplayAudits(Config{Env: "x", TablePrefix: s.table[:len(s.table)-len("flow")], AWSConfig: emu.DynamoDB(t).Config(),
-		ClientOptions: emu.DynamoDB(t).ClientOptions(), Clock: clk}, 0)
+		ClientOptions: append(emu.DynamoDB(t).ClientOptions(), calls.DynamoDB), Clock: clk}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +86,39 @@ func TestReplayAudits(t *testing.T) {
 	if len(got.Sent) != 2500 || got.Sent[0] != a.Sent[0] || got.Sent[2499] != a.Sent[2499] || got.SentCount != 2500 || got.Status != wire.ReplayInterrupted || got.Cursor != "dlq" || got.Reason != a.Reason {
 		t.Errorf("Get = %d sent, status %s, cursor %q; want 2500, interrupted, dlq", len(got.Sent), got.Status, got.Cursor)
 	}
+	// A second replayer cannot run it while the first holds it; once the
+	// first stops updating past its claim, it can, and the first cannot.
+	a.Status = wire.ReplayRunning
+	if err := s.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Claim(ctx, a.ID, time.Minute); !errors.Is(err, replay.ErrRunning) {
+		t.Fatalf("Claim of a running replay = %v, want ErrRunning", err)
+	}
+	if got, _ := fresh.Get(ctx, a.ID); got.Status != wire.ReplayRunning {
+		t.Errorf("status while claimed = %s, want running", got.Status)
+	}
+	clk.Advance(DefaultReplayClaim)
+	if got, _ := fresh.Get(ctx, a.ID); got.Status != wire.ReplayInterrupted || got.Error == "" {
+		t.Errorf("status after the claim ran out = %s %q, want interrupted with a hint", got.Status, got.Error)
+	}
+	if err := fresh.Claim(ctx, a.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, a); !errors.Is(err, replay.ErrRunning) {
+		t.Errorf("Update by the replayer that lost its claim = %v, want ErrRunning", err)
+	}
+	if err := fresh.Claim(ctx, uuid.NewString(), time.Minute); !errors.Is(err, replay.ErrNotFound) {
+		t.Errorf("Claim of an unknown replay = %v, want ErrNotFound", err)
+	}
 	// The fresh store read the chunks: its next update writes the last only.
 	calls.Take()
 	got.Sent = append(got.Sent, commandIDs(1)...)
 	if err := fresh.Update(ctx, got); err != nil {
 		t.Fatal(err)
+	}
+	if got := calls.Take().Ops(); got.Total() != 1 {
+		t.Errorf("an update after a Get: %v, want 1 TransactWriteItems", got)
 	}
 
 	b := wire.ReplayAudit{ID: uuid.NewString(), Origin: "archive", Reason: "later", Status: wire.ReplayDone, StartedAt: t0.Add(time.Minute)}
