@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/google/uuid"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/google/uuid"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
@@ -237,7 +237,7 @@ func (s *ReplayAudits) Update(ctx context.Context, a wire.ReplayAudit) error {
 		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: c}})
 	}
 	puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: aws.String(mine),
+		ConditionExpression:       aws.String(mine),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(s.runner), ":now": num(s.clk.Now().UnixNano())}}})
 	for len(puts) > 0 {
 		n := min(len(puts), maxTransactItems)
