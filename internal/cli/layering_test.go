@@ -30,8 +30,10 @@ var forbidden = []string{
 	"internal/lambda",
 }
 
-// allowed are exceptions inside a forbidden tree.
-var allowed = []string{"internal/controlapi/wire"}
+// allowed are exceptions inside a forbidden tree. On an aws profile the
+// platform replays in the CLI with the operator's credentials: it runs
+// the replay engine and reads the AWS store (docs/replay.md, "On AWS").
+var allowed = []string{"internal/controlapi/wire", "internal/replay", "internal/store/awsstore"}
 
 // hosts are the CLI packages that may link the server: internal/cli/dispatchcmd
 // hosts `snavio dispatch serve` (and `dispatch deploy`), the one command

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
@@ -94,8 +95,7 @@ func NewSQSDLQ(ctx context.Context, o SQSDLQOptions) (*SQSDLQ, error) {
 	}
 	u, err := o.API.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(o.Queue)})
 	if err != nil {
-		var missing *sqstypes.QueueDoesNotExist
-		if errors.As(err, &missing) {
+		if queueMissing(err) {
 			return nil, fmt.Errorf("%w: %s: name an existing dead-letter queue of the environment", ErrNoQueue, o.Queue)
 		}
 		return nil, fmt.Errorf("replay: find queue %s: %w", o.Queue, err)
@@ -109,6 +109,15 @@ func NewSQSDLQ(ctx context.Context, o SQSDLQOptions) (*SQSDLQ, error) {
 		return nil, fmt.Errorf("replay: queue %s has no QueueArn attribute", o.Queue)
 	}
 	return s, nil
+}
+
+// queueMissing reports SQS's missing-queue error, typed (JSON protocol) or
+// by the query protocol's code, which emulators send alone (as
+// awsstore's SQS sender reads it).
+func queueMissing(err error) bool {
+	var missing *sqstypes.QueueDoesNotExist
+	var api smithy.APIError
+	return errors.As(err, &missing) || errors.As(err, &api) && (api.ErrorCode() == "QueueDoesNotExist" || api.ErrorCode() == "AWS.SimpleQueueService.NonExistentQueue")
 }
 
 // ErrNoQueue is a DLQ that does not exist.

@@ -1,0 +1,400 @@
+package platform
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/deploy/stack"
+	"github.com/snavio/snavio/internal/replay"
+	"github.com/snavio/snavio/internal/store/awsstore"
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
+	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/provenance"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
+	"github.com/snavio/snavio/pkg/dispatch/shield"
+	"github.com/snavio/snavio/pkg/dispatch/signing"
+)
+
+var emu awstest.Emulators
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	emu.Close()
+	os.Exit(code)
+}
+
+const (
+	replaySrc    = "demo/app"
+	replayTarget = "mailer"
+)
+
+var replaySecret = bytes.Repeat([]byte("k"), 32)
+
+// replayFixture is an environment on the emulators: the registry and flow
+// tables on DynamoDB Local, the DLQ, the bus and a queue that receives
+// every command put on the bus on kumo.
+type replayFixture struct {
+	t      *testing.T
+	r      *awsReplay
+	clk    *clock.Fake
+	sqs    *sqs.Client
+	dlqURL string
+	bus    *recordingBus // what the bus accepted
+	master *provenance.Signer
+	calls  *awstest.Calls
+}
+
+func newReplayFixture(t *testing.T) *replayFixture {
+	t.Helper()
+	ctx := context.Background()
+	d := emu.DynamoDB(t)
+	k := emu.Kumo()
+	env := emu.UniqueName()
+	clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
+	calls := &awstest.Calls{}
+	sc := awsstore.Config{Env: env, AWSConfig: d.Config(), ClientOptions: append(d.ClientOptions(), calls.DynamoDB), Clock: clk}
+	flow, err := awsstore.NewFlowStore(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := awsstore.NewRegistryStore(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(flow.CreateTables(ctx), reg.CreateTables(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	audits, err := awsstore.NewReplayAudits(sc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq := sqs.NewFromConfig(k.Config(), append(k.SQSOptions(), calls.SQS)...)
+	eb := eventbridge.NewFromConfig(k.Config(), func(o *eventbridge.Options) {
+		o.BaseEndpoint = awssdk.String(k.Endpoint)
+		o.APIOptions = append(o.APIOptions, calls.Count)
+	})
+	names := stack.Names{Env: env}
+	mkQueue := func(name string) (string, string) {
+		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return awssdk.ToString(q.QueueUrl), a.Attributes["QueueArn"]
+	}
+	_, queueARN := mkQueue(names.Queue("mailer"))
+	dlqURL, dlqARN := mkQueue(names.Queue("mailer-dlq"))
+	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: awssdk.String(names.Bus())}); err != nil {
+		t.Fatal(err)
+	}
+	by := registry.Actor{Who: "test", At: clk.Now()}
+	for _, it := range []registry.Item{
+		{Key: &registry.ServiceKey{Source: replaySrc, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: replaySecret, ActivatedAt: clk.Now().Add(-time.Hour)}}}},
+		{Route: &registry.Route{Target: replayTarget, Command: "send", QueueARN: queueARN, DLQARN: dlqARN}},
+	} {
+		if _, err := reg.Put(ctx, by, it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	master, err := provenance.NewSigner(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sink is the profile's Bus, as the CLI builds it.
+	dir := t.TempDir()
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "snavioTest", "AWS_SECRET_ACCESS_KEY": "snavioTest", "AWS_REGION": "us-east-1",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"), "AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	bus := &recordingBus{inner: busAdapter{NewBus(Target{Kind: "aws", Endpoint: k.Endpoint, BusName: names.Bus()}, BusOptions{})}}
+	r := &awsReplay{
+		names: names, bus: names.Bus(), audits: audits, registry: reg, sqs: sq, events: eb, put: bus,
+		keys:     replay.MasterKeys{Signer: master},
+		operator: func(context.Context) (string, error) { return "arn:aws:iam::000000000000:user/operator", nil },
+		clk:      clk,
+		sleep:    func(_ context.Context, d time.Duration) error { clk.Advance(d); return nil },
+		lease:    time.Second, wait: -1,
+	}
+	return &replayFixture{t: t, r: r, clk: clk, sqs: sq, dlqURL: dlqURL, bus: bus, master: master, calls: calls}
+}
+
+// recordingBus keeps the commands kumo's PutEvents accepted (kumo's own
+// rule targets deliver to a fixed address, not the test's server).
+type recordingBus struct {
+	inner replay.Bus
+	got   []envelope.Envelope
+}
+
+func (b *recordingBus) PutEvents(ctx context.Context, evs []replay.Event) ([]replay.Result, error) {
+	res, err := b.inner.PutEvents(ctx, evs)
+	for i := range res {
+		if res[i].EventID != "" {
+			var e envelope.Envelope
+			if err := json.Unmarshal(evs[i].Detail, &e); err != nil {
+				return nil, err
+			}
+			b.got = append(b.got, e)
+		}
+	}
+	return res, err
+}
+
+// take returns what the bus accepted since the last take.
+func (b *recordingBus) take() []envelope.Envelope {
+	out := b.got
+	b.got = nil
+	return out
+}
+
+// deadLetter puts command n into the DLQ as the dispatcher delivered it,
+// delivery-signed by sign (nil: unsigned, a planted message).
+func (f *replayFixture) deadLetter(n int, sign *provenance.Signer) string {
+	f.t.Helper()
+	id := fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n)
+	e := envelope.New(id, f.clk.Now().Add(-time.Minute), replayTarget, "send", []byte(`{"n":`+strconv.Itoa(n)+`}`))
+	e.Metadata.VersionID = "hmac-v1"
+	k, _ := signing.NewKey("hmac-v1", replaySecret)
+	if err := k.SignEnvelope(&e, replaySrc); err != nil {
+		f.t.Fatal(err)
+	}
+	e.Command.Source = replaySrc
+	body, err := e.AppendJSON(nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m := provenance.Message{CommandID: id, Source: replaySrc, Target: replayTarget, Command: "send", Body: body}
+	if sign != nil {
+		if err := sign.Sign(&m); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	attrs := map[string]sqstypes.MessageAttributeValue{}
+	for k, v := range m.Attributes() {
+		if v != "" {
+			attrs[k] = sqstypes.MessageAttributeValue{DataType: awssdk.String("String"), StringValue: awssdk.String(v)}
+		}
+	}
+	if _, err := f.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: awssdk.String(f.dlqURL), MessageBody: awssdk.String(string(body)), MessageAttributes: attrs}); err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+// drain returns the commands in q (all its messages, deleted).
+func (f *replayFixture) drain(q string) []envelope.Envelope {
+	f.t.Helper()
+	var out []envelope.Envelope
+	for {
+		got, err := f.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: awssdk.String(q), MaxNumberOfMessages: 10})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(got.Messages) == 0 {
+			return out
+		}
+		for _, m := range got.Messages {
+			var e envelope.Envelope
+			if err := json.Unmarshal([]byte(awssdk.ToString(m.Body)), &e); err != nil {
+				f.t.Fatalf("%s: %v", awssdk.ToString(m.Body), err)
+			}
+			out = append(out, e)
+			if _, err := f.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: awssdk.String(q), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// follow reads a stream to its end and returns the finished update.
+func (f *replayFixture) follow(st ReplayStream, err error) wire.ReplayUpdate {
+	t := f.t
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last wire.ReplayUpdate
+	for {
+		u, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = u
+	}
+	if last.Event != wire.ReplayEventFinished {
+		t.Fatalf("the stream ended with %q, want finished", last.Event)
+	}
+	return last
+}
+
+// TestAWSDLQReplay: a DLQ replay on SQS, the bus on kumo and the
+// registry and audits on DynamoDB Local. A signed dead-lettered message
+// is replayed (re-signed with the source's current key, re-timestamped,
+// with replay metadata, accepted by the shield) and deleted; a planted one
+// is refused and left; a plan leaves the queue as it was.
+func TestAWSDLQReplay(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	genuine := f.deadLetter(1, f.master)
+	other, _ := provenance.NewSigner(bytes.Repeat([]byte{9}, 32))
+	f.deadLetter(2, nil)   // unsigned
+	f.deadLetter(3, other) // signed by another platform
+	req := wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "incident 7"}
+
+	pr, err := f.r.plan(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Plan.Total != 1 || pr.Plan.Refused != 2 || pr.Plan.RefusedBy[provenance.ReasonUnsigned] != 1 || pr.Plan.RefusedBy[provenance.ReasonUnknownKey] != 1 {
+		t.Fatalf("plan = %+v, want 1 to send, 1 unsigned and 1 unknown_delivery_key refused", pr.Plan)
+	}
+
+	f.calls.Take()
+	fin := f.follow(f.r.start(ctx, req))
+	t.Logf("AWS calls of `replay --from dlq:` (plan and run, 3 messages, 1 sent): %v", f.calls.Take().Ops())
+	a := fin.Replay
+	if a.Status != wire.ReplayDone || a.SentCount != 1 || a.Refused != 2 || a.Planned != 1 || fin.Error != "" {
+		t.Fatalf("finished = %+v (%s), want done, 1 sent, 2 refused", a, fin.Error)
+	}
+	if a.Operator != "arn:aws:iam::000000000000:user/operator" || a.Origin != req.From {
+		t.Errorf("audit operator %q origin %q", a.Operator, a.Origin)
+	}
+
+	// What the bus got: the genuine command, replayed and valid now.
+	got := f.bus.take()
+	if len(got) != 1 || got[0].Metadata.ID != genuine {
+		t.Fatalf("the bus got %d command(s), want %s once", len(got), genuine)
+	}
+	e := got[0]
+	if !e.Metadata.Replay || e.Metadata.ReplayID != a.ID || e.Metadata.ReplayReason != "incident 7" || e.Metadata.Timestamp != envelope.FormatTimestamp(f.clk.Now()) {
+		t.Errorf("replayed metadata = %+v", e.Metadata)
+	}
+	detail, _ := e.AppendJSON(nil)
+	view, err := replay.LoadRegistry(ctx, f.r.registry, keys.Policy{}, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := replay.NewVerifier(view, shield.Config{}, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.Refusal(&replay.Archived{Source: replaySrc, DetailType: envelope.EventType, Detail: detail, ReceivedAt: f.clk.Now()}); r != "" {
+		t.Errorf("the shield refuses the replayed command: %s", r)
+	}
+
+	// The DLQ kept the two planted messages only.
+	left := f.drain(f.dlqURL)
+	if len(left) != 2 {
+		t.Fatalf("the DLQ holds %d message(s), want the 2 refused", len(left))
+	}
+	for _, e := range left {
+		if e.Metadata.ID == genuine {
+			t.Error("the replayed message was not deleted")
+		}
+	}
+
+	// The audit is in DynamoDB: show and list answer it.
+	shown, err := f.r.audits.Get(ctx, a.ID)
+	if err != nil || shown.Status != wire.ReplayDone || len(shown.Sent) != 1 || shown.Sent[0] != genuine {
+		t.Errorf("audit = %+v, %v", shown, err)
+	}
+}
+
+// TestAWSDLQReplayResumes: a run paused by --limit, then a crash between
+// the audit write and the delete (the sent message is back in the DLQ):
+// the resume sends each command once and deletes the copy it finds sent.
+func TestAWSDLQReplayResumes(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	ids := []string{f.deadLetter(1, f.master), f.deadLetter(2, f.master), f.deadLetter(3, f.master)}
+	req := wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "incident 8", Limit: 1}
+	fin := f.follow(f.r.start(ctx, req))
+	if fin.Replay.Status != wire.ReplayPaused || fin.Replay.SentCount != 1 {
+		t.Fatalf("first run = %s with %d sent, want paused after 1", fin.Replay.Status, fin.Replay.SentCount)
+	}
+	first := f.bus.take()
+	if len(first) != 1 {
+		t.Fatalf("the bus got %d, want 1", len(first))
+	}
+	// The crash: the message of the command sent is back in the DLQ.
+	var n int
+	fmt.Sscanf(first[0].Metadata.ID[len(first[0].Metadata.ID)-12:], "%d", &n)
+	f.deadLetter(n, f.master)
+
+	// Another replayer cannot take it while this one holds it... once
+	// paused, the claim is released and a resume runs.
+	fin = f.follow(f.r.resume(ctx, fin.Replay.ID, wire.ReplayResumeRequest{}))
+	if fin.Replay.Status != wire.ReplayDone || fin.Replay.SentCount != 3 || fin.Replay.Resumes != 1 {
+		t.Fatalf("resumed run = %+v (%s), want done with 3 sent", fin.Replay, fin.Error)
+	}
+	rest := f.bus.take()
+	seen := map[string]int{first[0].Metadata.ID: 1}
+	for _, e := range rest {
+		seen[e.Metadata.ID]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("command %s was put on the bus %d times, want once", id, seen[id])
+		}
+	}
+	if left := f.drain(f.dlqURL); len(left) != 0 {
+		t.Errorf("the DLQ still holds %d message(s), want none (the copy of a sent command is deleted)", len(left))
+	}
+	if _, err := f.r.resume(ctx, fin.Replay.ID, wire.ReplayResumeRequest{}); !isStatus(err, http.StatusConflict) {
+		t.Errorf("resuming a finished replay = %v, want 409", err)
+	}
+}
+
+// TestAWSReplayRefusesBadInput: the local API's answers, same statuses.
+func TestAWSReplayRefusesBadInput(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	for name, req := range map[string]wire.ReplayRequest{
+		"no reason":          {From: "dlq:x"},
+		"bad origin":         {From: "s3:x", Reason: "r"},
+		"archive no start":   {From: "archive", Reason: "r"},
+		"archive with cause": {From: "archive", Reason: "r", Start: f.clk.Now().Add(-time.Hour), FailureReason: "max_receives"},
+		"bad dedupe":         {From: "dlq:x", Reason: "r", Dedupe: "maybe"},
+	} {
+		if _, err := f.r.plan(ctx, req); !isStatus(err, http.StatusBadRequest) {
+			t.Errorf("%s: %v, want 400", name, err)
+		}
+	}
+	if _, err := f.r.plan(ctx, wire.ReplayRequest{From: "dlq:nope", Reason: "r"}); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("unknown queue: %v, want 404", err)
+	}
+	if _, err := f.r.resume(ctx, "0f8fad5b-d9cb-469f-a165-70867728950e", wire.ReplayResumeRequest{}); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("unknown replay: %v, want 404", err)
+	}
+	if _, err := (&AWS{target: Target{Kind: "aws"}}).ListReplays(ctx); !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("a profile without env: %v, want 400", err)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == status
+}
