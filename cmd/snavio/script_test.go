@@ -45,7 +45,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend, "aws-fake": awsFake},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend, "aws-fake": awsFake, "replay-aws": replayAWS},
 		Condition:           condition,
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
@@ -268,6 +268,8 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 // the script fails under CI=true (CI runs as root and must run it).
 func condition(cond string) (bool, error) {
 	switch cond {
+	case "dynamodb":
+		return dynamoDBCondition()
 	case "mountable":
 	case "awscli":
 		// [awscli]: the AWS CLI is on PATH. In CI (CI=true) its absence

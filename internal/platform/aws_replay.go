@@ -100,7 +100,13 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 		return nil, err
 	}
 	names := stack.Names{Env: t.Env}
-	busName := firstNonEmpty(t.BusName, names.Bus())
+	// The env's bus, unless the profile names another than the default
+	// (aws profiles default bus_name to the spec's snavio-command-bus,
+	// which a deployed env does not have).
+	busName := names.Bus()
+	if t.BusName != "" && t.BusName != DefaultBusName {
+		busName = t.BusName
+	}
 	bt := t
 	bt.BusName = busName
 	st := sts.NewFromConfig(cfg, func(o *sts.Options) {

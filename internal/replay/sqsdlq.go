@@ -96,7 +96,7 @@ func NewSQSDLQ(ctx context.Context, o SQSDLQOptions) (*SQSDLQ, error) {
 	u, err := o.API.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(o.Queue)})
 	if err != nil {
 		if queueMissing(err) {
-			return nil, fmt.Errorf("%w: %s: name an existing dead-letter queue of the environment", ErrNoQueue, o.Queue)
+			return nil, fmt.Errorf("%w: %s", ErrNoQueue, o.Queue)
 		}
 		return nil, fmt.Errorf("replay: find queue %s: %w", o.Queue, err)
 	}
