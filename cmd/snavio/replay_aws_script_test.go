@@ -171,7 +171,7 @@ func startReplayAWS(ts *testscript.TestScript) *replayAWSEnv {
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDSCRIPT", "AWS_SECRET_ACCESS_KEY": "script",
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(home, "aws-config"),
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "aws-credentials"),
-		platform.DeliveryKeyFileEnv: keyFile, "ENV": env, "DLQ": names.Queue("mailer-dlq"),
+		platform.DeliveryKeyFileEnv:   keyFile, "ENV": env, "DLQ": names.Queue("mailer-dlq"),
 	} {
 		ts.Setenv(k, v)
 	}
