@@ -301,6 +301,10 @@ func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.Registr
 	if err != nil {
 		return nil, fmt.Errorf("replay: the shield configuration: %w", err)
 	}
+	prefix := r.names.Queue("replay-")
+	if _, err := replay.SweepCaptures(ctx, r.sqs, r.events, r.bus, prefix, r.clk.Now()); err != nil {
+		return nil, fmt.Errorf("sweeping what crashed archive replays left: %w", err)
+	}
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	tags := map[string]string{"snavio:env": r.names.Env, "snavio:purpose": "replay-capture"}
@@ -308,7 +312,7 @@ func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.Registr
 		tags["snavio:replay-id"] = replayID
 	}
 	return replay.NewEBArchive(replay.EBArchiveOptions{Events: r.events, SQS: r.sqs, Bus: r.bus, Archive: r.names.Archive(),
-		Name: r.names.Queue("replay-" + hex.EncodeToString(suffix[:])), Tags: tags, Filter: p.opts.Filter, Verifier: v, Wait: r.wait})
+		Name: prefix + hex.EncodeToString(suffix[:]), Tags: tags, Filter: p.opts.Filter, Verifier: v, Wait: r.wait})
 }
 
 // closeSource deletes what an archive source created, even after an

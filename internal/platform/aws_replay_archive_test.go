@@ -222,3 +222,42 @@ func TestAWSArchiveReplay(t *testing.T) {
 		t.Errorf("capture queue %q is not named for the env's replays", name)
 	}
 }
+
+// TestSweepCaptures: a capture queue a crashed run left is deleted with
+// its rule once it is a day old, and not before; other queues stay.
+func TestSweepCaptures(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	prefix := f.r.names.Queue("replay-")
+	left, err := f.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(prefix + "deadbeef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := f.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(f.r.names.Queue("orders"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := &fakeArchive{t: t, sqs: f.sqs, bus: f.r.bus, archive: f.r.names.Archive()}
+	srv := httptest.NewServer(fa)
+	defer srv.Close()
+	eb := eventbridge.NewFromConfig(emu.Kumo().Config(), func(o *eventbridge.Options) { o.BaseEndpoint = awssdk.String(srv.URL) })
+	if got, err := replay.SweepCaptures(ctx, f.sqs, eb, f.r.bus, prefix, time.Now()); err != nil || len(got) != 0 {
+		t.Fatalf("sweep of a fresh capture queue = %v, %v; want nothing deleted", got, err)
+	}
+	got, err := replay.SweepCaptures(ctx, f.sqs, eb, f.r.bus, prefix, time.Now().Add(replay.CaptureMaxAge+time.Minute))
+	if err != nil || len(got) != 1 || got[0] != prefix+"deadbeef" {
+		t.Fatalf("sweep a day later = %v, %v; want the leftover deleted", got, err)
+	}
+	fa.mu.Lock()
+	ops := strings.Join(fa.ops, " ")
+	fa.mu.Unlock()
+	if ops != "RemoveTargets DeleteRule" {
+		t.Errorf("EventBridge calls %q, want the leftover rule's target removed and the rule deleted", ops)
+	}
+	if _, err := f.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: left.QueueUrl}); err == nil {
+		t.Error("the leftover capture queue still exists")
+	}
+	if _, err := f.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: other.QueueUrl}); err != nil {
+		t.Errorf("another queue was touched: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,6 +42,7 @@ type CaptureSQSAPI interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
+	ListQueues(ctx context.Context, in *sqs.ListQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error)
 }
 
 // EBArchiveOptions configure an EventBridge archive source.
@@ -316,4 +318,48 @@ func DecodeCapturedEvent(b []byte) (CapturedEvent, error) {
 		return CapturedEvent{}, errors.New("an EventBridge event's detail is a JSON object")
 	}
 	return CapturedEvent{ID: raw.ID, DetailType: raw.DetailType, Source: raw.Source, Time: t.UTC(), Detail: []byte(raw.Detail), ReplayName: raw.ReplayName}, nil
+}
+
+// CaptureMaxAge is how old a capture queue must be before SweepCaptures
+// deletes it: a day, the capture queue's own retention.
+const CaptureMaxAge = 24 * time.Hour
+
+// SweepCaptures deletes the capture queues (and their rules) that runs
+// which did not end cleanly (a crash, a kill) left behind: the queues
+// named prefix... on bus older than CaptureMaxAge at now. It returns the
+// names it deleted.
+func SweepCaptures(ctx context.Context, q CaptureSQSAPI, ev EventBridgeAPI, bus, prefix string, now time.Time) ([]string, error) {
+	var deleted []string
+	p := sqs.NewListQueuesPaginator(q, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return deleted, fmt.Errorf("list capture queues %s*: %w", prefix, err)
+		}
+		for _, u := range page.QueueUrls {
+			a, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameCreatedTimestamp}})
+			if err != nil {
+				if queueMissing(err) {
+					continue
+				}
+				return deleted, fmt.Errorf("read the age of %s: %w", u, err)
+			}
+			created, err := strconv.ParseInt(a.Attributes[string(sqstypes.QueueAttributeNameCreatedTimestamp)], 10, 64)
+			if err != nil || now.Sub(time.Unix(created, 0)) < CaptureMaxAge {
+				continue
+			}
+			name := u[strings.LastIndexByte(u, '/')+1:]
+			if _, err := ev.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), EventBusName: aws.String(bus), Ids: []string{"capture"}}); err != nil && !notFound(err) {
+				return deleted, fmt.Errorf("remove the target of the leftover capture rule %s: %w", name, err)
+			}
+			if _, err := ev.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(name), EventBusName: aws.String(bus)}); err != nil && !notFound(err) {
+				return deleted, fmt.Errorf("delete the leftover capture rule %s: %w", name, err)
+			}
+			if _, err := q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil && !queueMissing(err) {
+				return deleted, fmt.Errorf("delete the leftover capture queue %s: %w", name, err)
+			}
+			deleted = append(deleted, name)
+		}
+	}
+	return deleted, nil
 }
