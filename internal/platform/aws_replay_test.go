@@ -398,3 +398,25 @@ func isStatus(err error, status int) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == status
 }
+
+// TestAWSDLQReplayCalls measures the AWS calls of a DLQ replay of 20
+// commands (plan and run): per batch of 10, one ReceiveMessage, one
+// PutEvents and two audit writes; one DeleteMessage per command.
+func TestAWSDLQReplayCalls(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	for i := 1; i <= 20; i++ {
+		f.deadLetter(i, f.master)
+	}
+	f.calls.Take()
+	fin := f.follow(f.r.start(ctx, wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "load"}))
+	got := f.calls.Take().Ops()
+	puts := len(f.bus.take())
+	t.Logf("AWS calls of `replay --from dlq:` for 20 commands (plan and run): %v, PutEvents entries %d", got, puts)
+	if fin.Replay.SentCount != 20 || puts != 20 {
+		t.Fatalf("sent %d (bus %d), want 20", fin.Replay.SentCount, puts)
+	}
+	if got["DeleteMessage"] != 20 || got["TransactWriteItems"] > 2*4+1 || got["Scan"] != 1 || got["PutItem"] != 1 {
+		t.Errorf("calls %v: want 20 DeleteMessage, at most 9 TransactWriteItems (2 per batch of the run), 1 Scan, 1 PutItem", got)
+	}
+}
