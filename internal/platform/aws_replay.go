@@ -290,9 +290,12 @@ type closingSource interface {
 	Close(ctx context.Context) error
 }
 
-// source opens p's source; replayID tags an archive run's capture (""
-// for a plan).
-func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.RegistryView, replayID string) (replay.Source, error) {
+// tagReplayID tags an archive run's capture rule and queue with its
+// replay.
+const tagReplayID = "snavio:replay-id"
+
+// source opens p's source.
+func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.RegistryView) (replay.Source, error) {
 	if !p.origin.IsArchive() {
 		s, err := replay.NewSQSDLQ(ctx, replay.SQSDLQOptions{API: r.sqs, Queue: p.origin.Queue, Lease: r.lease, Wait: r.wait, View: view, Keys: r.keys})
 		return s, replayErr(err, "")
@@ -308,9 +311,6 @@ func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.Registr
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	tags := map[string]string{"snavio:env": r.names.Env, "snavio:purpose": "replay-capture"}
-	if replayID != "" {
-		tags["snavio:replay-id"] = replayID
-	}
 	return replay.NewEBArchive(replay.EBArchiveOptions{Events: r.events, SQS: r.sqs, Bus: r.bus, Archive: r.names.Archive(),
 		Name: prefix + hex.EncodeToString(suffix[:]), Tags: tags, Filter: p.opts.Filter, Verifier: v, Wait: r.wait})
 }
@@ -343,7 +343,7 @@ func (r *awsReplay) plan(ctx context.Context, req wire.ReplayRequest) (wire.Repl
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
-	src, err := r.source(ctx, p, view, "")
+	src, err := r.source(ctx, p, view)
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
@@ -368,7 +368,7 @@ func (r *awsReplay) start(ctx context.Context, req wire.ReplayRequest) (ReplaySt
 	if err != nil {
 		return nil, err
 	}
-	peek, err := r.source(ctx, p, view, "")
+	peek, err := r.source(ctx, p, view)
 	if err != nil {
 		return nil, err
 	}
@@ -376,16 +376,19 @@ func (r *awsReplay) start(ctx context.Context, req wire.ReplayRequest) (ReplaySt
 	if err = errors.Join(err, r.closeSource(ctx, peek)); err != nil {
 		return nil, err
 	}
+	src, err := r.source(ctx, p, view)
+	if err != nil {
+		return nil, err
+	}
 	audit, err := e.Begin(ctx, p.origin.String(), p.opts, plan.Total)
 	if err != nil {
 		return nil, err
 	}
+	if t, ok := src.(*replay.EBArchive); ok {
+		t.Tag(tagReplayID, audit.ID)
+	}
 	if err := r.audits.Claim(ctx, audit.ID, r.claimFor(p.opts.Rate)); err != nil {
 		return nil, replayErr(err, audit.ID)
-	}
-	src, err := r.source(ctx, p, view, audit.ID)
-	if err != nil {
-		return nil, err
 	}
 	return r.stream(ctx, audit, func(ctx context.Context, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
 		defer func() { _ = r.closeSource(ctx, src) }()
@@ -408,16 +411,21 @@ func (r *awsReplay) resume(ctx context.Context, id string, req wire.ReplayResume
 	if err != nil {
 		return nil, fmt.Errorf("replay %s has a corrupt origin: %w", id, err)
 	}
-	if err := r.audits.Claim(ctx, id, r.claimFor(audit.Rate)); err != nil {
-		return nil, replayErr(err, id)
-	}
 	e, view, err := r.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	src, err := r.source(ctx, prepared{origin: origin, opts: replay.AuditOptions(&audit)}, view, id)
+	src, err := r.source(ctx, prepared{origin: origin, opts: replay.AuditOptions(&audit)}, view)
 	if err != nil {
 		return nil, err
+	}
+	if t, ok := src.(*replay.EBArchive); ok {
+		t.Tag(tagReplayID, id)
+	}
+	// Claimed last: nothing after it can fail before the run, whose end
+	// releases the claim.
+	if err := r.audits.Claim(ctx, id, r.claimFor(audit.Rate)); err != nil {
+		return nil, replayErr(err, id)
 	}
 	audit.Status = wire.ReplayRunning
 	return r.stream(ctx, audit, func(ctx context.Context, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {

@@ -105,6 +105,15 @@ func NewEBArchive(o EBArchiveOptions) (*EBArchive, error) {
 // Name implements Source.
 func (s *EBArchive) Name() string { return wire.ReplayOriginArchive }
 
+// Tag adds a tag to the capture rule and queue; call it before the
+// first Next.
+func (s *EBArchive) Tag(key, value string) {
+	if s.o.Tags == nil {
+		s.o.Tags = map[string]string{}
+	}
+	s.o.Tags[key] = value
+}
+
 // ReplayName is the EventBridge replay's (and the capture rule's and
 // queue's) name.
 func (s *EBArchive) ReplayName() string { return s.o.Name }

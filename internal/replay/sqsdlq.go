@@ -220,6 +220,13 @@ func (s *SQSDLQ) release(ctx context.Context) {
 	clear(s.held)
 }
 
+// Close makes the messages received and not deleted visible again (a run
+// that paused or was interrupted mid-pass).
+func (s *SQSDLQ) Close(ctx context.Context) error {
+	s.release(ctx)
+	return nil
+}
+
 // Ack implements Source: the message is deleted.
 func (s *SQSDLQ) Ack(ctx context.Context, r Record) error {
 	if _, err := s.o.API.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.url), ReceiptHandle: aws.String(r.Ref)}); err != nil {
