@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -418,5 +419,51 @@ func TestAWSDLQReplayCalls(t *testing.T) {
 	}
 	if got["DeleteMessage"] != 20 || got["TransactWriteItems"] > 2*4+1 || got["Scan"] != 1 || got["PutItem"] != 1 {
 		t.Errorf("calls %v: want 20 DeleteMessage, at most 9 TransactWriteItems (2 per batch of the run), 1 Scan, 1 PutItem", got)
+	}
+}
+
+// TestAWSDLQReplayInterrupted: Ctrl-C in the middle of a run (here, while
+// it paces itself at --rate 1/s): the run records itself interrupted
+// after what it sent, makes the message in hand visible again, and the
+// resume sends the rest, each command once.
+func TestAWSDLQReplayInterrupted(t *testing.T) {
+	f := newReplayFixture(t)
+	ids := []string{f.deadLetter(1, f.master), f.deadLetter(2, f.master), f.deadLetter(3, f.master)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	interrupted := false
+	f.r.sleep = func(ctx context.Context, d time.Duration) error {
+		if !interrupted {
+			interrupted = true
+			cancel() // the operator's Ctrl-C
+			return ctx.Err()
+		}
+		f.clk.Advance(d)
+		return nil
+	}
+	fin := f.follow(f.r.start(ctx, wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "incident 10", Rate: 1}))
+	a := fin.Replay
+	if a.Status != wire.ReplayInterrupted || a.SentCount != 1 || !strings.Contains(fin.Error, "--resume "+a.ID) {
+		t.Fatalf("interrupted run = %s with %d sent (%s), want interrupted after 1", a.Status, a.SentCount, fin.Error)
+	}
+	stored, err := f.r.audits.Get(context.Background(), a.ID)
+	if err != nil || stored.Status != wire.ReplayInterrupted || len(stored.Sent) != 1 {
+		t.Fatalf("stored audit = %+v, %v", stored, err)
+	}
+	fin = f.follow(f.r.resume(context.Background(), a.ID, wire.ReplayResumeRequest{}))
+	if fin.Replay.Status != wire.ReplayDone || fin.Replay.SentCount != 3 {
+		t.Fatalf("resumed run = %+v (%s), want done with 3 sent", fin.Replay, fin.Error)
+	}
+	seen := map[string]int{}
+	for _, e := range f.bus.take() {
+		seen[e.Metadata.ID]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("command %s was put on the bus %d times, want once", id, seen[id])
+		}
+	}
+	if left := f.drain(f.dlqURL); len(left) != 0 {
+		t.Errorf("the DLQ still holds %d message(s)", len(left))
 	}
 }
