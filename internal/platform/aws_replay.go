@@ -233,44 +233,18 @@ type prepared struct {
 	opts   replay.Options
 }
 
-// prepare validates req as the local API does (controlapi prepare).
+// prepare validates req as the local API does.
 func (r *awsReplay) prepare(req wire.ReplayRequest, operator string) (prepared, error) {
-	origin, err := wire.ParseReplayOrigin(req.From)
+	origin, opts, err := replay.Prepare(req, operator, r.clk.Now(), 0)
+	var bad *replay.BadRequest
+	if errors.As(err, &bad) {
+		return prepared{}, badRequest(bad.Msg, bad.Fix)
+	}
 	if err != nil {
-		return prepared{}, badRequest(err.Error(), "pass --from archive or --from dlq:QUEUE")
+		return prepared{}, err
 	}
-	mode, err := wire.ParseReplayDedupeMode(req.Dedupe)
-	if err != nil {
-		return prepared{}, badRequest(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
-	}
-	now := r.clk.Now()
-	opts := replay.Options{
-		Filter: wire.ReplayFilter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason},
-		Reason: req.Reason, Operator: operator, Dedupe: mode, Rate: req.Rate, Limit: req.Limit,
-	}
-	if !req.Start.IsZero() {
-		opts.Filter.Start = req.Start.UTC()
-	}
-	if !req.End.IsZero() {
-		opts.Filter.End = req.End.UTC()
-	}
-	if origin.IsArchive() {
-		if opts.Filter.Start.IsZero() {
-			return prepared{}, badRequest("replaying the archive needs --start", "give the start of the range, such as --start 1h or --start 2026-11-21T12:00:00Z")
-		}
-		if opts.Filter.Reason != "" {
-			return prepared{}, badRequest("--reason filters a DLQ by failure reason; archived events have none", "drop --reason, or replay --from dlq:QUEUE")
-		}
-		if opts.Filter.End.IsZero() || opts.Filter.End.After(now) {
-			// A replay never reads what it (or anything after it) put.
-			opts.Filter.End = now
-		}
-		if !opts.Filter.Start.Before(opts.Filter.End) {
-			return prepared{}, badRequest("--start is not before the end of the range", "give a --start in the past, before --end")
-		}
-	}
-	if err := opts.Validate(); err != nil {
-		return prepared{}, badRequest(err.Error(), "fix the flag named; see `snavio replay --help`")
+	if origin.IsArchive() && !opts.Filter.Start.Before(opts.Filter.End) {
+		return prepared{}, badRequest("--start is not before the end of the range", "give a --start in the past, before --end")
 	}
 	return prepared{origin: origin, opts: opts}, nil
 }
@@ -441,11 +415,11 @@ func (r *awsReplay) stream(ctx context.Context, audit wire.ReplayAudit, run func
 	s := &runStream{ch: make(chan wire.ReplayUpdate, 16), cancel: cancel}
 	go func() {
 		defer close(s.ch)
-		s.ch <- wire.ReplayUpdate{Event: wire.ReplayEventStarted, Replay: strip(audit)}
+		s.ch <- wire.ReplayUpdate{Event: wire.ReplayEventStarted, Replay: replay.Shown(audit)}
 		final, err := run(ctx, func(a wire.ReplayAudit) {
-			s.ch <- wire.ReplayUpdate{Event: wire.ReplayEventProgress, Replay: strip(a)}
+			s.ch <- wire.ReplayUpdate{Event: wire.ReplayEventProgress, Replay: replay.Shown(a)}
 		})
-		u := wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: strip(final)}
+		u := wire.ReplayUpdate{Event: wire.ReplayEventFinished, Replay: replay.Shown(final)}
 		if err != nil {
 			u.Error = err.Error()
 		}
@@ -475,12 +449,6 @@ func (s *runStream) Close() error {
 	for range s.ch {
 	}
 	return nil
-}
-
-// strip is an audit as the API shows it: without the sent ids and cursor.
-func strip(a wire.ReplayAudit) wire.ReplayAudit {
-	a.Sent, a.Cursor = nil, ""
-	return a
 }
 
 // PlanReplay implements Platform.
@@ -521,7 +489,7 @@ func (c *AWS) ListReplays(ctx context.Context) ([]wire.ReplayAudit, error) {
 		return nil, err
 	}
 	for i := range all {
-		all[i] = strip(all[i])
+		all[i] = replay.Shown(all[i])
 	}
 	return all, nil
 }
@@ -536,5 +504,5 @@ func (c *AWS) GetReplay(ctx context.Context, id string) (wire.ReplayAudit, error
 	if err != nil {
 		return wire.ReplayAudit{}, replayErr(err, id)
 	}
-	return strip(a), nil
+	return replay.Shown(a), nil
 }

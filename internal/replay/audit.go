@@ -83,6 +83,13 @@ func (s *MemoryAudits) List(context.Context) ([]wire.ReplayAudit, error) {
 	return out, nil
 }
 
+// Shown is an audit as the APIs show it: without the sent ids and the
+// cursor (a resume reads them from the store).
+func Shown(a wire.ReplayAudit) wire.ReplayAudit {
+	a.Sent, a.Cursor = nil, ""
+	return a
+}
+
 func clone(a wire.ReplayAudit) wire.ReplayAudit {
 	a.Sent = append([]string(nil), a.Sent...)
 	return a
