@@ -145,9 +145,19 @@ func newReplayFixture(t *testing.T) *replayFixture {
 type recordingBus struct {
 	inner replay.Bus
 	got   []envelope.Envelope
+	// refuse answers every entry with this error code instead of putting
+	// it (a throttled or refused entry).
+	refuse string
 }
 
 func (b *recordingBus) PutEvents(ctx context.Context, evs []replay.Event) ([]replay.Result, error) {
+	if b.refuse != "" {
+		res := make([]replay.Result, len(evs))
+		for i := range res {
+			res[i] = replay.Result{ErrorCode: b.refuse, ErrorMessage: "refused by the test"}
+		}
+		return res, nil
+	}
 	res, err := b.inner.PutEvents(ctx, evs)
 	for i := range res {
 		if res[i].EventID != "" {
@@ -465,5 +475,20 @@ func TestAWSDLQReplayInterrupted(t *testing.T) {
 	}
 	if left := f.drain(f.dlqURL); len(left) != 0 {
 		t.Errorf("the DLQ still holds %d message(s)", len(left))
+	}
+}
+
+// TestAWSDLQReplayKeepsRefusedEntries: an entry PutEvents refuses is
+// counted failed and its message stays in the DLQ.
+func TestAWSDLQReplayKeepsRefusedEntries(t *testing.T) {
+	f := newReplayFixture(t)
+	id := f.deadLetter(1, f.master)
+	f.bus.refuse = "ThrottlingException"
+	fin := f.follow(f.r.start(context.Background(), wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "incident 11"}))
+	if a := fin.Replay; a.Status != wire.ReplayDone || a.SentCount != 0 || a.Failed != 1 || !strings.Contains(a.LastError, "ThrottlingException") {
+		t.Fatalf("run = %+v, want done with 1 failed and nothing sent", a)
+	}
+	if left := f.drain(f.dlqURL); len(left) != 1 || left[0].Metadata.ID != id {
+		t.Fatalf("the DLQ holds %d message(s), want the refused one", len(left))
 	}
 }
