@@ -3,6 +3,7 @@ package platform
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -490,5 +491,41 @@ func TestAWSDLQReplayKeepsRefusedEntries(t *testing.T) {
 	}
 	if left := f.drain(f.dlqURL); len(left) != 1 || left[0].Metadata.ID != id {
 		t.Fatalf("the DLQ holds %d message(s), want the refused one", len(left))
+	}
+}
+
+// TestDeliveryKeyFile: SNAVIO_DELIVERY_KEY_FILE gives the targets' keys
+// derived from the master; a missing or malformed file is a usage error.
+func TestDeliveryKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	master := bytes.Repeat([]byte{3}, 32)
+	good := filepath.Join(dir, "good.key")
+	short := filepath.Join(dir, "short.key")
+	if err := errors.Join(os.WriteFile(good, []byte(base64.StdEncoding.EncodeToString(master)+"\n"), 0o600),
+		os.WriteFile(short, []byte(base64.StdEncoding.EncodeToString(master[:16])), 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(DeliveryKeyFileEnv, good)
+	k, err := deliveryKeys(&AWS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := provenance.NewSigner(master)
+	want, _ := s.Key("mailer")
+	got, err := k.DeliveryKey(context.Background(), "mailer")
+	if err != nil || got.ID != want.ID || !bytes.Equal(got.Secret, want.Secret) {
+		t.Errorf("key = %+v, %v; want %+v", got, err, want)
+	}
+	for _, path := range []string{short, filepath.Join(dir, "missing.key")} {
+		t.Setenv(DeliveryKeyFileEnv, path)
+		if _, err := deliveryKeys(&AWS{}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), DeliveryKeyFileEnv) {
+			t.Errorf("%s: %v, want a 400 naming %s", path, err, DeliveryKeyFileEnv)
+		}
+	}
+	t.Setenv(DeliveryKeyFileEnv, "")
+	if k, err := deliveryKeys(&AWS{}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := k.(controlDeliveryKeys); !ok {
+		t.Errorf("without the file: %T, want the control API's keys", k)
 	}
 }
