@@ -176,7 +176,7 @@ func (k controlDeliveryKeys) DeliveryKey(ctx context.Context, target string) (pr
 	if err != nil {
 		var na *NotAvailableError
 		if errors.As(err, &na) {
-			return provenance.Key{}, fmt.Errorf("%w; set %s to the delivery master key file to verify without the control API", err, DeliveryKeyFileEnv)
+			return provenance.Key{}, fmt.Errorf("the control API cannot give it (%v): set %s to the delivery master key file (deploy's --delivery-key-file) to verify without it", err, DeliveryKeyFileEnv)
 		}
 		return provenance.Key{}, err
 	}
