@@ -21,7 +21,6 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -85,12 +84,11 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 	if err != nil {
 		return nil, err
 	}
-	ddbOpts := func(o *dynamodb.Options) {
-		if t.Endpoint != "" {
-			o.BaseEndpoint = awssdk.String(t.Endpoint)
-		}
+	if t.Endpoint != "" {
+		// One endpoint for every service (an emulator such as LocalStack).
+		cfg.BaseEndpoint = awssdk.String(t.Endpoint)
 	}
-	sc := awsstore.Config{Env: t.Env, TablePrefix: t.TablePrefix, AWSConfig: cfg, ClientOptions: []func(*dynamodb.Options){ddbOpts}}
+	sc := awsstore.Config{Env: t.Env, TablePrefix: t.TablePrefix, AWSConfig: cfg}
 	audits, err := awsstore.NewReplayAudits(sc, 0)
 	if err != nil {
 		return nil, err
@@ -109,24 +107,12 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 	}
 	bt := t
 	bt.BusName = busName
-	st := sts.NewFromConfig(cfg, func(o *sts.Options) {
-		if t.Endpoint != "" {
-			o.BaseEndpoint = awssdk.String(t.Endpoint)
-		}
-	})
+	st := sts.NewFromConfig(cfg)
 	r := &awsReplay{
 		names: names, bus: busName, audits: audits, registry: reg,
-		sqs: sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-			if t.Endpoint != "" {
-				o.BaseEndpoint = awssdk.String(t.Endpoint)
-			}
-		}),
-		events: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) {
-			if t.Endpoint != "" {
-				o.BaseEndpoint = awssdk.String(t.Endpoint)
-			}
-		}),
-		put: busAdapter{NewBus(bt, BusOptions{})},
+		sqs:    sqs.NewFromConfig(cfg),
+		events: eventbridge.NewFromConfig(cfg),
+		put:    busAdapter{NewBus(bt, BusOptions{})},
 		operator: func(ctx context.Context) (string, error) {
 			id, err := st.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 			if err != nil {
