@@ -199,9 +199,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	s.api.ServeHTTP(sw, r.WithContext(server.WithPrincipal(r.Context(), p)))
-	rec.Status = sw.status
+	out := httptest.NewRecorder()
+	s.api.ServeHTTP(out, r.WithContext(server.WithPrincipal(r.Context(), p)))
+	for k, v := range out.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(out.Code)
+	_, _ = w.Write(out.Body.Bytes())
+	rec.Status = out.Code
 }
 
 // verify checks r's SigV4 signature and returns the caller's ARN.
@@ -311,16 +316,6 @@ func (s *Server) principal(arn string) (server.Principal, bool) {
 		return server.TenantPrincipal(t), true
 	}
 	return server.Principal{}, false
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
