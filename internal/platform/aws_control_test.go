@@ -316,3 +316,28 @@ func TestAWSControlIsLazy(t *testing.T) {
 		t.Fatalf("%d configuration loads for two calls, want 1", loads)
 	}
 }
+
+// A Function URL's own region wins over the profile's: the signature is
+// for the region the URL is in.
+func TestAWSControlSignsForTheURLsRegion(t *testing.T) {
+	clk := clock.NewFake(t0)
+	fn, err := fnurltest.New(fnurltest.Options{Region: "eu-west-1", Env: "test", Clock: clk, TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fn.Close)
+	fn.AddKey(opKey, opSecret, opToken, opARN)
+	tg := awsTarget("https://abc123.lambda-url.eu-west-1.on.aws/")
+	tg.Region = "us-west-2"
+	p := NewAWS(tg, AWSOptions{Clock: clk, HTTPClient: fn.Client(), LoadOptions: []func(*awsconfig.LoadOptions) error{staticCreds(opKey, opSecret, opToken)}})
+	if w, err := p.Whoami(context.Background()); err != nil || !w.Operator {
+		t.Fatalf("whoami: %+v %v", w, err)
+	}
+	// The same profile with a URL that names no region signs for
+	// us-west-2, which this Function URL refuses.
+	tg.ControlURL = fn.URL
+	p = NewAWS(tg, AWSOptions{Clock: clk, HTTPClient: fn.Client(), LoadOptions: []func(*awsconfig.LoadOptions) error{staticCreds(opKey, opSecret, opToken)}})
+	if _, err := p.Whoami(context.Background()); StatusOf(err) != http.StatusForbidden {
+		t.Fatalf("profile region: %v", err)
+	}
+}

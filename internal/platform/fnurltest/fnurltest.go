@@ -29,6 +29,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -63,6 +64,8 @@ type Options struct {
 	Env string
 	// Clock is the server's time (default the system clock).
 	Clock clock.Clock
+	// TLS serves https (Client trusts its certificate).
+	TLS bool
 }
 
 // Request is one request the server answered.
@@ -124,13 +127,32 @@ func New(o Options) (*Server, error) {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": r.URL.Path + " is not served by this control API host", "fix": "the fake serves the registry and whoami only", "code": NotServedCode})
 	})
 	s.api = mux
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	if o.TLS {
+		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	} else {
+		s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	}
 	s.URL = s.srv.URL
 	return s, nil
 }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
+
+// Client is an HTTP client that reaches the server whatever the URL's
+// host (a Function URL's name, say), trusting its certificate.
+func (s *Server) Client() *http.Client {
+	c := s.srv.Client()
+	tr := c.Transport.(*http.Transport).Clone()
+	addr := s.srv.Listener.Addr().String()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	if tr.TLSClientConfig != nil {
+		tr.TLSClientConfig.ServerName = "example.com" // httptest's certificate
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
 
 // AddKey makes the credentials (akid, secret, session token) those of
 // the IAM identity arn.
