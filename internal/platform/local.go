@@ -76,13 +76,8 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	what, fix := e.What, e.Fix
-	if what == "" {
-		what = "the dispatcher"
-	}
-	if fix == "" {
-		fix = "start it with `snavio dispatch serve`, or check --endpoint-url and the profile (`snavio profile show`)"
-	}
+	local := localHost()
+	what, fix := firstNonEmpty(e.What, local.What), firstNonEmpty(e.Fix, local.Unreachable)
 	return fmt.Sprintf("cannot reach %s at %s: %v; %s", what, e.Endpoint, e.Err, fix)
 }
 
@@ -124,18 +119,20 @@ type hostMessages struct {
 }
 
 // localHost is what errors say of a local dispatcher.
-var localHost = hostMessages{
-	What:         "the dispatcher",
-	Unreachable:  "start it with `snavio dispatch serve`, or check --endpoint-url and the profile (`snavio profile show`)",
-	Unauthorized: "set " + TokenEnv + ", or point data_dir at the server's data directory (it holds " + OperatorTokenFile + ")",
-	Forbidden:    "this token may not do that; use the operator token or the owning tenant's",
+func localHost() hostMessages {
+	return hostMessages{
+		What:         "the dispatcher",
+		Unreachable:  "start it with `snavio dispatch serve`, or check --endpoint-url and the profile (`snavio profile show`)",
+		Unauthorized: "set " + TokenEnv + ", or point data_dir at the server's data directory (it holds " + OperatorTokenFile + ")",
+		Forbidden:    "this token may not do that; use the operator token or the owning tenant's",
+	}
 }
 
 // NewLocal returns the platform of the server at endpoint
 // (scheme://host:port) that authenticates with the token token returns
 // (resolved once per call; nil: no Authorization header).
 func NewLocal(endpoint string, token func() (string, error), hc *http.Client) *Local {
-	l := newControlClient(endpoint, bearer{token: token}, localHost, hc)
+	l := newControlClient(endpoint, bearer{token: token}, localHost(), hc)
 	l.target = Target{Kind: config.KindLocal, Endpoint: l.endpoint}
 	return l
 }
