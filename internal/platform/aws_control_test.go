@@ -341,3 +341,35 @@ func TestAWSControlSignsForTheURLsRegion(t *testing.T) {
 		t.Fatalf("profile region: %v", err)
 	}
 }
+
+// The bus shares the aws configuration: a refused AssumeRole is reported
+// as such, not as a bus that refused PutEvents, and no event is put.
+func TestBusNamesAFailedAssumeRole(t *testing.T) {
+	k := kumo.NewServer()
+	t.Cleanup(k.Close)
+	fn := fnURL(t, clock.System())
+	tap, err := fnurltest.NewSTSTap(k.URL, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	var got []map[string]any
+	bus := putEventsServer(t, &got)
+	dir := t.TempDir()
+	for key, v := range map[string]string{"AWS_ENDPOINT_URL_STS": tap.URL, "AWS_ACCESS_KEY_ID": "AKIDBASE", "AWS_SECRET_ACCESS_KEY": "base",
+		"AWS_CONFIG_FILE": dir + "/config", "AWS_SHARED_CREDENTIALS_FILE": dir + "/credentials", "AWS_EC2_METADATA_DISABLED": "true", "AWS_PROFILE": ""} {
+		t.Setenv(key, v)
+	}
+	role := "arn:aws:iam::123456789012:role/snavio-test-operator"
+	tap.RequireExternalID(role, "right")
+	tg := Target{Kind: "aws", Region: "eu-west-1", Endpoint: bus.URL, RoleARN: role, ExternalID: "wrong"}
+	_, err = NewBus(tg, BusOptions{MaxAttempts: 1}).PutEvents(context.Background(), []Event{{Source: "a/b", DetailType: "t", Detail: []byte(`{}`)}})
+	var ce *CredentialsError
+	if !errors.As(err, &ce) || ce.Step != StepAssumeRole || strings.Contains(err.Error(), "PutEvents") || len(got) != 0 {
+		t.Fatalf("bus with a refused role: %v (%d events put)", err, len(got))
+	}
+	tg.ExternalID = "right"
+	if _, err := NewBus(tg, BusOptions{MaxAttempts: 1}).PutEvents(context.Background(), []Event{{Source: "a/b", DetailType: "t", Detail: []byte(`{}`)}}); err != nil || len(got) != 1 {
+		t.Fatalf("bus with the role: %v (%d events put)", err, len(got))
+	}
+}
