@@ -40,6 +40,20 @@ func fnURL(t *testing.T, clk clock.Clock) *fnurltest.Server {
 	return fn
 }
 
+// stsTap serves kumo's STS behind a tap that registers the credentials
+// it issues with fn.
+func stsTap(t *testing.T, fn *fnurltest.Server) *fnurltest.STSTap {
+	t.Helper()
+	k := kumo.NewServer()
+	t.Cleanup(k.Close)
+	tap, err := fnurltest.NewSTSTap(k.URL, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tap.Close)
+	return tap
+}
+
 func awsTarget(controlURL string) Target {
 	return Target{Kind: "aws", Profile: "prod", Region: "eu-west-1", Env: "test", ControlURL: controlURL}
 }
@@ -152,14 +166,8 @@ func FuzzFunctionURLRegion(f *testing.F) {
 // that checks the external id as the role's trust policy would) once,
 // and signs with the role's session credentials.
 func TestAWSControlAssumesRole(t *testing.T) {
-	k := kumo.NewServer()
-	t.Cleanup(k.Close)
 	fn := fnURL(t, clock.System())
-	tap, err := fnurltest.NewSTSTap(k.URL, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tap.Close)
+	tap := stsTap(t, fn)
 	role := "arn:aws:iam::123456789012:role/snavio-test-operator"
 	tap.RequireExternalID(role, "ext-1")
 	base := []func(*awsconfig.LoadOptions) error{staticCreds("AKIDBASE", "base-secret", ""), awsconfig.WithBaseEndpoint(tap.URL)}
@@ -189,7 +197,7 @@ func TestAWSControlAssumesRole(t *testing.T) {
 	if w, err := p.Whoami(ctx); err != nil || w.Tenant != "acme" {
 		t.Fatalf("whoami as a tenant: %+v %v", w, err)
 	}
-	_, err = p.CreateKey(ctx, wire.KeyRequest{Source: "acme/billing"})
+	_, err := p.CreateKey(ctx, wire.KeyRequest{Source: "acme/billing"})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(ae.Credential, "role_arn") {
 		t.Fatalf("tenant key create: %#v", err)
@@ -345,14 +353,8 @@ func TestAWSControlSignsForTheURLsRegion(t *testing.T) {
 // The bus shares the aws configuration: a refused AssumeRole is reported
 // as such, not as a bus that refused PutEvents, and no event is put.
 func TestBusNamesAFailedAssumeRole(t *testing.T) {
-	k := kumo.NewServer()
-	t.Cleanup(k.Close)
 	fn := fnURL(t, clock.System())
-	tap, err := fnurltest.NewSTSTap(k.URL, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tap.Close)
+	tap := stsTap(t, fn)
 	var got []map[string]any
 	bus := putEventsServer(t, &got)
 	dir := t.TempDir()
@@ -363,7 +365,7 @@ func TestBusNamesAFailedAssumeRole(t *testing.T) {
 	role := "arn:aws:iam::123456789012:role/snavio-test-operator"
 	tap.RequireExternalID(role, "right")
 	tg := Target{Kind: "aws", Region: "eu-west-1", Endpoint: bus.URL, RoleARN: role, ExternalID: "wrong"}
-	_, err = NewBus(tg, BusOptions{MaxAttempts: 1}).PutEvents(context.Background(), []Event{{Source: "a/b", DetailType: "t", Detail: []byte(`{}`)}})
+	_, err := NewBus(tg, BusOptions{MaxAttempts: 1}).PutEvents(context.Background(), []Event{{Source: "a/b", DetailType: "t", Detail: []byte(`{}`)}})
 	var ce *CredentialsError
 	if !errors.As(err, &ce) || ce.Step != StepAssumeRole || strings.Contains(err.Error(), "PutEvents") || len(got) != 0 {
 		t.Fatalf("bus with a refused role: %v (%d events put)", err, len(got))
