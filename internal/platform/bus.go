@@ -10,12 +10,9 @@ import (
 	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 )
 
@@ -109,23 +106,9 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 		}
 		cfg = awssdk.Config{Region: firstNonEmpty(t.Region, DefaultRegion), Credentials: creds}
 	case "aws":
-		var opts []func(*awsconfig.LoadOptions) error
-		if t.Region != "" {
-			opts = append(opts, awsconfig.WithRegion(t.Region))
-		}
-		if t.AWSProfile != "" {
-			opts = append(opts, awsconfig.WithSharedConfigProfile(t.AWSProfile))
-		}
 		var err error
-		cfg, err = awsconfig.LoadDefaultConfig(ctx, opts...)
-		if err != nil {
-			return nil, &Error{Msg: fmt.Sprintf("cannot load the AWS configuration (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", t.AWSProfile, err), Err: err}
-		}
-		if cfg.Region == "" {
-			return nil, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
-		}
-		if t.RoleARN != "" {
-			cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), t.RoleARN))
+		if cfg, err = AWSConfig(ctx, t, t.Region); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("unknown profile kind %q: use local or aws", t.Kind)
@@ -208,6 +191,10 @@ func (b *sdkBus) where() string {
 func (b *sdkBus) explain(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	var ce *CredentialsError
+	if errors.As(err, &ce) {
+		return ce
 	}
 	where := b.where()
 	var opErr *net.OpError
