@@ -90,18 +90,27 @@ func JobConfigFromEnv(getenv func(string) string, awsCfg aws.Config) (JobConfig,
 		Instance:      getenv(EnvInstance),
 	}
 	var errs []error
-	if k := getenv(EnvSnapshotSigningKey); k != "" {
-		seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
-		if err != nil || len(seed) != ed25519.SeedSize {
-			errs = append(errs, fmt.Errorf("%s: give base64 of a %d-byte Ed25519 seed (`head -c32 /dev/urandom | base64`)", EnvSnapshotSigningKey, ed25519.SeedSize))
-		} else {
-			c.SnapshotKey = ed25519.NewKeyFromSeed(seed)
-		}
+	var err error
+	if c.SnapshotKey, err = signingKeyFromEnv(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// signingKeyFromEnv reads the snapshot signing key, nil when unset.
+func signingKeyFromEnv(getenv func(string) string) (ed25519.PrivateKey, error) {
+	k := getenv(EnvSnapshotSigningKey)
+	if k == "" {
+		return nil, nil
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%s: give base64 of a %d-byte Ed25519 seed (`head -c32 /dev/urandom | base64`)", EnvSnapshotSigningKey, ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
 }
 
 func (c *JobConfig) validate() error {
