@@ -255,3 +255,37 @@ func TestControlConfigFromEnvReportsEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestBootstrapBinaryRunsControl builds cmd/snavio-lambda and runs it with
+// SNAVIO_FUNCTION=control, as Lambda would: the bootstrap dispatches to
+// the control function, maps the caller by the stack's role names, and
+// answers a Function URL event.
+func TestBootstrapBinaryRunsControl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap binary")
+	}
+	bin := buildBinary(t, "github.com/snavio/snavio/cmd/snavio-lambda")
+	env := emu.UniqueName()
+	names := stack.Names{Env: env}
+	ev, err := json.Marshal(urlEvent("GET", "/v1/whoami", "", "", names.OperatorRole()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := []string{
+		EnvFunction + "=" + FunctionControl, EnvEnv + "=" + env, EnvAccountID + "=" + controlAccount, EnvSnapshotBucket + "=snavio-test-snapshots",
+		EnvSnapshotSigningKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, ed25519.SeedSize)),
+		EnvDeliveryKey + "=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, provenance.MinMasterLen)),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=snavioTest", "AWS_SECRET_ACCESS_KEY=snavioTest", "AWS_EC2_METADATA_DISABLED=true",
+		"HOME=" + t.TempDir(),
+	}
+	got, _ := runBootstrap(t, bin, vars, ev, nil)
+	answer, ok := strings.CutPrefix(got, "response: ")
+	if !ok {
+		t.Fatalf("answer %q, want a response", got)
+	}
+	var resp events.LambdaFunctionURLResponse
+	var who wire.Whoami
+	if err := json.Unmarshal([]byte(answer), &resp); err != nil || resp.StatusCode != 200 || json.Unmarshal([]byte(resp.Body), &who) != nil || !who.Operator {
+		t.Fatalf("answer %s (%v); want 200 with the operator", answer, err)
+	}
+}

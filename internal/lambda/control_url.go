@@ -35,23 +35,21 @@ func functionURLRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest
 	if method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return nil, bad("requestContext.http.method %.20q is not an HTTP method", method)
 	}
-	if !strings.HasPrefix(ev.RawPath, "/") || len(ev.RawPath) > 8192 || !printable(ev.RawPath) {
+	if !strings.HasPrefix(ev.RawPath, "/") || len(ev.RawPath) > 8192 || !printable(ev.RawPath) || strings.ContainsAny(ev.RawPath, "?#") {
 		return nil, bad("rawPath %.80q is not an absolute path", ev.RawPath)
 	}
-	if len(ev.RawQueryString) > 8192 || !printable(ev.RawQueryString) {
+	if len(ev.RawQueryString) > 8192 || !printable(ev.RawQueryString) || strings.Contains(ev.RawQueryString, "#") {
 		return nil, bad("rawQueryString %.80q is not a query string", ev.RawQueryString)
 	}
-	target := ev.RawPath
-	if ev.RawQueryString != "" {
-		target += "?" + ev.RawQueryString
-	}
-	u, err := url.ParseRequestURI(target)
+	path, err := url.PathUnescape(ev.RawPath)
 	if err != nil {
-		return nil, bad("rawPath and rawQueryString: %v", err)
+		return nil, bad("rawPath %.80q: %v", ev.RawPath, err)
 	}
-	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+	if _, err := url.ParseQuery(ev.RawQueryString); err != nil {
 		return nil, bad("rawQueryString: %v", err)
 	}
+	// Built, not parsed: a raw path such as "//host/x" is a path here.
+	u := &url.URL{Path: path, RawPath: ev.RawPath, RawQuery: ev.RawQueryString}
 	header := make(http.Header, len(ev.Headers)+1)
 	for name, value := range ev.Headers {
 		if !validHeaderName(name) || !validHeaderValue(value) {
@@ -87,15 +85,16 @@ func functionURLRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest
 		iam := ev.RequestContext.Authorizer.IAM
 		ctx = controlapi.WithIAMCaller(ctx, controlapi.IAMCaller{UserARN: iam.UserARN, AccountID: iam.AccountID, CallerID: iam.CallerID})
 	}
-	r, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(ctx, method, "/", bytes.NewReader(body))
 	if err != nil {
 		return nil, bad("%v", err)
 	}
+	r.URL = u
 	r.Header = header
 	r.ContentLength = int64(len(body))
 	r.Host = ev.RequestContext.DomainName
 	r.RemoteAddr = ev.RequestContext.HTTP.SourceIP
-	r.RequestURI = target
+	r.RequestURI = u.RequestURI()
 	return r, nil
 }
 
