@@ -63,8 +63,7 @@ type ControlConfig struct {
 // reporting every bad or missing variable at once.
 func ControlConfigFromEnv(getenv func(string) string, awsCfg aws.Config) (ControlConfig, error) {
 	c := ControlConfig{
-		Store: awsstore.Config{Env: getenv(EnvEnv), TablePrefix: getenv(EnvTablePrefix), AWSConfig: awsCfg,
-			AccountID: getenv(EnvAccountID), SnapshotBucket: getenv(EnvSnapshotBucket)},
+		Store:         storeFromEnv(getenv, awsCfg),
 		SnapshotKeyID: getenv(EnvSnapshotKeyID),
 		Instance:      getenv(EnvInstance),
 	}
@@ -92,18 +91,8 @@ func (c *ControlConfig) validate(withRoles bool) error {
 	if c.Store.AccountID == "" {
 		errs = append(errs, fmt.Errorf("%s: the control function needs its own 12-digit account: callers must be roles of it", EnvAccountID))
 	}
-	if c.Store.SnapshotBucket == "" {
-		errs = append(errs, fmt.Errorf("%s: the control function needs the S3 bucket of registry snapshots", EnvSnapshotBucket))
-	}
-	if c.SnapshotKey == nil {
-		errs = append(errs, fmt.Errorf("%s: the control function needs the snapshot signing key (base64 of its 32-byte seed), to generate snapshots on request", EnvSnapshotSigningKey))
-	}
-	if c.SnapshotKeyID == "" {
-		c.SnapshotKeyID = DefaultSnapshotKeyID
-	}
-	if !keyIDPattern.MatchString(c.SnapshotKeyID) {
-		errs = append(errs, fmt.Errorf("%s=%q: give 1 to 64 letters, digits, '.', '_' or '-'", EnvSnapshotKeyID, c.SnapshotKeyID))
-	}
+	// It generates snapshots on request, as the snapshot function does.
+	errs = append(errs, checkSnapshotWriter(FunctionControl, true, c.Store.SnapshotBucket, c.SnapshotKey, &c.SnapshotKeyID)...)
 	if len(c.DeliveryKey) < provenance.MinMasterLen {
 		errs = append(errs, fmt.Errorf("%s: the delivery master key is %d bytes; give base64 of at least %d random bytes", EnvDeliveryKey, len(c.DeliveryKey), provenance.MinMasterLen))
 	}
@@ -138,7 +127,7 @@ func (c *ControlConfig) validate(withRoles bool) error {
 var ControlLeftOut = map[controlapi.Resource]controlapi.Absence{
 	controlapi.ResourceTokens: {Code: controlapi.CodeNotOnAWS,
 		Why:     "control API tokens do not exist on AWS: every request is authenticated by IAM (SigV4 on the Function URL)",
-		Instead: "assume the operator role or the tenant's control role and sign the request; `snavio tenant create` makes the roles"},
+		Instead: "sign the request (SigV4, service lambda) as a session of the operator role, snavio-<env>-operator, or of the tenant's control role, snavio-<env>-tenant-<tenant>"},
 	controlapi.ResourceCredentials: {Code: controlapi.CodeNotOnAWS,
 		Why:     "ingress credentials do not exist on AWS: producers put events on the command bus as the tenant's emit role",
 		Instead: "give producers the tenant's emit role (emit_role_arn in their profile)"},

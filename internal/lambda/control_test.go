@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -42,11 +43,7 @@ func newControlFixture(t *testing.T) *controlFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := newFixture(t)
-	s3emu := emu.S3()
-	bucket := s3emu.NewBucketName()
-	if _, err := s3.NewFromConfig(s3emu.Config(), s3emu.ClientOptions()...).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	s3emu, bucket := snapshotBucket(t)
 	store := f.store
 	store.ClientOptions = append(slices.Clip(store.ClientOptions), f.c.DynamoDB)
 	store.S3Options = append(slices.Clip(s3emu.ClientOptions()), f.c.S3)
@@ -59,6 +56,17 @@ func newControlFixture(t *testing.T) *controlFixture {
 	}
 	t.Logf("control init: calls %s", f.c.Take())
 	return &controlFixture{fixture: f, ctl: ctl, names: names, bucket: bucket}
+}
+
+// snapshotBucket makes a bucket on gofakes3.
+func snapshotBucket(t *testing.T) (*awstest.S3, string) {
+	t.Helper()
+	s3emu := emu.S3()
+	bucket := s3emu.NewBucketName()
+	if _, err := s3.NewFromConfig(s3emu.Config(), s3emu.ClientOptions()...).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	return s3emu, bucket
 }
 
 // urlEvent is a Function URL event as Lambda hands it over, signed by a
