@@ -265,15 +265,21 @@ func explainDispatcher(ctx context.Context, cfg ControlConfig, reg *awsstore.Reg
 	if err != nil {
 		return nil, err
 	}
+	bg := &background{}
 	cold, err := newColdStart(&Config{Store: cfg.Store, SnapshotKeys: snapshot.TrustedKeys{cfg.SnapshotKeyID: pub},
-		SnapshotMaxAge: DefaultSnapshotMaxAge, Clock: cfg.Clock, Logger: cfg.Logger}, &background{})
+		SnapshotMaxAge: DefaultSnapshotMaxAge, Clock: cfg.Clock, Logger: cfg.Logger}, bg)
 	if err != nil {
 		return nil, err
 	}
 	asm, err := dispatch.Assemble(ctx, dispatch.Config{Registry: reg, FlowStore: fs, Sender: refusingSender{},
-		Telemetry: telemetry.Discard{}, Clock: cfg.Clock, Logger: cfg.Logger, Flow: flow.Config{Instance: cfg.Instance}, Load: cold.load})
+		Telemetry: telemetry.Discard{}, Clock: cfg.Clock, Logger: cfg.Logger, Executor: bg.run, Flow: flow.Config{Instance: cfg.Instance}, Load: cold.load})
 	if err != nil {
 		return nil, err
+	}
+	// The global ban list now, as the ingest function loads it at init,
+	// not in the background of the first explain.
+	if err := asm.Deps.Flow.RefreshBans(ctx); err != nil {
+		return nil, fmt.Errorf("loading the global ban list: %w", err)
 	}
 	return asm.Dispatcher, nil
 }
