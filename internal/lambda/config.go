@@ -1,7 +1,8 @@
 // Package lambda hosts the dispatcher's stages as AWS Lambda functions:
 // Ingest (the EventBridge rule's target: shield and fast stage in one
-// function) and Slow (the escalation queue's consumer). The hand-off
-// between them and its durability contract are in docs/lambda.md.
+// function) and Slow (the escalation queue's consumer), the jobs, and the
+// control API behind a Function URL (Control). The hand-off between the
+// stages and its durability contract are in docs/lambda.md.
 package lambda
 
 import (

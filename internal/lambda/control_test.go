@@ -154,9 +154,13 @@ func TestControlFunctionURL(t *testing.T) {
 	route := dispatchtest.RegistryRoute("invoices", "issue")
 	route.QueueARN, route.DLQARN = c.plainARN, c.plainARN+"-dlq"
 	put := mustJSON(t, wire.RegistryPutRequest{Item: registry.Item{Route: &route}})
-	c.do(t, urlEvent("PUT", "/v1/registry/item", "", put, acme), 403, nil)
-	c.do(t, urlEvent("PUT", "/v1/registry/item", "", put, op), 200, nil)
 	c.c.Take()
+	c.do(t, urlEvent("PUT", "/v1/registry/item", "", put, acme), 403, nil)
+	if calls := c.c.Take(); calls.Total() != 0 {
+		t.Errorf("a refused tenant write made %s; want none", calls)
+	}
+	c.do(t, urlEvent("PUT", "/v1/registry/item", "", put, op), 200, nil)
+	t.Logf("PUT /v1/registry/item (a route): calls %s", c.c.Take())
 	var routes wire.RegistryItems
 	c.do(t, urlEvent("GET", "/v1/registry", "kind=route", "", op), 200, &routes)
 	listCalls := c.c.Take()
@@ -220,7 +224,9 @@ func TestControlFunctionURL(t *testing.T) {
 	// Snapshots: the operator generates (signed with the snapshot key),
 	// a tenant lists versions but may not read a document.
 	var gen wire.SnapshotGenerated
+	c.c.Take()
 	c.do(t, urlEvent("POST", "/v1/snapshots/generate", "", "", op), 200, &gen)
+	t.Logf("POST /v1/snapshots/generate: calls %s", c.c.Take())
 	var list wire.SnapshotList
 	c.do(t, urlEvent("GET", "/v1/snapshots", "", "", acme), 200, &list)
 	if len(list.Documents) == 0 || list.Documents[0].Latest != gen.VersionID {
