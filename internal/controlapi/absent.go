@@ -1,10 +1,12 @@
 package controlapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/snavio/snavio/internal/server"
 )
@@ -121,4 +123,37 @@ func (h *Handler) LeftOut() []Resource {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// openAPI serves the description with every operation of a left-out
+// resource marked x-snavio-left-out: the code, error and fix it answers.
+func (h *Handler) openAPI(w http.ResponseWriter, _ *http.Request, _ server.Principal) error {
+	doc, err := described()
+	if err != nil {
+		return err
+	}
+	var d map[string]any
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return err
+	}
+	paths, _ := d["paths"].(map[string]any)
+	for _, r := range Resources {
+		a, ok := h.leftOut[r]
+		if !ok {
+			continue
+		}
+		for _, ep := range shape(r).endpoints() {
+			method, path, _ := strings.Cut(ep.pattern, " ")
+			ops, _ := paths[path].(map[string]any)
+			if op, ok := ops[strings.ToLower(method)].(map[string]any); ok {
+				op["x-snavio-left-out"] = map[string]string{"code": a.Code, "error": a.Why, "fix": a.Instead}
+			}
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	WriteBody(w, http.StatusOK, "application/json", b)
+	return nil
 }

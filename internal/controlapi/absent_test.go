@@ -69,6 +69,40 @@ func TestLeftOutResourcesAnswer501(t *testing.T) {
 	}
 }
 
+// TestLeftOutIsDescribed: the served description marks each operation of
+// a left-out resource with what it answers, and no other.
+func TestLeftOutIsDescribed(t *testing.T) {
+	h := &Handler{leftOut: map[Resource]Absence{ResourceTokens: everyAbsent()[ResourceTokens]}}
+	w := httptest.NewRecorder()
+	if err := h.openAPI(w, nil, server.OperatorPrincipal()); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Paths map[string]map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for path, ops := range d.Paths {
+		for method, op := range ops {
+			lo, ok := op["x-snavio-left-out"].(map[string]any)
+			if ok != strings.HasPrefix(path, "/v1/tokens") {
+				t.Errorf("%s %s: x-snavio-left-out %v", method, path, op["x-snavio-left-out"])
+			}
+			if ok {
+				marked++
+				if lo["code"] != CodeNotOnAWS || lo["fix"] != "use tokens elsewhere" {
+					t.Errorf("%s %s: %v", method, path, lo)
+				}
+			}
+		}
+	}
+	if marked != 3 {
+		t.Errorf("%d operations marked, want the 3 of tokens", marked)
+	}
+}
+
 // TestLeftOutIsChecked: a host cannot leave out an unknown resource, give
 // an absence without words, or leave out a resource it also configured.
 func TestLeftOutIsChecked(t *testing.T) {

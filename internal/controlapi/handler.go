@@ -154,7 +154,11 @@ func (h *Handler) endpoints() []endpoint {
 	}
 	if h.clock != nil {
 		m := use(&h.meta)
-		add(endpoint{"GET /v1/openapi.json", m.Handle(AnyPrincipal, OpenAPI)},
+		openAPI := OpenAPI
+		if len(h.leftOut) > 0 {
+			openAPI = h.openAPI
+		}
+		add(endpoint{"GET /v1/openapi.json", m.Handle(AnyPrincipal, openAPI)},
 			endpoint{"GET /v1/whoami", m.Handle(AnyPrincipal, h.whoami)})
 		if h.alerts != nil {
 			add(endpoint{"GET /v1/alerts", m.Handle(AnyPrincipal, h.alerts)})
