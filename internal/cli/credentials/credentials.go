@@ -48,7 +48,7 @@ its own sources, its telemetry topic and queue, and the subscription
 		RunE: cmdutil.GroupRunE,
 	}
 	cmd.AddCommand(NewCmd(f))
-	cmd.AddCommand(tenantaws.Commands(f)...)
+	cmd.AddCommand(tenantaws.Commands(f, localCreate(secretcmd.NewDeps(f)))...)
 	return cmd
 }
 
@@ -157,16 +157,22 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return c, fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 		}
 		return c, nil
-	}, func(c wire.CredentialCreated, path string) secretcmd.Shown {
+	}, show(o.Section))
+}
+
+// show is how a new credential is shown: printed, or written to path (""
+// to print it) in section of an AWS shared-credentials file.
+func show(section string) func(wire.CredentialCreated, string) secretcmd.Shown {
+	return func(c wire.CredentialCreated, path string) secretcmd.Shown {
 		out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
 		if path != "" {
 			out.SecretAccessKey, out.CredentialsFile = "", path
 			out.Notice = "the credential is in " + path + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + path + "` or AWS_SHARED_CREDENTIALS_FILE=" + path
 		}
 		return secretcmd.Shown{Out: out, Notice: out.Notice,
-			File: ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
+			File: ingresscred.Format(section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
 			Lost: fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)}
-	})
+	}
 }
 
 // Credentials is a list of credentials without secrets.
