@@ -326,8 +326,8 @@ telemetry queues. Exit 1 when the tenant has no emit role.
 func newList(f *cmdutil.Factory) *cobra.Command {
 	c := &common{}
 	cmd := &cobra.Command{
-		Use:     "list --env ENV",
-		Short:   "List the tenants of an environment on AWS",
+		Use:   "list --env ENV",
+		Short: "List the tenants of an environment on AWS",
 		Long: `List the tenants that have an emit or a control role in the environment,
 with the names of both ("" for a missing one: "tenant create" makes it).
 ` + awsNote,
