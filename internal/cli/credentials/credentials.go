@@ -22,23 +22,25 @@ import (
 )
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
-// platform resources; credentials is its one subgroup today.
+// platform resources: credentials, and the AWS commands of tenantaws,
+// whose create issues a token and a credential on a local profile.
 func NewTenantCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tenant <command>",
 		Short: "Manage what the platform issues to a tenant",
 		Long: `Manage what the platform issues to a tenant.
 
-On a local profile ("snavio dispatch serve"): its ingress credentials, the
-SigV4 keys its producers sign PutEvents with (tenant credentials).
+On a local profile ("snavio dispatch serve"): create issues a new
+tenant's token and ingress credential at once; tenant credentials manages
+the ingress credentials, the SigV4 keys its producers sign PutEvents with.
 
-On AWS: create, show, list, delete, add-service and remove-service make
-and undo, with the SDK's credentials, what a tenant needs in an
-environment that "snavio dispatch deploy" made: its emit role, bound to
-its own sources, its telemetry topic and queue, and the subscription
-(docs/deploy.md).`,
+On AWS (--env, or an aws profile): create, show, list, delete, add-service
+and remove-service make and undo, with the SDK's credentials, what a
+tenant needs in an environment that "snavio dispatch deploy" made: its
+emit role, bound to its own sources, its control role for the control
+API, its telemetry topic and queue, and the subscription (docs/deploy.md).`,
 		Example: `  # local
-  snavio tenant credentials create --tenant acme --credentials-file acme.credentials
+  snavio tenant create acme --token-file acme.token --credentials-file acme.credentials
   snavio tenant credentials list --tenant acme
 
   # AWS
