@@ -54,7 +54,7 @@ func parseQueuePolicy(s string) (*queuePolicy, error) {
 	case len(t) == 0 || string(t) == "null":
 	case t[0] == '[':
 		if err := json.Unmarshal(t, &stmts); err != nil {
-			return nil, fmt.Errorf("Statement: %v", err)
+			return nil, fmt.Errorf("the Statement: %v", err)
 		}
 	default:
 		stmts = []json.RawMessage{t}
@@ -82,14 +82,14 @@ func parseStatement(r json.RawMessage) (queueStatement, error) {
 	}
 	st := queueStatement{sid: raw.Sid, effect: raw.Effect, condition: map[string]map[string][]string{}}
 	if st.effect != "Allow" && st.effect != "Deny" {
-		return st, fmt.Errorf("Effect %.40q: want Allow or Deny", st.effect)
+		return st, fmt.Errorf("the Effect %.40q: want Allow or Deny", st.effect)
 	}
 	var err error
 	if st.principal, err = parsePrincipal(raw.Principal); err != nil {
-		return st, fmt.Errorf("Principal: %v", err)
+		return st, fmt.Errorf("the Principal: %v", err)
 	}
 	if st.notPrincipal, err = parsePrincipal(raw.NotPrincipal); err != nil {
-		return st, fmt.Errorf("NotPrincipal: %v", err)
+		return st, fmt.Errorf("the NotPrincipal: %v", err)
 	}
 	for _, f := range []struct {
 		name string
@@ -105,7 +105,7 @@ func parseStatement(r json.RawMessage) (queueStatement, error) {
 		for k, v := range kv {
 			vals, err := stringList(v)
 			if err != nil {
-				return st, fmt.Errorf("Condition %.40s %.80s: %v", op, k, err)
+				return st, fmt.Errorf("the Condition %.40s %.80s: %v", op, k, err)
 			}
 			st.condition[op][k] = vals
 		}
