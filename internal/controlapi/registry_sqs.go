@@ -35,8 +35,8 @@ type DispatcherRoles struct {
 // AWS (docs/registry/test-routing.md). A route's queue must exist, be a
 // Standard queue with a RedrivePolicy (testRouting compares its DLQ),
 // be encrypted at rest (SSE-KMS or SSE-SQS), and its policy must let
-// every sender role call sqs:SendMessage and the monitor role
-// sqs:GetQueueAttributes. region is c's region: a queue of another
+// every sender role call sqs:SendMessage and sqs:GetQueueUrl and the
+// monitor role sqs:GetQueueAttributes and sqs:GetQueueUrl. region is c's region: a queue of another
 // region is asked there.
 func SQSRouteQueues(c SQSQueueAPI, region string, roles DispatcherRoles) (RouteQueues, error) {
 	if c == nil {
@@ -152,16 +152,36 @@ func (s *sqsQueues) check(arn string, a registry.QueueARN, attrs map[string]stri
 		info.Problems = append(info.Problems, QueueProblem{"its policy cannot be read: " + err.Error(), "fix the queue's Policy attribute"})
 		return info
 	}
-	need := []struct{ role, action string }{}
+	// The senders resolve the queue's URL (GetQueueUrl with the owner's
+	// account) and send; the monitor resolves it and reads attributes.
+	need := []struct {
+		role    string
+		actions []string
+	}{}
 	for _, r := range s.roles.Senders {
-		need = append(need, struct{ role, action string }{r, "sqs:SendMessage"})
+		need = append(need, struct {
+			role    string
+			actions []string
+		}{r, []string{"sqs:SendMessage", "sqs:GetQueueUrl"}})
 	}
-	need = append(need, struct{ role, action string }{s.roles.Monitor, "sqs:GetQueueAttributes"})
+	need = append(need, struct {
+		role    string
+		actions []string
+	}{s.roles.Monitor, []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}})
 	for _, n := range need {
-		if why := doc.allows(n.role, n.action, arn, a.Account); why != "" {
+		var missing, why []string
+		for _, action := range n.actions {
+			if w := doc.allows(n.role, action, arn, a.Account); w != "" {
+				missing = append(missing, action)
+				if !slices.Contains(why, w) {
+					why = append(why, w)
+				}
+			}
+		}
+		if len(missing) > 0 {
 			info.Problems = append(info.Problems, QueueProblem{
-				fmt.Sprintf("its policy does not let %s call %s: %s", n.role, n.action, why),
-				fmt.Sprintf("add a statement allowing %s to principal %s on %s, and remove any Deny that covers it", n.action, n.role, arn),
+				fmt.Sprintf("its policy does not let %s call %s: %s", n.role, strings.Join(missing, ", "), strings.Join(why, "; ")),
+				fmt.Sprintf("add a statement allowing %s to principal %s on %s, and remove any Deny that covers it", strings.Join(missing, ", "), n.role, arn),
 			})
 		}
 	}

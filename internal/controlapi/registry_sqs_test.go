@@ -40,7 +40,7 @@ var testRoles = DispatcherRoles{Senders: []string{ingestRole, slowRole}, Monitor
 // inspect queue.
 func grants(queue string) string {
 	b, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": []any{
-		map[string]any{"Sid": "Deliver", "Effect": "Allow", "Principal": map[string]any{"AWS": []string{ingestRole, slowRole}}, "Action": "sqs:SendMessage", "Resource": kumoARN + queue},
+		map[string]any{"Sid": "Deliver", "Effect": "Allow", "Principal": map[string]any{"AWS": []string{ingestRole, slowRole}}, "Action": []string{"sqs:SendMessage", "sqs:GetQueueUrl"}, "Resource": kumoARN + queue},
 		map[string]any{"Sid": "Inspect", "Effect": "Allow", "Principal": map[string]any{"AWS": monRole}, "Action": []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}, "Resource": kumoARN + queue},
 	}})
 	return string(b)
@@ -97,8 +97,8 @@ func TestSQSRouteQueuesAgainstKumo(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := problems(info)
-	for _, want := range []string{"it is not encrypted at rest", "its policy does not let " + ingestRole + " call sqs:SendMessage",
-		"its policy does not let " + slowRole + " call sqs:SendMessage", "its policy does not let " + monRole + " call sqs:GetQueueAttributes",
+	for _, want := range []string{"it is not encrypted at rest", "its policy does not let " + ingestRole + " call sqs:SendMessage, sqs:GetQueueUrl",
+		"its policy does not let " + slowRole + " call sqs:SendMessage, sqs:GetQueueUrl", "its policy does not let " + monRole + " call sqs:GetQueueAttributes, sqs:GetQueueUrl",
 		"no statement allows it, and the queue's account 000000000000 is not the role's 111111111111"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("plain: problems %s; want %q", got, want)
@@ -171,7 +171,7 @@ func TestSQSTestRoutingThroughTheAPI(t *testing.T) {
 			t.Errorf("error %q; want %q", er["error"], want)
 		}
 	}
-	if !strings.Contains(er["fix"], "SqsManagedSseEnabled=true") || !strings.Contains(er["fix"], "add a statement allowing sqs:SendMessage to principal "+ingestRole) {
+	if !strings.Contains(er["fix"], "SqsManagedSseEnabled=true") || !strings.Contains(er["fix"], "add a statement allowing sqs:SendMessage, sqs:GetQueueUrl to principal "+ingestRole) {
 		t.Errorf("fix %q", er["fix"])
 	}
 	if d, _ := reg.Load(t.Context(), t0); d.Len() != 0 {
@@ -212,5 +212,29 @@ func TestSQSRouteQueuesRefusesBadRoles(t *testing.T) {
 		if _, err := SQSRouteQueues(deniedSQS{}, "us-east-1", r); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestSQSRouteQueuesNeedsGetQueueUrl: a grant of SendMessage alone is not
+// enough for another account's queue: the dispatcher resolves its URL
+// first.
+func TestSQSRouteQueuesNeedsGetQueueUrl(t *testing.T) {
+	c := kumoQueues(t)
+	ctx := t.Context()
+	u, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("orders")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendOnly := strings.ReplaceAll(grants("orders"), `["sqs:SendMessage","sqs:GetQueueUrl"]`, `"sqs:SendMessage"`)
+	if _, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: u.QueueUrl, Attributes: map[string]string{"Policy": sendOnly}}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := SQSRouteQueues(c, "us-east-1", testRoles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := q.Queue(ctx, kumoARN+"orders")
+	if err != nil || !strings.Contains(problems(info), "its policy does not let "+ingestRole+" call sqs:GetQueueUrl:") || strings.Contains(problems(info), "SendMessage") {
+		t.Fatalf("= %+v, %v; want GetQueueUrl missing for the senders", info, err)
 	}
 }
