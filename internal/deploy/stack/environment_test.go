@@ -69,21 +69,22 @@ func deployValues(t *testing.T, params map[string]map[string]any) map[string]str
 		t.Fatal(err)
 	}
 	v := map[string]string{
-		"AWS::AccountId":                 "123456789012",
-		"AWS::Region":                    "us-east-1",
-		"AWS::Partition":                 "aws",
-		stack.ParamCodeBucket:            "artifacts",
-		stack.ParamCodeKey:               "snavio/lambda/0.zip",
-		stack.ParamArchitecture:          "arm64",
-		stack.ParamDeliveryKey:           base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
-		stack.ParamSnapshotSigningKey:    snap.Seed,
-		stack.ParamSnapshotPublicKey:     snap.Public,
-		"EscalationQueue":                "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
-		"SnapshotBucket":                 "snavio-test-snap-123456789012",
-		"SnapshotBucket.Arn":             "arn:aws:s3:::snavio-test-snap-123456789012",
-		"EscalationQueue.Arn":            "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
-		"OutboxTable.StreamArn":          "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
-		"ControlFunctionUrl.FunctionUrl": "https://x.lambda-url.us-east-1.on.aws/",
+		"AWS::AccountId":                  "123456789012",
+		"AWS::Region":                     "us-east-1",
+		"AWS::Partition":                  "aws",
+		stack.ParamCodeBucket:             "artifacts",
+		stack.ParamCodeKey:                "snavio/lambda/0.zip",
+		stack.ParamArchitecture:           "arm64",
+		stack.ParamDeliveryKey:            base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
+		stack.ParamSnapshotSigningKey:     snap.Seed,
+		stack.ParamSnapshotPublicKey:      snap.Public,
+		stack.ParamDeliveryKeyFingerprint: "none",
+		"EscalationQueue":                 "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
+		"SnapshotBucket":                  "snavio-test-snap-123456789012",
+		"SnapshotBucket.Arn":              "arn:aws:s3:::snavio-test-snap-123456789012",
+		"EscalationQueue.Arn":             "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
+		"OutboxTable.StreamArn":           "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
+		"ControlFunctionUrl.FunctionUrl":  "https://x.lambda-url.us-east-1.on.aws/",
 	}
 	for name, p := range params {
 		if _, ok := v[name]; !ok {
