@@ -206,3 +206,41 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// The control function test-routes a target queue against the roles of the
+// functions that send to it and monitor it: those ARNs must be the roles
+// the stack creates for them.
+func TestControlChecksQueuesAgainstTheStacksRoles(t *testing.T) {
+	tpl, err := stack.Build("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stack.Render(tpl, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct{ RoleName, Path string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]bool{}
+	for _, r := range doc.Resources {
+		if r.Type == "AWS::IAM::Role" {
+			roles["arn:aws:iam::123456789012:role"+r.Properties.Path+r.Properties.RoleName] = true
+		}
+	}
+	got := lambda.DispatcherRoles(stack.Names{Env: "test"}, "us-east-1", "123456789012")
+	for _, arn := range append(got.Senders, got.Monitor) {
+		if !roles[arn] {
+			t.Errorf("%s is not a role of the stack (roles: %v)", arn, roles)
+		}
+	}
+	if len(got.Senders) != 2 {
+		t.Errorf("senders %v: want the ingest and slow functions' roles", got.Senders)
+	}
+}

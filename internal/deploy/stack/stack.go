@@ -465,6 +465,9 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("FlowRead", ddbRead, tableARN("FlowTable", "")),
 			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, snapshots),
 			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
+			// Registration test-routes each route's target queue
+			// (controlapi.SQSRouteQueues): attributes and policy only.
+			policy.Allowing("TestRouting", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}, targetQueues),
 		}
 	}
 	panic("stack: no statements for function " + key)
