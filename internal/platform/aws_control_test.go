@@ -203,11 +203,11 @@ func TestAWSControlAssumesRole(t *testing.T) {
 		t.Fatalf("tenant key create: %#v", err)
 	}
 
-	// A role the control API does not know: the Function URL's 403.
+	// A role the control API does not know: the IAM mapping's 403.
 	tg.RoleARN = "arn:aws:iam::123456789012:role/someone-else"
 	p = NewAWS(tg, AWSOptions{LoadOptions: base})
 	_, err = p.Whoami(ctx)
-	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Message != "Forbidden" || !strings.Contains(ae.Fix, "snavio-test-operator") {
+	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !strings.Contains(ae.Message, "maps to no principal") || !strings.Contains(ae.Fix, "snavio-test-operator") {
 		t.Fatalf("unknown role: %#v", err)
 	}
 
