@@ -267,7 +267,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return err
 	}
 	if e := out[0]; e.ErrorCode != "" {
-		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNotAccepted, Err: fmt.Errorf("the bus refused command %s: %s: %s; %s", id, e.ErrorCode, e.ErrorMessage, entryHint(e.ErrorCode))}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNotAccepted, Err: fmt.Errorf("PutEvents: the bus refused command %s: %s: %s; %s", id, e.ErrorCode, e.ErrorMessage, entryHint(e.ErrorCode))}
 	}
 	res.EventID = out[0].EventID
 	p, err := f.Printer()
@@ -307,6 +307,13 @@ func OpenBus(f *cmdutil.Factory, client platform.Platform, o *Options, tenant st
 		}
 		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
 		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
+	}
+	if t := client.Target(); t.Kind == config.KindAWS {
+		// The emit role is one tenant's: refuse another tenant's source
+		// before any call (PutEvents would refuse it).
+		if r, err := platform.EmitRoleOf(t); err == nil && r.Tenant != "" && r.Tenant != tenant {
+			return nil, cmdutil.Usagef("--source %s is tenant %s's, but the profile's emit_role_arn is tenant %s's emit role (%s): use a profile of tenant %s", o.Source, tenant, r.Tenant, r.ARN, tenant)
+		}
 	}
 	if o.Bus != nil {
 		return o.Bus(client.Target(), creds), nil
