@@ -82,6 +82,10 @@ type AWSTelemetryOptions struct {
 	StaleAfter time.Duration
 	// Reorder is DefaultReorderWindow when zero.
 	Reorder time.Duration
+	// Unordered hands events over as they arrive, without the reorder
+	// window (send --wait, which looks for one command's outcome).
+	// Redeliveries are still dropped.
+	Unordered bool
 	// Notice receives what the reader drops or cannot do without failing
 	// (a rejected message, a late event, a failed sweep). Nil: dropped.
 	Notice func(msg string)
@@ -164,6 +168,9 @@ func OpenAWSTelemetry(ctx context.Context, t Target, tenant string, o AWSTelemet
 		cfg.HTTPClient = o.HTTPClient
 	}
 	a := &AWSTelemetry{tenant: tenant, topicARN: topicARN, clock: o.Clock, opts: o, order: reorder{window: o.Reorder, held: map[uint64]held{}}}
+	if o.Unordered {
+		a.order.seen = map[uint64]bool{}
+	}
 	a.sqs = sqs.NewFromConfig(cfg, func(so *sqs.Options) {
 		if t.Endpoint != "" {
 			so.BaseEndpoint = awssdk.String(t.Endpoint)
@@ -574,6 +581,10 @@ type reorder struct {
 	// skipped are the ranges given up as gaps (the latest 64), to tell a
 	// late record from a redelivery.
 	skipped [][2]uint64
+	// seen, when not nil, makes the order arrival order: held keys are
+	// arrival numbers and seen the sequence numbers handed over.
+	seen    map[uint64]bool
+	arrival uint64
 }
 
 type held struct {
@@ -590,6 +601,15 @@ const (
 )
 
 func (r *reorder) add(rec wire.TelemetryRecord, now time.Time) addResult {
+	if r.seen != nil {
+		if r.seen[rec.Seq] {
+			return addRedelivered
+		}
+		r.seen[rec.Seq] = true
+		r.arrival++
+		r.held[r.arrival] = held{rec: rec, arrived: now}
+		return addHeld
+	}
 	if r.next != 0 && rec.Seq < r.next {
 		for _, s := range r.skipped {
 			if rec.Seq >= s[0] && rec.Seq <= s[1] {
@@ -618,8 +638,8 @@ func (r *reorder) lowest() (uint64, held) {
 
 // ready reports whether a record can be handed over now.
 func (r *reorder) ready(now time.Time) bool {
-	if len(r.held) == 0 {
-		return false
+	if len(r.held) == 0 || r.seen != nil {
+		return len(r.held) > 0
 	}
 	if _, ok := r.held[r.next]; ok && r.next != 0 {
 		return true
@@ -630,7 +650,7 @@ func (r *reorder) ready(now time.Time) bool {
 
 // due is how long until the lowest held record stops waiting.
 func (r *reorder) due(now time.Time) (time.Duration, bool) {
-	if len(r.held) == 0 {
+	if len(r.held) == 0 || r.seen != nil {
 		return 0, false
 	}
 	_, h := r.lowest()
@@ -639,6 +659,14 @@ func (r *reorder) due(now time.Time) (time.Duration, bool) {
 
 func (r *reorder) release(now time.Time, limit int) []wire.TelemetryRecord {
 	var out []wire.TelemetryRecord
+	if r.seen != nil {
+		for len(out) < limit && len(r.held) > 0 {
+			m, h := r.lowest()
+			out = append(out, h.rec)
+			delete(r.held, m)
+		}
+		return out
+	}
 	for len(out) < limit && len(r.held) > 0 {
 		if h, ok := r.held[r.next]; ok && r.next != 0 {
 			out = append(out, h.rec)
