@@ -60,7 +60,11 @@ func awsConfig(ctx context.Context, t Target) (awssdk.Config, error) {
 		return cfg, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
 	}
 	if t.RoleARN != "" {
-		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient(cfg, t), t.RoleARN))
+		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient(cfg, t), t.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+			if t.ExternalID != "" {
+				o.ExternalID = awssdk.String(t.ExternalID)
+			}
+		}))
 	}
 	return cfg, nil
 }
@@ -144,15 +148,14 @@ func (r EmitRole) TopicARN(region, tenant string) (string, error) {
 }
 
 // busNameOf is the EventBusName of an aws profile: bus_name, else its
-// env's bus, else the default.
+// env's bus (the deployed stack's, snavio-<env>-command-bus), else the
+// spec's. The configuration defaults bus_name to the spec's name, so that
+// name with an env set means the env's bus.
 func busNameOf(t Target) string {
-	if t.BusName != "" {
-		return t.BusName
-	}
-	if t.Env != "" {
+	if t.Env != "" && (t.BusName == "" || t.BusName == DefaultBusName) {
 		return stack.Names{Env: t.Env}.Bus()
 	}
-	return DefaultBusName
+	return firstNonEmpty(t.BusName, DefaultBusName)
 }
 
 // assumeEmitRole assumes the profile's emit role with the caller's
