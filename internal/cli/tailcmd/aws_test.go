@@ -159,3 +159,12 @@ func TestTailOnAWSRefusesLocalOnlyFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryableAWSSteps(t *testing.T) {
+	if ok, _ := retryable(&platform.StepError{Step: "ReceiveMessage", Retryable: true}); !ok {
+		t.Error("an unreachable SQS is not retried")
+	}
+	if ok, _ := retryable(&platform.StepError{Step: "ReceiveMessage"}); ok {
+		t.Error("a gone queue is retried")
+	}
+}
