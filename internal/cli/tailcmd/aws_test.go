@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/controlapi/wire"
@@ -22,6 +26,8 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
+	tuitail "github.com/snavio/snavio/internal/tui/tail"
+	"github.com/snavio/snavio/internal/tui/tail/tailtest"
 )
 
 var emu awstest.Emulators
@@ -166,5 +172,39 @@ func TestRetryableAWSSteps(t *testing.T) {
 	}
 	if ok, _ := retryable(&platform.StepError{Step: "ReceiveMessage"}); ok {
 		t.Error("a gone queue is retried")
+	}
+}
+
+// The terminal UI on aws: the same model, fed by the same Follower; an
+// event that never reaches tail's queue is counted missing.
+func TestTailOnAWSTerminalUI(t *testing.T) {
+	o, _, errOut, publish, _ := awsTail(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o.Context = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	o.IO.SetStdoutTTY(true)
+	o.IO.SetStdinTTY(true)
+	o.IO.DisableColor()
+	o.Printer = func() (*output.Printer, error) {
+		return output.NewPrinter(o.IO.Out, output.Table, output.Styles{}), nil
+	}
+	o.RunUI = func(ctx context.Context, m tea.Model, _ io.Reader, _ io.Writer, _ bool) error {
+		m, screens := tailtest.Observe(m)
+		tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 20))
+		publish(1, `{"event":"snavio.command.delivered","command_id":"c-1","source":"acme/billing","target":"mailer","command_name":"send","path":"fast"}`)
+		publish(3, `{"event":"snavio.command.failed","command_id":"c-3","source":"acme/billing","target":"mailer","command_name":"send","reason":"acl_deny"}`)
+		screens.WaitFor(t, "failed 1")
+		tm.Send(tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl})
+		fm := tailtest.Unwrap(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))).(tuitail.Model)
+		if st := fm.Stats(); st.Received != 2 || st.Missing != 1 || st.Duplicates != 0 {
+			t.Errorf("UI stats %+v; want 2 received and #2 missing", st)
+		}
+		return nil
+	}
+	if err := Run(o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "deleted on exit") {
+		t.Errorf("stderr:\n%s", errOut)
 	}
 }
