@@ -88,7 +88,10 @@ func TestAWSTelemetryReadsATemporaryQueue(t *testing.T) {
 	k := emu.Kumo()
 	ctx := context.Background()
 	tt := onboard(t, k, "acme")
-	clk := clock.NewFake(time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC))
+	// The fake clock starts at the real time: the reader sweeps kumo's
+	// queues by their tags, which other tests write with the real clock.
+	start := time.Now().UTC().Truncate(time.Second)
+	clk := clock.NewFake(start)
 	var calls awstest.Calls
 	var notices []string
 	a, err := OpenAWSTelemetry(ctx, tt.target, "acme", AWSTelemetryOptions{Clock: clk, Owner: "tester@host pid 1", APIOptions: []func(*middleware.Stack) error{calls.Count},
@@ -112,7 +115,7 @@ func TestAWSTelemetryReadsATemporaryQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tags, _ := tt.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: qurl.QueueUrl})
-	if tags.Tags[TagTail] != "tester@host pid 1" || tags.Tags[TagTailCreated] != "2026-11-26T03:00:00Z" || !strings.HasPrefix(tags.Tags[TagTailSubscription], tt.topicARN+":") || tags.Tags[TagTailTenant] != "acme" {
+	if tags.Tags[TagTail] != "tester@host pid 1" || tags.Tags[TagTailCreated] != start.Format(time.RFC3339) || !strings.HasPrefix(tags.Tags[TagTailSubscription], tt.topicARN+":") || tags.Tags[TagTailTenant] != "acme" {
 		t.Errorf("tags %v", tags.Tags)
 	}
 	attrs, _ := tt.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: qurl.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{"Policy"}})
@@ -247,7 +250,7 @@ func TestSweepTailQueues(t *testing.T) {
 	ctx := context.Background()
 	sq := sqs.NewFromConfig(k.Config(), k.SQSOptions()...)
 	sn := sns.NewFromConfig(k.Config(), k.SNSOptions()...)
-	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	now := time.Now().UTC().Truncate(time.Second)
 	ago := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339) }
 	id := emu.UniqueName()
 	tp, _ := sn.CreateTopic(ctx, &sns.CreateTopicInput{Name: awssdk.String("sweep-" + id)})
