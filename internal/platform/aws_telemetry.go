@@ -500,12 +500,33 @@ type TelemetryMessage struct {
 }
 
 // snsEnvelope is the JSON SNS wraps a message in without raw delivery.
+// Its keys are matched exactly (encoding/json would also take an event's
+// "type" or "message" for them).
 type snsEnvelope struct {
-	Type              string
-	TopicArn          string
-	Message           *string
-	Timestamp         string
-	MessageAttributes map[string]struct{ Type, Value string }
+	Type, TopicArn, Message, Timestamp string
+	MessageAttributes                  map[string]struct{ Type, Value string }
+}
+
+// parseEnvelope reads body as an SNS envelope: ok is false when it is not
+// one (no exact "Type" and "Message" keys of strings).
+func parseEnvelope(body string) (env snsEnvelope, ok bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return env, false
+	}
+	str := func(k string, dst *string) bool {
+		v, has := m[k]
+		return has && json.Unmarshal(v, dst) == nil
+	}
+	if !str("Type", &env.Type) || !str("Message", &env.Message) {
+		return env, false
+	}
+	str("TopicArn", &env.TopicArn)
+	str("Timestamp", &env.Timestamp)
+	if v, has := m["MessageAttributes"]; has {
+		_ = json.Unmarshal(v, &env.MessageAttributes)
+	}
+	return env, true
 }
 
 // DecodeTelemetryMessage validates one message of a temporary queue and
@@ -522,15 +543,14 @@ func DecodeTelemetryMessage(m TelemetryMessage, topicARN, tenant string) (wire.T
 	if ms, err := strconv.ParseInt(m.SentTimestamp, 10, 64); err == nil && ms > 0 {
 		at = time.UnixMilli(ms).UTC()
 	}
-	var env snsEnvelope
-	if json.Unmarshal([]byte(body), &env) == nil && env.Type != "" && env.Message != nil {
+	if env, ok := parseEnvelope(body); ok {
 		if env.Type != "Notification" {
 			return wire.TelemetryRecord{}, fmt.Errorf("an SNS %.40q message, not a Notification", env.Type)
 		}
 		if env.TopicArn != topicARN {
 			return wire.TelemetryRecord{}, fmt.Errorf("a notification of topic %.200q, not %s", env.TopicArn, topicARN)
 		}
-		body = *env.Message
+		body = env.Message
 		attrs = make(map[string]MessageAttribute, len(env.MessageAttributes))
 		for k, v := range env.MessageAttributes {
 			attrs[k] = MessageAttribute(v)

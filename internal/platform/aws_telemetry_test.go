@@ -423,3 +423,14 @@ func TestReorderUnordered(t *testing.T) {
 		t.Fatalf("released %v, want 5 3 4 (arrival order, the redelivery dropped)", got)
 	}
 }
+
+// An event with lower-case "type" and "message" members is an event, not
+// an SNS envelope.
+func TestDecodeTelemetryMessageMatchesEnvelopeKeysExactly(t *testing.T) {
+	ev := `{"event":"snavio.command.failed","type":"Notification","message":"x","topicarn":"y"}`
+	attrs := map[string]MessageAttribute{attrSeq: {"Number", "1"}, attrTenant: {"String", "acme"}, attrEvent: {"String", "snavio.command.failed"}}
+	r, err := DecodeTelemetryMessage(TelemetryMessage{Body: ev, Attributes: attrs}, "arn:aws:sns:us-east-1:000000000000:t", "acme")
+	if err != nil || string(r.Event) != ev {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
