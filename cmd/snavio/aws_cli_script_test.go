@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,6 +36,10 @@ import (
 
 // awsCLIKey holds a script's aws-cli state (testscript.Env.Values).
 type awsCLIKey struct{}
+
+// awsCLIRuns numbers the scripts' environments: kumo keeps its state for
+// the life of the process, which -count runs the scripts again in.
+var awsCLIRuns atomic.Int64
 
 type awsCLIState struct {
 	mu        sync.Mutex
@@ -66,7 +72,8 @@ func (st *awsCLIState) sns() *sns.Client {
 //
 // for send and tail on an aws profile against kumo (in-process; kumo's
 // state is shared by the scripts of the binary, so each script names its
-// own ENV). "start" serves kumo behind a proxy that records STS requests,
+// own ENV, and "start" sets $AWSENV to ENV made unique to this run: the
+// env the script's profile names). "start" serves kumo behind a proxy that records STS requests,
 // points AWS_ENDPOINT_URL and test credentials at it, and on-boards
 // TENANT as `snavio tenant apply` leaves it: the bus snavio-ENV-command-bus
 // (with a rule whose target, a log group kumo does not deliver to, makes
@@ -80,7 +87,7 @@ func (st *awsCLIState) sns() *sns.Client {
 // "await-line" for a line of FILE to match. "tail-queues" prints the
 // number and names of the temporary queues subscribed to the tenant's
 // topic, "own-queue" the number of messages in the tenant's own queue. "stale-queue" makes a
-// queue tagged as a tail's that stopped refreshing 2 hours ago,
+// queue (snavio-tail-<env>-NAME) tagged as a tail's that stopped refreshing 2 hours ago,
 // "foreign-queue" an untagged one with the same prefix; "queue-exists"
 // fails unless NAME exists (with !, unless it does not).
 func awsCLI(ts *testscript.TestScript, neg bool, args []string) {
@@ -97,7 +104,9 @@ func awsCLI(ts *testscript.TestScript, neg bool, args []string) {
 	ctx := context.Background()
 	switch {
 	case args[0] == "start" && len(args) == 3:
-		awsCLIStart(ts, st, args[1], args[2])
+		env := fmt.Sprintf("%sx%d", args[1], awsCLIRuns.Add(1))
+		ts.Setenv("AWSENV", env)
+		awsCLIStart(ts, st, env, args[2])
 	case args[0] == "assumed" && len(args) == 1:
 		st.mu.Lock()
 		for _, f := range st.assumed {
@@ -152,14 +161,14 @@ func awsCLI(ts *testscript.TestScript, neg bool, args []string) {
 		fmt.Fprintln(ts.Stdout(), a.Attributes["ApproximateNumberOfMessages"])
 	case args[0] == "stale-queue" && len(args) == 2:
 		old := time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
-		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + args[1]),
+		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1]),
 			Tags: map[string]string{platform.TagTail: "crashed@host pid 1", platform.TagTailCreated: old, platform.TagTailAlive: old, platform.TagTailTenant: st.tenant}})
 		ts.Check(err)
 	case args[0] == "foreign-queue" && len(args) == 2:
-		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + args[1])})
+		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1])})
 		ts.Check(err)
 	case args[0] == "queue-exists" && len(args) == 2:
-		_, err := st.sqs().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(platform.TailQueuePrefix + args[1])})
+		_, err := st.sqs().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1])})
 		if (err == nil) == neg {
 			ts.Fatalf("aws-cli queue-exists %s: exists %v", args[1], err == nil)
 		}
@@ -173,6 +182,7 @@ func awsCLIStart(ts *testscript.TestScript, st *awsCLIState, env, tenant string)
 	ts.Defer(srv.Close)
 	target, _ := url.Parse(srv.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // an interrupted tail's poll is not news
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Amz-Target") == "" && r.Body != nil {
 			b, _ := io.ReadAll(r.Body)

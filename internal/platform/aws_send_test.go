@@ -73,7 +73,8 @@ func TestAWSSendAssumesTheEmitRoleAndPuts(t *testing.T) {
 	callerEnv(t)
 	k := emu.Kumo()
 	ctx := context.Background()
-	bus := "snavio-t-command-bus"
+	env := emu.UniqueName()
+	bus := "snavio-" + env + "-command-bus"
 	eb := eventbridge.NewFromConfig(k.Config(), func(o *eventbridge.Options) { o.BaseEndpoint = awssdk.String(k.Endpoint) })
 	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: awssdk.String(bus)}); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestAWSSendAssumesTheEmitRoleAndPuts(t *testing.T) {
 	}
 
 	rec := &recorder{}
-	target := Target{Kind: "aws", Endpoint: k.Endpoint, Region: "us-east-1", Env: "t", EmitRoleARN: testEmitRole, ExternalID: "acme-ext-1"}
+	target := Target{Kind: "aws", Endpoint: k.Endpoint, Region: "us-east-1", Env: env, EmitRoleARN: testEmitRole, ExternalID: "acme-ext-1"}
 	b := NewBus(target, BusOptions{HTTPClient: &http.Client{Transport: rec}, MaxAttempts: 1})
 	detail := `{"probe":"` + rule + `"}`
 	res, err := b.PutEvents(ctx, []Event{{Source: "acme/billing", DetailType: "snavio.command-sent", Detail: []byte(detail)}})
