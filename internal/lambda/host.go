@@ -133,6 +133,7 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 		h.log.Warn("ignoring an event that is not a command; check the rule's pattern", "detail_type", ev.DetailType, "source", ev.Source)
 		return nil
 	}
+	defer h.cold.afterInvocation()
 	defer h.flushRollupsIfDue(ctx)()
 	acks, err := h.intake.Run(ctx, []dispatch.Entry{{EventID: ev.ID, Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail}})
 	a := &acks[0]
@@ -158,6 +159,7 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 // retries are at-least-once and strict routes drop them as duplicates.
 func (h *Host) Slow(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
+	defer h.cold.afterInvocation()
 	defer h.flushRollupsIfDue(ctx)()
 	for i := range ev.Records {
 		if !h.slowOne(ctx, &ev.Records[i]) {
