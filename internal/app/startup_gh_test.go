@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,9 +19,8 @@ const maxOverGh = 0.25
 // fastest of each compared, the ratio printed beside the goal. gh is
 // another Go CLI of its kind, so the ratio says what start-up costs a
 // user next to a familiar tool, on any machine. A round that misses is
-// measured again, up to three rounds, as in TestStartupCost: a slow
-// start misses every round, noise does not. Without gh it fails with
-// CI=true and skips otherwise.
+// measured again, up to three rounds (inRounds), as in TestStartupCost.
+// Without gh it fails with CI=true and skips otherwise.
 func TestStartupVersusGh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds snavio and runs it 300 times; skipped with -short")
@@ -46,12 +46,15 @@ func TestStartupVersusGh(t *testing.T) {
 	home := t.TempDir()
 	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "cfg"), "SNAVIO_CONFIG=", "SNAVIO_PROFILE=",
 		"GH_NO_UPDATE_NOTIFIER=1", "GH_CONFIG_DIR="+filepath.Join(home, "gh"))
-	ghVersion, err := exec.Command(gh, "--version").Output()
+	out, err := exec.Command(gh, "--version").Output()
 	if err != nil {
 		t.Fatalf("gh --version: %v", err)
 	}
+	ghVersion, _, _ := strings.Cut(string(out), "\n")
 	const runs, rounds = 100, 3
-	for round := 1; ; round++ {
+	var minG, minS time.Duration
+	var ratio float64
+	within := inRounds(rounds, func(round int, last bool) bool {
 		var tg, ts []time.Duration
 		for range 3 { // warm the page cache
 			timeRun(t, env, gh, "--version")
@@ -61,32 +64,21 @@ func TestStartupVersusGh(t *testing.T) {
 			tg = append(tg, timeRun(t, env, gh, "--version"))
 			ts = append(ts, timeRun(t, env, snavio, "version"))
 		}
-		minG, minS := minOf(tg), minOf(ts)
-		ratio := float64(minS) / float64(minG)
+		minG, minS = minOf(tg), minOf(ts)
+		ratio = float64(minS) / float64(minG)
 		t.Logf("startup versus gh over %d interleaved runs, round %d of at most %d (min / median):", runs, round, rounds)
-		t.Logf("  gh --version    %8v / %8v  (%s)", minG, medianOf(tg), firstLine(ghVersion))
+		t.Logf("  gh --version    %8v / %8v  (%s)", minG, medianOf(tg), ghVersion)
 		t.Logf("  snavio version  %8v / %8v  = %.3fx gh --version (goal <= %.2fx)", minS, medianOf(ts), ratio, maxOverGh)
-		if ratio <= maxOverGh || round == rounds {
+		ok := ratio <= maxOverGh
+		if ok || last {
 			// For `make bench` (tools/benchratio/pairs.txt).
 			fmt.Printf("BenchmarkStartupGhVersion\t%d\t%d ns/op\n", runs, minG.Nanoseconds())
 			fmt.Printf("BenchmarkStartupVersionBesideGh\t%d\t%d ns/op\n", runs, minS.Nanoseconds())
 		}
-		if ratio <= maxOverGh {
-			break
-		}
-		if round == rounds {
-			t.Errorf("snavio version takes %.3fx the wall time of gh --version (min %v vs %v) in %d rounds out of %d; want <= %.2fx",
-				ratio, minS, minG, rounds, rounds, maxOverGh)
-			break
-		}
+		return ok
+	})
+	if !within {
+		t.Errorf("snavio version takes %.3fx the wall time of gh --version (min %v vs %v) in %d rounds out of %d; want <= %.2fx",
+			ratio, minS, minG, rounds, rounds, maxOverGh)
 	}
-}
-
-func firstLine(b []byte) string {
-	for i, c := range b {
-		if c == '\n' {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }
