@@ -22,7 +22,12 @@ func (e *NotAvailableError) Error() string { return "not available on aws yet: "
 // AWS is the platform of an aws profile. Commands are put on the
 // EventBridge bus through Bus (NewBus); every control operation returns a
 // *NotAvailableError until the control API has its AWS host.
-type AWS struct{ target Target }
+type AWS struct {
+	target Target
+	// sdk is the SDK configuration and clients, built on first use
+	// (aws_queues.go).
+	sdk awsSDK
+}
 
 var _ Platform = (*AWS)(nil)
 
@@ -132,36 +137,6 @@ func (c *AWS) ReadTelemetry(context.Context, wire.TelemetryQuery) (wire.Telemetr
 // AckTelemetry implements Platform.
 func (c *AWS) AckTelemetry(context.Context, wire.TelemetryAck) error {
 	return notAvailable("tail --ack")
-}
-
-// ListQueues implements Platform.
-func (c *AWS) ListQueues(context.Context, string, int) (wire.QueueList, error) {
-	return wire.QueueList{}, notAvailable("queue list")
-}
-
-// GetQueue implements Platform.
-func (c *AWS) GetQueue(context.Context, string) (wire.QueueInfo, error) {
-	return wire.QueueInfo{}, notAvailable("queue get")
-}
-
-// CreateQueue implements Platform.
-func (c *AWS) CreateQueue(context.Context, wire.QueueCreateRequest) (wire.QueueCreateResult, error) {
-	return wire.QueueCreateResult{}, notAvailable("queue create")
-}
-
-// ReceiveMessages implements Platform.
-func (c *AWS) ReceiveMessages(context.Context, string, wire.QueueReceiveRequest) (wire.QueueReceived, error) {
-	return wire.QueueReceived{}, notAvailable("queue receive")
-}
-
-// DeleteMessages implements Platform.
-func (c *AWS) DeleteMessages(context.Context, string, wire.QueueDeleteRequest) (wire.QueueDeleteResult, error) {
-	return wire.QueueDeleteResult{}, notAvailable("queue receive --delete")
-}
-
-// PurgeQueue implements Platform.
-func (c *AWS) PurgeQueue(context.Context, string) (wire.QueuePurgeResult, error) {
-	return wire.QueuePurgeResult{}, notAvailable("queue purge")
 }
 
 // LatestSnapshot implements Platform.
