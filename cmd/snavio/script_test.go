@@ -45,7 +45,7 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend, "aws-fake": awsFake},
+		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend, "aws-fake": awsFake, "aws-emu": awsEmu},
 		Condition:           condition,
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
@@ -279,6 +279,8 @@ func condition(cond string) (bool, error) {
 			return false, nil
 		}
 		return true, nil
+	case "dynamodblocal":
+		return dynamoDBLocalCondition()
 	default:
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}
