@@ -156,7 +156,20 @@ func TestAWSDoctorAllOK(t *testing.T) {
 	o, _ := awsOptions(t, s, now, func(p platform.Platform) platform.Platform {
 		return whoami{Platform: p, who: wire.Whoami{Principal: "arn:aws:sts::000000000000:assumed-role/op/x", Operator: true}}
 	})
+	calls := &awstest.Calls{}
+	o.AWSConfig = func(ctx context.Context, t platform.Target) (awssdk.Config, error) {
+		cfg, err := platform.LoadAWSConfig(ctx, t)
+		cfg.APIOptions = append(cfg.APIOptions, calls.Count)
+		return cfg, err
+	}
 	r := check(context.Background(), o)
+	// GetCallerIdentity, AssumeRole of role_arn by doctor and again by the
+	// SDK's provider for the checks after it, DescribeEventBus, 4
+	// DescribeTable, 2 DescribeTimeToLive, HeadBucket, HeadObject,
+	// AssumeRole of the emit role.
+	if c := calls.Take(); c.Total() != 13 {
+		t.Errorf("%d AWS calls: %s", c.Total(), c)
+	}
 	got := statuses(r)
 	want := []string{"config", "profile", "credentials", "role", "clock skew", "bus", "tables", "snapshot", "control api", "emit role"}
 	if len(r.Checks) != len(want) {
