@@ -271,9 +271,18 @@ func (c *AWS) ListQueuesPrefix(ctx context.Context, prefix, after string, limit 
 	}
 	close(work)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return wire.QueueList{}, err
+	// A queue deleted since ListQueues is left out; any other failure
+	// fails the list with the first one.
+	kept := res.Queues[:0]
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			kept = append(kept, res.Queues[i])
+		case sqsCode(errors.Unwrap(err)) != "QueueDoesNotExist":
+			return wire.QueueList{}, err
+		}
 	}
+	res.Queues = kept
 	return res, nil
 }
 

@@ -242,6 +242,12 @@ func fakeSQS(t *testing.T, pages [][]string) (*AWS, *[]string) {
 			_ = json.NewEncoder(w).Encode(out)
 		case "AmazonSQS.GetQueueAttributes":
 			u, _ := in["QueueUrl"].(string)
+			if queueName(u) == "gone" {
+				w.Header().Set("X-Amzn-Query-Error", "AWS.SimpleQueueService.NonExistentQueue;Sender")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}`)
+				return
+			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"Attributes": map[string]string{"QueueArn": "arn:aws:sqs:us-east-1:123456789012:" + queueName(u),
 				"ApproximateNumberOfMessages": "4", "ApproximateNumberOfMessagesNotVisible": "1", "ApproximateNumberOfMessagesDelayed": "2", "VisibilityTimeout": "30"}})
 		case "AmazonSQS.GetQueueUrl":
@@ -281,6 +287,16 @@ func TestAWSListQueuesPagesAndOrders(t *testing.T) {
 	}
 }
 
+// A queue deleted between ListQueues and its GetQueueAttributes is left
+// out of the list.
+func TestAWSListQueuesSkipsAVanishedQueue(t *testing.T) {
+	p, _ := fakeSQS(t, [][]string{{"b", "gone", "a"}})
+	l, err := p.ListQueues(context.Background(), "", 10)
+	if err != nil || len(l.Queues) != 2 || l.Queues[0].Name != "a" || l.Queues[1].Name != "b" || l.Next != nil {
+		t.Fatalf("%+v %v", l, err)
+	}
+}
+
 func TestAWSPurgeOncePerMinute(t *testing.T) {
 	p, _ := fakeSQS(t, nil)
 	_, err := p.PurgeQueue(context.Background(), "q")
@@ -303,4 +319,32 @@ func TestAWSQueuesUnreachable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot reach SQS in eu-west-1 at http://127.0.0.1:9") {
 		t.Fatalf("list: %v", err)
 	}
+}
+
+// FuzzQueueInfo: SQS's attributes, whatever they hold, map without a
+// panic, and a RedrivePolicy with a number or a string max receives
+// names its DLQ by the ARN's last part.
+func FuzzQueueInfo(f *testing.F) {
+	f.Add(`{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:mailer-dlq","maxReceiveCount":"5"}`, "3", "1732190000")
+	f.Add(`{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:d","maxReceiveCount":7}`, "x", "")
+	f.Add(`{"maxReceiveCount":1e400}`, "-1", "99999999999999999999")
+	f.Add(`not json`, "", "0")
+	f.Fuzz(func(t *testing.T, redrive, visible, created string) {
+		q, err := queueInfo("q", map[string]string{"RedrivePolicy": redrive, "ApproximateNumberOfMessages": visible, "CreatedTimestamp": created})
+		if q.Name != "q" {
+			t.Fatalf("name %q", q.Name)
+		}
+		var p struct {
+			DeadLetterTargetArn string      `json:"deadLetterTargetArn"`
+			MaxReceiveCount     json.Number `json:"maxReceiveCount"`
+		}
+		if redrive != "" && json.Unmarshal([]byte(redrive), &p) == nil {
+			if err != nil {
+				t.Fatalf("valid JSON %q refused: %v", redrive, err)
+			}
+			if want := queueName(p.DeadLetterTargetArn); q.DeadLetterQueue != want {
+				t.Fatalf("dlq %q, want %q", q.DeadLetterQueue, want)
+			}
+		}
+	})
 }
