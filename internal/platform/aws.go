@@ -20,7 +20,8 @@ type NotAvailableError struct {
 func (e *NotAvailableError) Error() string { return "not available on aws yet: " + e.What }
 
 // AWS is the platform of an aws profile. Commands are put on the
-// EventBridge bus through Bus (NewBus); every control operation returns a
+// EventBridge bus through Bus (NewBus); the queue operations act on SQS
+// (aws_queues.go); every other control operation returns a
 // *NotAvailableError until the control API has its AWS host.
 type AWS struct {
 	target Target
