@@ -249,7 +249,12 @@ func runList(ctx context.Context, o *ListOptions) error {
 				out = append(out, q)
 			}
 		}
-		if page.Next == nil || *page.Next <= after || len(out) > wire.QueueMaxCount {
+		if page.Next == nil || *page.Next <= after {
+			break
+		}
+		if len(out) >= wire.QueueMaxCount {
+			// An SQS account can hold more: say where the list stopped.
+			fmt.Fprintf(o.ErrOut, "listed the first %d queues, up to %s: narrow the list with --prefix\n", len(out), out[len(out)-1].Name)
 			break
 		}
 		after = *page.Next
