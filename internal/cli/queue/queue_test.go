@@ -392,8 +392,10 @@ func TestListOnAWSPassesThePrefixAndSaysWhereItStopped(t *testing.T) {
 	var out, errOut bytes.Buffer
 	d := Deps{
 		Platform: func() (platform.Platform, error) { return stub, nil },
-		Printer:  func() (*output.Printer, error) { return output.NewPrinter(&out, output.JSON, output.NewStyles(&out, false)), nil },
-		ErrOut:   &errOut,
+		Printer: func() (*output.Printer, error) {
+			return output.NewPrinter(&out, output.JSON, output.NewStyles(&out, false)), nil
+		},
+		ErrOut: &errOut,
 	}
 	cmd := NewCmdList(d, nil)
 	cmd.SetArgs([]string{"--prefix", "team-"})
