@@ -139,6 +139,9 @@ func (a *awsRun) identity(ctx context.Context, cfg awssdk.Config) (*sts.GetCalle
 	cl := sts.NewFromConfig(cfg, func(o *sts.Options) { o.APIOptions = append(o.APIOptions, recordDate(&p.date)) })
 	// Resolve the credentials first (an AssumeRole for a role), so the
 	// timed call is the one request.
+	if cfg.Credentials == nil {
+		return nil, p, errors.New("no AWS credentials provider in the configuration")
+	}
 	if _, err := cfg.Credentials.Retrieve(c); err != nil {
 		return nil, p, err
 	}
