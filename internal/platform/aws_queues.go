@@ -41,7 +41,7 @@ const sqsListWorkers = 8
 // awsSDK is an aws platform's SDK configuration and clients, built on
 // first use so that a command that calls nothing loads nothing.
 type awsSDK struct {
-	// load replaces LoadAWSConfig and WithRole (tests).
+	// load replaces AWSConfig (tests).
 	load func(ctx context.Context) (awssdk.Config, error)
 
 	once sync.Once
@@ -59,14 +59,15 @@ func (c *AWS) sqsClient(ctx context.Context) (*sqs.Client, error) {
 	c.sdk.once.Do(func() {
 		load := c.sdk.load
 		if load == nil {
-			load = func(ctx context.Context) (awssdk.Config, error) {
-				cfg, err := LoadAWSConfig(ctx, c.target)
-				return WithRole(cfg, c.target.RoleARN, ""), err
-			}
+			load = func(ctx context.Context) (awssdk.Config, error) { return AWSConfig(ctx, c.target, c.target.Region) }
 		}
 		c.sdk.cfg, c.sdk.err = load(ctx)
 		if c.sdk.err == nil {
-			c.sdk.sqs = sqs.NewFromConfig(c.sdk.cfg)
+			c.sdk.sqs = sqs.NewFromConfig(c.sdk.cfg, func(o *sqs.Options) {
+				if c.target.Endpoint != "" {
+					o.BaseEndpoint = awssdk.String(c.target.Endpoint)
+				}
+			})
 		}
 	})
 	return c.sdk.sqs, c.sdk.err

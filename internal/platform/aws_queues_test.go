@@ -45,7 +45,7 @@ func awsEnv(t *testing.T) {
 }
 
 // kumoAWS is an aws platform whose endpoint is an in-process kumo, with
-// the SDK configuration loaded as a profile's is (LoadAWSConfig), and
+// the SDK configuration loaded as a profile's is (AWSConfig), and
 // an SQS client on kumo to seed and inspect queues.
 func kumoAWS(t *testing.T, env string) (*AWS, *sqs.Client, *awstest.Calls) {
 	t.Helper()
@@ -55,7 +55,7 @@ func kumoAWS(t *testing.T, env string) (*AWS, *sqs.Client, *awstest.Calls) {
 	calls := &awstest.Calls{}
 	p := &AWS{target: Target{Kind: "aws", Region: "us-east-1", Endpoint: srv.URL, Env: env}}
 	p.sdk.load = func(ctx context.Context) (awssdk.Config, error) {
-		cfg, err := LoadAWSConfig(ctx, p.target)
+		cfg, err := AWSConfig(ctx, p.target, p.target.Region)
 		cfg.APIOptions = append(cfg.APIOptions, calls.Count)
 		return cfg, err
 	}
@@ -311,7 +311,7 @@ func TestAWSQueuesUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p.sdk.load = func(ctx context.Context) (awssdk.Config, error) {
-		cfg, err := LoadAWSConfig(ctx, p.target)
+		cfg, err := AWSConfig(ctx, p.target, p.target.Region)
 		cfg.RetryMaxAttempts = 1
 		return cfg, err
 	}

@@ -110,10 +110,9 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 		cfg = awssdk.Config{Region: firstNonEmpty(t.Region, DefaultRegion), Credentials: creds}
 	case "aws":
 		var err error
-		if cfg, err = LoadAWSConfig(ctx, t); err != nil {
+		if cfg, err = AWSConfig(ctx, t, t.Region); err != nil {
 			return nil, err
 		}
-		cfg = WithRole(cfg, t.RoleARN, "")
 	default:
 		return nil, fmt.Errorf("unknown profile kind %q: use local or aws", t.Kind)
 	}
@@ -130,46 +129,35 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 	}), nil
 }
 
-// LoadAWSConfig is the one builder of an aws target's SDK configuration:
-// the shared config and credentials the SDK finds (aws_profile, the
-// environment, SSO, an instance role), the region, and the target's
-// endpoint for every service when one is set. It assumes no role: wrap it
-// with WithRole.
-func LoadAWSConfig(ctx context.Context, t Target) (awssdk.Config, error) {
+// AWSConfig loads the SDK configuration of aws target t: the default
+// credential chain (or the AWS profile aws_profile), region (else the
+// SDK's), and, when role_arn is set, that role's credentials assumed
+// with STS (with external_id when set) and cached. Nothing is called
+// before the first Retrieve of the credentials. Clients point at
+// t.Endpoint themselves when it is set.
+func AWSConfig(ctx context.Context, t Target, region string, extra ...func(*awsconfig.LoadOptions) error) (awssdk.Config, error) {
 	var opts []func(*awsconfig.LoadOptions) error
-	if t.Region != "" {
-		opts = append(opts, awsconfig.WithRegion(t.Region))
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
 	}
 	if t.AWSProfile != "" {
 		opts = append(opts, awsconfig.WithSharedConfigProfile(t.AWSProfile))
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, extra...)...)
 	if err != nil {
-		return cfg, &Error{Msg: fmt.Sprintf("cannot load the AWS configuration (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", t.AWSProfile, err), Err: err}
+		return awssdk.Config{}, &Error{Msg: fmt.Sprintf("cannot load the AWS configuration (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", t.AWSProfile, err), Err: err}
 	}
 	if cfg.Region == "" {
-		return cfg, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
+		return awssdk.Config{}, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
 	}
-	if t.Endpoint != "" {
-		cfg.BaseEndpoint = awssdk.String(t.Endpoint)
+	if t.RoleARN != "" {
+		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), t.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+			if t.ExternalID != "" {
+				o.ExternalID = awssdk.String(t.ExternalID)
+			}
+		}))
 	}
 	return cfg, nil
-}
-
-// WithRole returns cfg whose credentials are roleARN's, assumed through
-// STS with cfg's credentials (and externalID when set) and cached until
-// they expire; cfg itself when roleARN is empty.
-func WithRole(cfg awssdk.Config, roleARN, externalID string) awssdk.Config {
-	if roleARN == "" {
-		return cfg
-	}
-	cfg = cfg.Copy()
-	cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), roleARN, func(o *stscreds.AssumeRoleOptions) {
-		if externalID != "" {
-			o.ExternalID = awssdk.String(externalID)
-		}
-	}))
-	return cfg
 }
 
 func firstNonEmpty(s ...string) string {

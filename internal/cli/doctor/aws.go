@@ -50,8 +50,8 @@ type awsRun struct {
 	s   *config.Settings
 	pc  platform.Platform
 	tgt platform.Target
-	// base has the credentials the SDK finds; eff is base with role_arn
-	// assumed, what commands use.
+	// base has the credentials the SDK finds; eff role_arn's as well,
+	// what commands use.
 	base, eff awssdk.Config
 	// who is eff's identity.
 	who *sts.GetCallerIdentityOutput
@@ -76,10 +76,18 @@ func checkAWS(ctx context.Context, o *Options, s *config.Settings, pc platform.P
 	}
 	load := o.AWSConfig
 	if load == nil {
-		load = platform.LoadAWSConfig
+		load = func(ctx context.Context, t platform.Target) (awssdk.Config, error) {
+			return platform.AWSConfig(ctx, t, t.Region)
+		}
 	}
+	// base has the credentials the SDK finds, eff role_arn's too.
+	noRole := a.tgt
+	noRole.RoleARN = ""
 	c, cancel := a.ctx(ctx)
-	base, err := load(c, a.tgt)
+	base, err := load(c, noRole)
+	if err == nil {
+		a.eff, err = load(c, a.tgt)
+	}
 	cancel()
 	if err != nil {
 		add(Check{Name: "credentials", Status: Fail, Detail: err.Error(), Fix: "set the profile's region and aws_profile (`snavio profile set " + s.ProfileName + " --region R --aws-profile P`), or AWS_PROFILE / AWS_ACCESS_KEY_ID"})
@@ -99,12 +107,11 @@ func checkAWS(ctx context.Context, o *Options, s *config.Settings, pc platform.P
 	skew := a.skew(probe)
 
 	// role
-	a.eff, a.who = base, id
+	a.who = id
 	if a.tgt.RoleARN == "" {
 		add(Check{Name: "role", Status: Skip, Detail: "no role_arn in the profile: commands use these credentials"})
 	} else {
-		a.eff = platform.WithRole(base, a.tgt.RoleARN, "")
-		rid, err := a.assume(ctx, base, a.tgt.RoleARN, "")
+		rid, err := a.assume(ctx, base, a.tgt.RoleARN, a.tgt.ExternalID)
 		if err != nil {
 			add(Check{Name: "role", Status: Fail, Detail: "STS AssumeRole of " + a.tgt.RoleARN + ": " + a.explain(err),
 				Fix: "the role's trust policy must allow sts:AssumeRole by " + awssdk.ToString(id.Arn) + ", and role_arn must name it (`snavio profile set " + s.ProfileName + " --role-arn ARN`)"})
@@ -123,6 +130,15 @@ func checkAWS(ctx context.Context, o *Options, s *config.Settings, pc platform.P
 	add(a.checkEmitRole(ctx))
 }
 
+// endpoint is the profile's endpoint (--endpoint-url) for every service
+// when it has one, else the SDK's.
+func (a *awsRun) endpoint(sdk *string) *string {
+	if a.tgt.Endpoint != "" {
+		return awssdk.String(a.tgt.Endpoint)
+	}
+	return sdk
+}
+
 // dateProbe is one timed STS call: the local clock around it and the
 // answer's Date header.
 type dateProbe struct {
@@ -136,7 +152,10 @@ func (a *awsRun) identity(ctx context.Context, cfg awssdk.Config) (*sts.GetCalle
 	c, cancel := a.ctx(ctx)
 	defer cancel()
 	var p dateProbe
-	cl := sts.NewFromConfig(cfg, func(o *sts.Options) { o.APIOptions = append(o.APIOptions, recordDate(&p.date)) })
+	cl := sts.NewFromConfig(cfg, func(o *sts.Options) {
+		o.BaseEndpoint = a.endpoint(o.BaseEndpoint)
+		o.APIOptions = append(o.APIOptions, recordDate(&p.date))
+	})
 	// Resolve the credentials first (an AssumeRole for a role), so the
 	// timed call is the one request.
 	if cfg.Credentials == nil {
@@ -248,7 +267,7 @@ func (a *awsRun) checkBus(ctx context.Context) Check {
 	c, cancel := a.ctx(ctx)
 	defer cancel()
 	name := a.busName()
-	out, err := eventbridge.NewFromConfig(a.eff).DescribeEventBus(c, &eventbridge.DescribeEventBusInput{Name: awssdk.String(name)})
+	out, err := eventbridge.NewFromConfig(a.eff, func(o *eventbridge.Options) { o.BaseEndpoint = a.endpoint(o.BaseEndpoint) }).DescribeEventBus(c, &eventbridge.DescribeEventBusInput{Name: awssdk.String(name)})
 	switch {
 	case err == nil:
 		return Check{Name: "bus", Status: OK, Detail: awssdk.ToString(out.Arn)}
@@ -277,7 +296,10 @@ func (a *awsRun) checkTables(ctx context.Context) Check {
 	// an error answer it decoded without reading through the check logs a
 	// warning on stderr for every missing table; descriptions need no CRC
 	// over TLS.
-	cl := dynamodb.NewFromConfig(a.eff, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	cl := dynamodb.NewFromConfig(a.eff, func(o *dynamodb.Options) {
+		o.BaseEndpoint = a.endpoint(o.BaseEndpoint)
+		o.DisableValidateResponseChecksum = true
+	})
 	var problems, fixes, names, ttl []string
 	missing := false
 	for _, tb := range stack.Tables {
@@ -346,7 +368,7 @@ func (a *awsRun) checkSnapshot(ctx context.Context) Check {
 	}
 	c, cancel := a.ctx(ctx)
 	defer cancel()
-	cl := s3.NewFromConfig(a.eff)
+	cl := s3.NewFromConfig(a.eff, func(o *s3.Options) { o.BaseEndpoint = a.endpoint(o.BaseEndpoint) })
 	if _, err := cl.HeadBucket(c, &s3.HeadBucketInput{Bucket: awssdk.String(bucket)}); err != nil {
 		if notFound(err) {
 			return Check{Name: "snapshot", Status: Fail, Detail: "no bucket " + bucket, Fix: a.deployFix("snapshot_bucket")}
@@ -431,7 +453,7 @@ func (a *awsRun) assume(ctx context.Context, cfg awssdk.Config, role, externalID
 	if externalID != "" {
 		in.ExternalId = awssdk.String(externalID)
 	}
-	out, err := sts.NewFromConfig(cfg).AssumeRole(c, in)
+	out, err := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = a.endpoint(o.BaseEndpoint) }).AssumeRole(c, in)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ type Options struct {
 	// does not say (--replay-window).
 	ReplayWindow time.Duration
 	// AWSConfig loads an aws profile's SDK configuration (nil:
-	// platform.LoadAWSConfig).
+	// platform.AWSConfig in the profile's region).
 	AWSConfig func(context.Context, platform.Target) (aws.Config, error)
 }
 

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -158,9 +160,9 @@ func TestAWSDoctorAllOK(t *testing.T) {
 	})
 	calls := &awstest.Calls{}
 	o.AWSConfig = func(ctx context.Context, t platform.Target) (awssdk.Config, error) {
-		cfg, err := platform.LoadAWSConfig(ctx, t)
-		cfg.APIOptions = append(cfg.APIOptions, calls.Count)
-		return cfg, err
+		// Counted from the load on, so that the SDK's own AssumeRole of
+		// role_arn counts too.
+		return platform.AWSConfig(ctx, t, t.Region, awsconfig.WithAPIOptions([]func(*middleware.Stack) error{calls.Count}))
 	}
 	r := check(context.Background(), o)
 	// GetCallerIdentity, AssumeRole of role_arn by doctor and again by the
