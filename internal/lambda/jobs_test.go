@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/encoding/cbor"
@@ -441,11 +440,7 @@ func (f *fixture) jobStore(t *testing.T) awsstore.Config {
 func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	s3emu := emu.S3()
-	bucket := s3emu.NewBucketName()
-	if _, err := s3.NewFromConfig(s3emu.Config(), s3emu.ClientOptions()...).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	s3emu, bucket := snapshotBucket(t)
 	seed := bytes.Repeat([]byte{3}, ed25519.SeedSize)
 	store := f.jobStore(t)
 	store.SnapshotBucket, store.S3Options = bucket, s3emu.ClientOptions()

@@ -128,8 +128,9 @@ func (c *AWS) sqsErr(ctx context.Context, op, queue string, err error) error {
 	case "QueueNameExists":
 		return &Error{Msg: fmt.Sprintf("queue %s exists with other settings: SQS changes no queue on create; compare with `snavio queue get %s`, or pick another name", queue, queue), Err: err}
 	}
-	if strings.Contains(err.Error(), "get credentials") {
-		return &Error{Msg: fmt.Sprintf("no usable AWS credentials for %s: %v; set the profile's aws_profile, AWS_PROFILE or AWS_ACCESS_KEY_ID, and check them with `snavio doctor`", c.sqsWhere(), err), Err: err}
+	var ce *CredentialsError
+	if errors.As(err, &ce) {
+		return ce
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {

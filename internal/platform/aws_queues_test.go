@@ -348,3 +348,17 @@ func FuzzQueueInfo(f *testing.F) {
 		}
 	})
 }
+
+// Without credentials, a queue command says so (the credentials step),
+// not that SQS refused it.
+func TestAWSQueuesWithoutCredentials(t *testing.T) {
+	awsEnv(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	p := &AWS{target: Target{Kind: "aws", Region: "eu-west-1", Endpoint: "http://127.0.0.1:9"}}
+	_, err := p.GetQueue(context.Background(), "q")
+	var ce *CredentialsError
+	if !errors.As(err, &ce) || ce.Step != StepCredentials || !strings.HasPrefix(err.Error(), "no AWS credentials: ") {
+		t.Fatalf("%T %v", err, err)
+	}
+}

@@ -10,12 +10,9 @@ import (
 	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 )
 
@@ -129,37 +126,6 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 	}), nil
 }
 
-// AWSConfig loads the SDK configuration of aws target t: the default
-// credential chain (or the AWS profile aws_profile), region (else the
-// SDK's), and, when role_arn is set, that role's credentials assumed
-// with STS (with external_id when set) and cached. Nothing is called
-// before the first Retrieve of the credentials. Clients point at
-// t.Endpoint themselves when it is set.
-func AWSConfig(ctx context.Context, t Target, region string, extra ...func(*awsconfig.LoadOptions) error) (awssdk.Config, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if region != "" {
-		opts = append(opts, awsconfig.WithRegion(region))
-	}
-	if t.AWSProfile != "" {
-		opts = append(opts, awsconfig.WithSharedConfigProfile(t.AWSProfile))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, extra...)...)
-	if err != nil {
-		return awssdk.Config{}, &Error{Msg: fmt.Sprintf("cannot load the AWS configuration (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", t.AWSProfile, err), Err: err}
-	}
-	if cfg.Region == "" {
-		return awssdk.Config{}, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
-	}
-	if t.RoleARN != "" {
-		cfg.Credentials = awssdk.NewCredentialsCache(stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), t.RoleARN, func(o *stscreds.AssumeRoleOptions) {
-			if t.ExternalID != "" {
-				o.ExternalID = awssdk.String(t.ExternalID)
-			}
-		}))
-	}
-	return cfg, nil
-}
-
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -225,6 +191,10 @@ func (b *sdkBus) where() string {
 func (b *sdkBus) explain(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	var ce *CredentialsError
+	if errors.As(err, &ce) {
+		return ce
 	}
 	where := b.where()
 	var opErr *net.OpError

@@ -33,7 +33,11 @@ token (operator.token in the server's data directory).
 The CLI sends the token in SNAVIO_TOKEN when set, else the profile's
 operator token. "token create" prints a new token once (or writes it to
 --token-file); the server keeps only its SHA-256 digest, so a lost token
-is revoked and issued again. Creating and revoking need the operator token.`,
+is revoked and issued again. Creating and revoking need the operator token.
+
+An aws profile has no tenant tokens: IAM replaces them. A tenant calls the
+control API as its control role snavio-<env>-tenant-<tenant>, set as the
+profile's role_arn; these commands say so and exit 1.`,
 		Example: `  snavio token create --tenant acme --token-file acme.token
   SNAVIO_TOKEN=$(cat acme.token) snavio tail --tenant acme --follow=false
   snavio token list --tenant acme

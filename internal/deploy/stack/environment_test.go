@@ -137,6 +137,7 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 	}
 	var stages []lambda.Config
 	var snapshotJob *lambda.JobConfig
+	var control *lambda.ControlConfig
 	for _, key := range stack.Functions {
 		vars := fns[key]
 		if vars == nil {
@@ -161,6 +162,10 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 			var c lambda.Config
 			c, err = lambda.FromEnv(getenv, awsCfg)
 			stages = append(stages, c)
+		case key == lambda.FunctionControl:
+			var c lambda.ControlConfig
+			c, err = lambda.ControlConfigFromEnv(getenv, awsCfg)
+			control = &c
 		default:
 			_, errStage := lambda.FromEnv(getenv, awsCfg)
 			_, errJob := lambda.JobConfigFromEnv(getenv, awsCfg)
@@ -183,6 +188,13 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 		t.Fatalf("parsed %d stages and snapshot job %v; want ingest, slow and the snapshot job", len(stages), snapshotJob)
 	}
 	pub := snapshotJob.SnapshotKey.Public().(ed25519.PublicKey)
+	// The control function generates snapshots on request: the same
+	// bucket, key and key id as the snapshot function, and callers of the
+	// stack's own account.
+	if control == nil || control.Store.SnapshotBucket != snapshotJob.Store.SnapshotBucket || control.SnapshotKeyID != snapshotJob.SnapshotKeyID ||
+		!control.SnapshotKey.Equal(snapshotJob.SnapshotKey) || control.Store.AccountID != values["AWS::AccountId"] {
+		t.Errorf("the control function's snapshot settings or account differ from the snapshot function's and the stack's: %+v", control)
+	}
 	for _, c := range stages {
 		if c.Store.SnapshotBucket != snapshotJob.Store.SnapshotBucket {
 			t.Errorf("%s cold-starts from bucket %q, the snapshot function writes %q", c.Function, c.Store.SnapshotBucket, snapshotJob.Store.SnapshotBucket)

@@ -57,7 +57,7 @@ var Functions = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAu
 // bootstrapRuns lists the functions cmd/snavio-lambda has a handler for:
 // the stages and lambda.IsJob's jobs (names_test.go checks it). The
 // others are deployed with their triggers disabled.
-var bootstrapRuns = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor}
+var bootstrapRuns = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor, FnControl}
 
 // The AWS store's tables (awsstore.Config's FlowTable, RegistryTable,
 // ChangelogTable, OutboxTable), their TTL attribute and the outbox stream.
@@ -288,14 +288,15 @@ func (x b) bucketPolicy() {
 		roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnControl)),
 		roleARN(x.n.OperatorRolePath(), "*"),
 	}
-	writer := roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnSnapshot))
+	// The control function publishes on request (POST /v1/snapshots/generate).
+	writers := []string{roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnSnapshot)), roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnControl))}
 	doc := policy.Document{Version: policy.Version, Statement: []policy.Statement{
 		{Sid: "OnlyDispatchersAndOperatorsRead", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:GetObject", "s3:GetObjectVersion"}, Resource: []string{objects},
 			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": readers}}},
 		{Sid: "OnlySnapshotWriterWrites", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}, Resource: []string{objects},
-			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": {writer}}}},
+			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": writers}}},
 		{Sid: "TLSOnly", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:*"}, Resource: []string{GetAtt("SnapshotBucket", "Arn"), objects},
 			Condition: policy.Condition{"Bool": {"aws:SecureTransport": {"false"}}}},
@@ -458,7 +459,9 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("Registry", concat(ddbRead, ddbWrite), tableARN("RegistryTable", "")),
 			policy.Allowing("Changelog", []string{"dynamodb:PutItem", "dynamodb:Query"}, tableARN("ChangelogTable", "")),
 			outbox,
-			policy.Allowing("SnapshotRead", []string{"s3:GetObject", "s3:GetObjectVersion"}, snapshots),
+			// Explain's dispatcher reads the global ban list; it takes no token.
+			policy.Allowing("FlowRead", ddbRead, tableARN("FlowTable", "")),
+			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, snapshots),
 			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
 		}
 	}
@@ -546,7 +549,14 @@ func (x b) environment(key string) map[string]string {
 		vars[envSnapshotSigning] = Ref(ParamSnapshotSigningKey)
 		vars[envSnapshotKeyID] = snapshotKeyID
 	case FnControl:
+		// Callers must be roles of the stack's account; snapshots are
+		// generated on request as the snapshot function does; delivery
+		// keys are derived from the master key.
+		vars[envAccountID] = Ref("AWS::AccountId")
 		vars[envSnapshotBucket] = Ref("SnapshotBucket")
+		vars[envSnapshotSigning] = Ref(ParamSnapshotSigningKey)
+		vars[envSnapshotKeyID] = snapshotKeyID
+		vars[envDeliveryKey] = Ref(ParamDeliveryKey)
 	}
 	return vars
 }
