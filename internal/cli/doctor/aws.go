@@ -414,8 +414,17 @@ func (a *awsRun) checkControl(ctx context.Context) Check {
 	case errors.As(err, &na):
 		return Check{Name: "control api", Status: Skip, Detail: err.Error()}
 	case err != nil:
-		return Check{Name: "control api", Status: Fail, Detail: err.Error(),
-			Fix: "set the profile's control_url to the stack's ControlApiUrl output (`snavio profile set " + a.s.ProfileName + " --control-url URL`); the caller needs lambda:InvokeFunctionUrl"}
+		fix := "set the profile's control_url to the stack's ControlApiUrl output (`snavio profile set " + a.s.ProfileName + " --control-url URL`)"
+		var ce *platform.CredentialsError
+		switch st := platform.StatusOf(err); {
+		case st == http.StatusUnauthorized || st == http.StatusForbidden:
+			fix = "set role_arn to the operator role or a tenant's control role (`snavio profile set " + a.s.ProfileName + " --role-arn ARN`); the caller needs lambda:InvokeFunctionUrl on the control function"
+		case errors.As(err, &ce):
+			fix = "fix the credentials first (the credentials and role checks)"
+		case st != 0:
+			fix = "run the same version of snavio as the deployment (`snavio version`, `snavio dispatch deploy`)"
+		}
+		return Check{Name: "control api", Status: Fail, Detail: err.Error(), Fix: fix}
 	}
 	return Check{Name: "control api", Status: OK, Detail: describeWho(who.Principal, who.Operator, who.Tenant)}
 }
