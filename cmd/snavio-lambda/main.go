@@ -12,7 +12,6 @@ import (
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/lambda"
 )
@@ -26,7 +25,7 @@ func main() {
 	case fn == lambda.FunctionControl:
 		// The control API maps callers by the stack's role names.
 		build = func(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
-			return lambda.ControlHandler(ctx, getenv, log, func(env string) controlapi.Roles { return stack.Names{Env: env} })
+			return lambda.ControlHandler(ctx, getenv, log, func(env string) lambda.ControlNames { return stack.Names{Env: env} })
 		}
 	}
 	h, err := build(context.Background(), os.Getenv, log)

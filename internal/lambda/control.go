@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/store/awsstore"
@@ -199,9 +200,27 @@ func NewControl(ctx context.Context, cfg ControlConfig) (*Control, error) {
 	return &Control{api: api, maxBody: cfg.MaxBody, log: cfg.Logger}, nil
 }
 
+// ControlNames is the environment's naming rule (stack.Names): the roles
+// callers are mapped by, and the dispatcher's function roles that
+// registration checks a target queue's policy against.
+type ControlNames interface {
+	controlapi.Roles
+	FunctionRolePath() string
+	FunctionRole(key string) string
+}
+
+// DispatcherRoles are the ARNs of the roles that send to target queues
+// (ingest, slow) and read their attributes (the queue monitor).
+func DispatcherRoles(n ControlNames, region, account string) controlapi.DispatcherRoles {
+	arn := func(fn string) string {
+		return "arn:" + awsstore.Partition(region) + ":iam::" + account + ":role" + n.FunctionRolePath() + n.FunctionRole(fn)
+	}
+	return controlapi.DispatcherRoles{Senders: []string{arn(FunctionIngest), arn(FunctionSlow)}, Monitor: arn(FunctionMonitor)}
+}
+
 // ControlHandler builds the control function from the environment, with
-// roles(env) as the naming rule, for aws-lambda-go's lambda.Start.
-func ControlHandler(ctx context.Context, getenv func(string) string, log *slog.Logger, roles func(env string) controlapi.Roles) (any, error) {
+// names(env) as the naming rule, for aws-lambda-go's lambda.Start.
+func ControlHandler(ctx context.Context, getenv func(string) string, log *slog.Logger, names func(env string) ControlNames) (any, error) {
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
@@ -210,7 +229,12 @@ func ControlHandler(ctx context.Context, getenv func(string) string, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger, cfg.Roles = log, roles(cfg.Store.Env)
+	n := names(cfg.Store.Env)
+	cfg.Logger, cfg.Roles = log, n
+	cfg.Queues, err = controlapi.SQSRouteQueues(sqs.NewFromConfig(awsCfg), awsCfg.Region, DispatcherRoles(n, awsCfg.Region, cfg.Store.AccountID))
+	if err != nil {
+		return nil, err
+	}
 	c, err := NewControl(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -465,7 +465,7 @@ func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Routes) != 3 || len(doc.ACLs) != 3 || len(doc.Keys) != 1 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
+	if len(doc.Routes) != 3 || len(doc.ACLs) != 4 || len(doc.Keys) != 2 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
 		t.Fatalf("snapshot %s: %d routes, %d ACLs, %d keys", doc.VersionID, len(doc.Routes), len(doc.ACLs), len(doc.Keys))
 	}
 	// The compact encoding beside it, which cold starts read first.
@@ -474,7 +474,7 @@ func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 		t.Fatalf("compact snapshot: %v", err)
 	}
 	cdoc, err := snapshotbin.Parse(compact, snapshot.ParseOptions{Kind: snapshot.KindFull, Trusted: snapshot.TrustedKeys{DefaultSnapshotKeyID: ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)}})
-	if err != nil || cdoc.VersionID != doc.VersionID || len(cdoc.Routes) != 3 || len(cdoc.ACLs) != 3 || len(cdoc.Keys) != 1 {
+	if err != nil || cdoc.VersionID != doc.VersionID || len(cdoc.Routes) != 3 || len(cdoc.ACLs) != 4 || len(cdoc.Keys) != 2 {
 		t.Fatalf("compact snapshot: %v; want version %s with the JSON one's data", err, doc.VersionID)
 	}
 	got := emfValues(t, &metrics)

@@ -210,14 +210,18 @@ func (c *AWS) RevokeCredential(context.Context, string) (wire.CredentialRevoked,
 	return wire.CredentialRevoked{}, c.notOnAWS("tenant credentials revoke", false)
 }
 
-// ReadTelemetry implements Platform.
+// ReadTelemetry implements Platform. On aws a tenant's telemetry is read
+// through a temporary queue subscribed to its topic, which must be
+// removed after: tail and send --wait use OpenAWSTelemetry, which has
+// ReadTelemetry's shape and a Close.
 func (c *AWS) ReadTelemetry(context.Context, wire.TelemetryQuery) (wire.TelemetryPage, error) {
-	return wire.TelemetryPage{}, notAvailable("telemetry (tail, send --wait)")
+	return wire.TelemetryPage{}, notAvailable("reading telemetry through the control API (tail and send --wait read a temporary queue of their own)")
 }
 
-// AckTelemetry implements Platform.
+// AckTelemetry implements Platform. On aws the tenant's consumer
+// acknowledges by deleting from its own queue, which tail never reads.
 func (c *AWS) AckTelemetry(context.Context, wire.TelemetryAck) error {
-	return notAvailable("tail --ack")
+	return notAvailable("tail --ack (on aws the tenant's consumer deletes from its own telemetry queue)")
 }
 
 // LatestSnapshot implements Platform.

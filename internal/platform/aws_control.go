@@ -175,7 +175,7 @@ func (s *sigV4) check(ctx context.Context) error {
 
 // AWSConfig loads the SDK configuration of aws target t: the default
 // credential chain (or the AWS profile aws_profile), region (else the
-// SDK's), and, when role_arn is set, that role's credentials assumed
+// SDK's), t.Endpoint as every service's endpoint when set, and, when role_arn is set, that role's credentials assumed
 // with STS (with external_id when set). A failure to get credentials is
 // a *CredentialsError naming the step. Nothing is called before the
 // first Retrieve of the credentials.
@@ -186,6 +186,10 @@ func AWSConfig(ctx context.Context, t Target, region string, extra ...func(*awsc
 	}
 	if t.AWSProfile != "" {
 		opts = append(opts, awsconfig.WithSharedConfigProfile(t.AWSProfile))
+	}
+	if t.Endpoint != "" {
+		// --endpoint-url: every service at one endpoint (an emulator).
+		opts = append(opts, awsconfig.WithBaseEndpoint(t.Endpoint))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, append(opts, extra...)...)
 	if err != nil {
@@ -215,7 +219,7 @@ const (
 )
 
 // CredentialsError is a failure to get the credentials an aws profile
-// signs with, at Step: loading the configuration, the base credentials
+// signs with; its message starts with Step, as a StepError's does, at Step: loading the configuration, the base credentials
 // (default chain or aws_profile), or assuming Role.
 type CredentialsError struct {
 	Step    string
@@ -227,11 +231,11 @@ type CredentialsError struct {
 func (e *CredentialsError) Error() string {
 	switch e.Step {
 	case StepConfig:
-		return fmt.Sprintf("cannot load the AWS configuration (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", e.Profile, e.Err)
+		return fmt.Sprintf("%s: cannot load it (aws_profile %q): %v; check ~/.aws/config and ~/.aws/credentials, or the profile's aws_profile", e.Step, e.Profile, e.Err)
 	case StepAssumeRole:
-		return fmt.Sprintf("AssumeRole of %s (the profile's role_arn) failed: %s; check that your identity may assume it (its trust policy) and the profile's external_id", e.Role, awsErrorText(e.Err))
+		return fmt.Sprintf("%s: assuming %s (the profile's role_arn) failed: %s; check that your identity may assume it (its trust policy) and the profile's external_id", e.Step, e.Role, awsErrorText(e.Err))
 	}
-	return fmt.Sprintf("no AWS credentials: %s; configure them (`aws configure`, AWS_PROFILE, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or `aws sso login`), or set the profile's aws_profile", awsErrorText(e.Err))
+	return fmt.Sprintf("%s: none found: %s; configure them (`aws configure`, AWS_PROFILE, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or `aws sso login`), or set the profile's aws_profile", e.Step, awsErrorText(e.Err))
 }
 
 func (e *CredentialsError) Unwrap() error { return e.Err }

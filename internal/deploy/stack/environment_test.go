@@ -69,21 +69,22 @@ func deployValues(t *testing.T, params map[string]map[string]any) map[string]str
 		t.Fatal(err)
 	}
 	v := map[string]string{
-		"AWS::AccountId":                 "123456789012",
-		"AWS::Region":                    "us-east-1",
-		"AWS::Partition":                 "aws",
-		stack.ParamCodeBucket:            "artifacts",
-		stack.ParamCodeKey:               "snavio/lambda/0.zip",
-		stack.ParamArchitecture:          "arm64",
-		stack.ParamDeliveryKey:           base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
-		stack.ParamSnapshotSigningKey:    snap.Seed,
-		stack.ParamSnapshotPublicKey:     snap.Public,
-		"EscalationQueue":                "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
-		"SnapshotBucket":                 "snavio-test-snap-123456789012",
-		"SnapshotBucket.Arn":             "arn:aws:s3:::snavio-test-snap-123456789012",
-		"EscalationQueue.Arn":            "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
-		"OutboxTable.StreamArn":          "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
-		"ControlFunctionUrl.FunctionUrl": "https://x.lambda-url.us-east-1.on.aws/",
+		"AWS::AccountId":                  "123456789012",
+		"AWS::Region":                     "us-east-1",
+		"AWS::Partition":                  "aws",
+		stack.ParamCodeBucket:             "artifacts",
+		stack.ParamCodeKey:                "snavio/lambda/0.zip",
+		stack.ParamArchitecture:           "arm64",
+		stack.ParamDeliveryKey:            base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
+		stack.ParamSnapshotSigningKey:     snap.Seed,
+		stack.ParamSnapshotPublicKey:      snap.Public,
+		stack.ParamDeliveryKeyFingerprint: "none",
+		"EscalationQueue":                 "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
+		"SnapshotBucket":                  "snavio-test-snap-123456789012",
+		"SnapshotBucket.Arn":              "arn:aws:s3:::snavio-test-snap-123456789012",
+		"EscalationQueue.Arn":             "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
+		"OutboxTable.StreamArn":           "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
+		"ControlFunctionUrl.FunctionUrl":  "https://x.lambda-url.us-east-1.on.aws/",
 	}
 	for name, p := range params {
 		if _, ok := v[name]; !ok {
@@ -203,5 +204,43 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 		if !pub.Equal(trusted) {
 			t.Errorf("%s trusts %v under %q; the snapshot function signs with %x", c.Function, c.SnapshotKeys, snapshotJob.SnapshotKeyID, pub)
 		}
+	}
+}
+
+// The control function test-routes a target queue against the roles of the
+// functions that send to it and monitor it: those ARNs must be the roles
+// the stack creates for them.
+func TestControlChecksQueuesAgainstTheStacksRoles(t *testing.T) {
+	tpl, err := stack.Build("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stack.Render(tpl, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct{ RoleName, Path string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]bool{}
+	for _, r := range doc.Resources {
+		if r.Type == "AWS::IAM::Role" {
+			roles["arn:aws:iam::123456789012:role"+r.Properties.Path+r.Properties.RoleName] = true
+		}
+	}
+	got := lambda.DispatcherRoles(stack.Names{Env: "test"}, "us-east-1", "123456789012")
+	for _, arn := range append(got.Senders, got.Monitor) {
+		if !roles[arn] {
+			t.Errorf("%s is not a role of the stack (roles: %v)", arn, roles)
+		}
+	}
+	if len(got.Senders) != 2 {
+		t.Errorf("senders %v: want the ingest and slow functions' roles", got.Senders)
 	}
 }

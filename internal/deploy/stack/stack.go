@@ -155,6 +155,7 @@ func specs() []fnSpec {
 type b struct {
 	t *Template
 	n Names
+	o Options
 }
 
 func (x b) add(id string, r Resource) {
@@ -178,9 +179,16 @@ func stackTags(env string) []tags.Tag {
 	return []tags.Tag{{Key: "snavio:env", Value: env}}
 }
 
-// Build returns the template of env's platform stack.
-func Build(env string) (*Template, error) {
+// Build returns the template of env's platform stack with the default
+// Options.
+func Build(env string) (*Template, error) { return BuildWith(env, Options{}) }
+
+// BuildWith returns the template of env's platform stack shaped by o.
+func BuildWith(env string, o Options) (*Template, error) {
 	if err := CheckEnv(env); err != nil {
+		return nil, err
+	}
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	n := Names{Env: env}
@@ -192,7 +200,8 @@ func Build(env string) (*Template, error) {
 	t.Parameters[ParamDeliveryKey] = Parameter{Type: "String", Description: ptr("base64 of the delivery signing master key, 32 bytes or more (docs/security/delivery-signature.md)"), NoEcho: ptr(true), AllowedPattern: ptr("^[A-Za-z0-9+/]{43,}={0,2}$")}
 	t.Parameters[ParamSnapshotSigningKey] = Parameter{Type: "String", Description: ptr("base64 of the 32-byte Ed25519 seed the snapshot function signs registry snapshots with"), NoEcho: ptr(true), AllowedPattern: ptr(ed25519KeyPattern)}
 	t.Parameters[ParamSnapshotPublicKey] = Parameter{Type: "String", Description: ptr("base64 of the snapshot signing key's Ed25519 public key, which the ingest and slow functions trust (snavio dispatch deploy derives it from the seed)"), AllowedPattern: ptr(ed25519KeyPattern)}
-	x := b{t: t, n: n}
+	t.Parameters[ParamDeliveryKeyFingerprint] = Parameter{Type: "String", Description: ptr("first 16 hex digits of the delivery key's SHA-256 (snavio dispatch deploy sets it): a new key publishes a new ingest version"), Default: "none", AllowedPattern: ptr("^(none|[0-9a-f]{16})$")}
+	x := b{t: t, n: n, o: o}
 
 	x.alarmTopic()
 	x.tables()
@@ -204,6 +213,9 @@ func Build(env string) (*Template, error) {
 	}
 	x.triggers()
 	x.bucketPolicy()
+	if err := x.ingestAlias(); err != nil {
+		return nil, err
+	}
 
 	out := func(id, desc string, v string) {
 		t.Outputs[id] = Output{Value: v, Description: ptr(desc), Export: &Export{Name: n.prefix() + id}}
@@ -365,7 +377,7 @@ func (x b) bus() {
 		State:        ptr("ENABLED"),
 		Targets: []events.Rule_Target{{
 			Id:               "ingest",
-			Arn:              GetAtt("IngestFunction", "Arn"),
+			Arn:              x.ingestTarget(),
 			RetryPolicy:      &events.Rule_RetryPolicy{MaximumRetryAttempts: ptr(185), MaximumEventAgeInSeconds: ptr(86400)},
 			DeadLetterConfig: &events.Rule_DeadLetterConfig{Arn: ptr(GetAtt("CommandRuleDLQ", "Arn"))},
 		}},
@@ -463,6 +475,9 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("FlowRead", ddbRead, tableARN("FlowTable", "")),
 			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, snapshots),
 			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
+			// Registration test-routes each route's target queue
+			// (controlapi.SQSRouteQueues): attributes and policy only.
+			policy.Allowing("TestRouting", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}, targetQueues),
 		}
 	}
 	panic("stack: no statements for function " + key)
@@ -500,7 +515,7 @@ func (x b) function(s fnSpec) {
 	if s.asyncDLQ {
 		x.add(s.id+"InvokeConfig", &lambda.EventInvokeConfig{
 			FunctionName:         Ref(s.id + "Function"),
-			Qualifier:            "$LATEST",
+			Qualifier:            x.qualifier(s.key),
 			MaximumRetryAttempts: ptr(2),
 			DestinationConfig: &lambda.EventInvokeConfig_DestinationConfig{
 				OnFailure: &lambda.EventInvokeConfig_OnFailure{Destination: GetAtt(s.id+"DLQ", "Arn")},
@@ -580,7 +595,7 @@ func spec(key string) fnSpec {
 // triggers wires the functions that are not on a schedule.
 func (x b) triggers() {
 	x.add("IngestRulePermission", &lambda.Permission{
-		Action: "lambda:InvokeFunction", FunctionName: Ref("IngestFunction"),
+		Action: "lambda:InvokeFunction", FunctionName: x.ingestTarget(),
 		Principal: "events.amazonaws.com", SourceArn: ptr(GetAtt("CommandRule", "Arn")),
 	})
 	x.add("SlowEscalations", &lambda.EventSourceMapping{

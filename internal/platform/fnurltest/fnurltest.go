@@ -6,12 +6,11 @@
 // it recomputes each request's SigV4 signature with the SDK's own signer
 // from the credentials the test gave it (or that STS issued through
 // STSTap), checks the scope (service lambda, the region, the date), the
-// body's hash against x-amz-content-sha256 and the clock skew, maps the
-// caller's IAM role to a principal as the control API's Lambda host does
-// (snavio-<env>-operator is the operator, snavio-<env>-tenant-<t> tenant
-// t), and passes the request to the real control API: the registry over
-// a memory store, and whoami. What it does not serve answers 501 with a
-// typed code, as the host does for resources it leaves out on AWS.
+// body's hash against x-amz-content-sha256 and the clock skew, and passes
+// the request with its verified caller to the real control API with the
+// Lambda host's IAM mapping (controlapi.IAMAuth over stack.Names): the
+// registry over a memory store, and whoami. The other resources are left
+// out and answer 501 with the host's typed code.
 //
 // STSTap is a reverse proxy in front of an STS emulator (kumo): it
 // records each AssumeRole call, refuses one whose external id does not
@@ -42,8 +41,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/snavio/snavio/internal/controlapi"
-	"github.com/snavio/snavio/internal/controlapi/wire"
-	"github.com/snavio/snavio/internal/server"
+	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
 )
@@ -53,8 +51,11 @@ import (
 const MaxSkew = 5 * time.Minute
 
 // NotServedCode is the typed code of the 501 the fake answers for what
-// it does not serve.
-const NotServedCode = "not_served_on_aws"
+// it does not serve: the Lambda host's for what it leaves out.
+const NotServedCode = controlapi.CodeNotOnAWS
+
+// Account is the account whose role sessions the fake maps to principals.
+const Account = "123456789012"
 
 // Options configure a Server.
 type Options struct {
@@ -113,20 +114,22 @@ func New(o Options) (*Server, error) {
 		o.Clock = clock.System()
 	}
 	s := &Server{Region: o.Region, Env: o.Env, Registry: memstore.NewRegistry(), clk: o.Clock, signer: v4.NewSigner(), keys: map[string]identity{}}
-	reg, err := controlapi.NewRegistryAPI(controlapi.RegistryOptions{Registry: s.Registry, Clock: o.Clock, Auth: controlapi.ContextAuth{}})
+	leftOut := map[controlapi.Resource]controlapi.Absence{}
+	for _, r := range controlapi.Resources {
+		if r != controlapi.ResourceRegistry {
+			leftOut[r] = controlapi.Absence{Code: NotServedCode, Why: string(r) + " is not served by this control API host", Instead: "the fake serves the registry and whoami only"}
+		}
+	}
+	api, err := controlapi.New(controlapi.Config{
+		Auth:     controlapi.IAMAuth{Account: Account, Roles: stack.Names{Env: o.Env}},
+		Clock:    o.Clock,
+		Registry: controlapi.RegistryOptions{Registry: s.Registry},
+		LeftOut:  leftOut,
+	})
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	reg.Register(mux)
-	mux.HandleFunc("GET /v1/whoami", func(w http.ResponseWriter, r *http.Request) {
-		p, _ := server.PrincipalFrom(r.Context())
-		controlapi.WriteJSON(w, http.StatusOK, wire.Whoami{Principal: p.String(), Operator: p.Operator, Tenant: p.Tenant, ServerTime: s.clk.Now().UTC()})
-	})
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": r.URL.Path + " is not served by this control API host", "fix": "the fake serves the registry and whoami only", "code": NotServedCode})
-	})
-	s.api = mux
+	s.api = api
 	if o.TLS {
 		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	} else {
@@ -181,8 +184,11 @@ func (s *Server) Requests() []Request {
 
 // OperatorRole and TenantRole are the role names the server maps to
 // principals (internal/deploy/stack's names).
-func (s *Server) OperatorRole() string            { return "snavio-" + s.Env + "-operator" }
-func (s *Server) TenantRole(tenant string) string { return "snavio-" + s.Env + "-tenant-" + tenant }
+func (s *Server) OperatorRole() string { return stack.Names{Env: s.Env}.OperatorRole() }
+func (s *Server) TenantRole(tenant string) string {
+	name, _ := stack.Names{Env: s.Env}.TenantRole(tenant)
+	return name
+}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rec := Request{Method: r.Method, Path: r.URL.Path}
@@ -213,16 +219,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Caller = caller
-	p, ok := s.principal(caller)
-	if !ok {
-		// IAM: the identity may not call lambda:InvokeFunctionUrl.
-		rec.Status, rec.Refused = http.StatusForbidden, "no principal for "+caller
-		writeJSON(w, http.StatusForbidden, map[string]string{"Message": "Forbidden"})
-		return
-	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	out := httptest.NewRecorder()
-	s.api.ServeHTTP(out, r.WithContext(server.WithPrincipal(r.Context(), p)))
+	s.api.ServeHTTP(out, r.WithContext(controlapi.WithIAMCaller(r.Context(), controlapi.IAMCaller{UserARN: caller})))
 	for k, v := range out.Header() {
 		w.Header()[k] = v
 	}
@@ -316,28 +315,6 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 		return "", "", "", fmt.Errorf("malformed Authorization %q", h)
 	}
 	return cred, signed, sig, nil
-}
-
-// principal maps an IAM identity to a control API principal by its
-// role's name, as the Lambda host does.
-func (s *Server) principal(arn string) (server.Principal, bool) {
-	// arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) != 6 || parts[2] != "sts" {
-		return server.Principal{}, false
-	}
-	res := strings.Split(parts[5], "/")
-	if len(res) != 3 || res[0] != "assumed-role" {
-		return server.Principal{}, false
-	}
-	role := res[1]
-	if role == s.OperatorRole() {
-		return server.OperatorPrincipal(), true
-	}
-	if t, ok := strings.CutPrefix(role, "snavio-"+s.Env+"-tenant-"); ok && t != "" {
-		return server.TenantPrincipal(t), true
-	}
-	return server.Principal{}, false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -82,7 +82,7 @@ func TestServerVerifiesSignatures(t *testing.T) {
 		"no hash header":     {func(r *req) { r.hashHeader = "-" }, "not the body's hash"},
 		"lying hash header":  {func(r *req) { r.hashHeader = strings.Repeat("0", 64) }, "not the body's hash"},
 		"no session token":   {func(r *req) { r.token = "" }, "security token"},
-		"not a role session": {func(r *req) { r.key, r.token = "AKUSER", "" }, "Forbidden"},
+		"not a role session": {func(r *req) { r.key, r.token = "AKUSER", "" }, "not a role session"},
 	} {
 		r := good
 		c.mod(&r)
