@@ -245,28 +245,10 @@ func (a *awsRun) deployFix(field string) string {
 	return "set the profile's " + field + " (or env) to the deployment's (`snavio profile set " + a.s.ProfileName + "`)"
 }
 
-// busName is the bus doctor checks: bus_name when set, else the env's,
-// else the built-in default.
-func (a *awsRun) busName() string {
-	if a.tgt.Env != "" && origin(a.s, "bus_name") == config.FromDefault {
-		return stack.Names{Env: a.tgt.Env}.Bus()
-	}
-	return a.tgt.BusName
-}
-
-func origin(s *config.Settings, key string) config.Origin {
-	for _, v := range s.Values {
-		if v.Key == key {
-			return v.Origin
-		}
-	}
-	return config.FromDefault
-}
-
 func (a *awsRun) checkBus(ctx context.Context) Check {
 	c, cancel := a.ctx(ctx)
 	defer cancel()
-	name := a.busName()
+	name := platform.BusNameOf(a.tgt)
 	out, err := eventbridge.NewFromConfig(a.eff, func(o *eventbridge.Options) { o.BaseEndpoint = a.endpoint(o.BaseEndpoint) }).DescribeEventBus(c, &eventbridge.DescribeEventBusInput{Name: awssdk.String(name)})
 	switch {
 	case err == nil:

@@ -130,8 +130,7 @@ func awsOptions(t *testing.T, s *config.Settings, now time.Time, wrap func(platf
 	paths := config.Paths{ConfigFile: filepath.Join(dir, "config.yaml"), DataDir: dir}
 	s.ConfigFile, s.ProfileName, s.Kind, s.ProfileOrigin = paths.ConfigFile, "prod", config.KindAWS, config.FromFlag
 	if s.BusName == "" {
-		s.BusName = config.DefaultBusName
-		s.Values = append(s.Values, config.Setting{Key: "bus_name", Value: s.BusName, Origin: config.FromDefault})
+		s.BusName = config.DefaultBusName // as the configuration defaults it
 	}
 	clk := clock.NewFake(now)
 	return &Options{
