@@ -54,6 +54,7 @@ func TestScripts(t *testing.T) {
 			"aws-fake":    awsFake,
 			"fnurl":       fnurl,
 			"aws-cli":     awsCLI,
+			"aws-emu":     awsEmu,
 		},
 		Condition: condition,
 		Setup: func(env *testscript.Env) error {
@@ -290,6 +291,8 @@ func condition(cond string) (bool, error) {
 			return false, nil
 		}
 		return true, nil
+	case "dynamodblocal":
+		return dynamoDBLocalCondition()
 	default:
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}

@@ -33,11 +33,15 @@ func (e *NotAvailableError) Unwrap() error { return e.Err }
 
 // AWS is the platform of an aws profile. Commands are put on the
 // EventBridge bus through Bus (NewBus); control operations go through the
-// control API's Function URL with SigV4 (aws_control.go); what has no
-// host on aws yet returns a *NotAvailableError.
+// control API's Function URL with SigV4 (aws_control.go); the queue
+// operations act on SQS (aws_queues.go); what has no host on aws yet
+// returns a *NotAvailableError.
 type AWS struct {
 	target  Target
 	control awsControl
+	// sdk is the SDK configuration and SQS client of the queue
+	// operations, built on first use (aws_queues.go).
+	sdk awsSDK
 }
 
 var _ Platform = (*AWS)(nil)
@@ -218,36 +222,6 @@ func (c *AWS) ReadTelemetry(context.Context, wire.TelemetryQuery) (wire.Telemetr
 // acknowledges by deleting from its own queue, which tail never reads.
 func (c *AWS) AckTelemetry(context.Context, wire.TelemetryAck) error {
 	return notAvailable("tail --ack (on aws the tenant's consumer deletes from its own telemetry queue)")
-}
-
-// ListQueues implements Platform.
-func (c *AWS) ListQueues(context.Context, string, int) (wire.QueueList, error) {
-	return wire.QueueList{}, notAvailable("queue list")
-}
-
-// GetQueue implements Platform.
-func (c *AWS) GetQueue(context.Context, string) (wire.QueueInfo, error) {
-	return wire.QueueInfo{}, notAvailable("queue get")
-}
-
-// CreateQueue implements Platform.
-func (c *AWS) CreateQueue(context.Context, wire.QueueCreateRequest) (wire.QueueCreateResult, error) {
-	return wire.QueueCreateResult{}, notAvailable("queue create")
-}
-
-// ReceiveMessages implements Platform.
-func (c *AWS) ReceiveMessages(context.Context, string, wire.QueueReceiveRequest) (wire.QueueReceived, error) {
-	return wire.QueueReceived{}, notAvailable("queue receive")
-}
-
-// DeleteMessages implements Platform.
-func (c *AWS) DeleteMessages(context.Context, string, wire.QueueDeleteRequest) (wire.QueueDeleteResult, error) {
-	return wire.QueueDeleteResult{}, notAvailable("queue receive --delete")
-}
-
-// PurgeQueue implements Platform.
-func (c *AWS) PurgeQueue(context.Context, string) (wire.QueuePurgeResult, error) {
-	return wire.QueuePurgeResult{}, notAvailable("queue purge")
 }
 
 // LatestSnapshot implements Platform.

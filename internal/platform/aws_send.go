@@ -119,11 +119,11 @@ func (r EmitRole) TopicARN(region, tenant string) (string, error) {
 	return "arn:" + r.Partition + ":sns:" + region + ":" + r.Account + ":" + topic, nil
 }
 
-// busNameOf is the EventBusName of an aws profile: bus_name, else its
+// BusNameOf is the EventBusName of an aws profile: bus_name, else its
 // env's bus (the deployed stack's, snavio-<env>-command-bus), else the
 // spec's. The configuration defaults bus_name to the spec's name, so that
 // name with an env set means the env's bus.
-func busNameOf(t Target) string {
+func BusNameOf(t Target) string {
 	if t.Env != "" && (t.BusName == "" || t.BusName == DefaultBusName) {
 		return stack.Names{Env: t.Env}.Bus()
 	}

@@ -18,12 +18,17 @@ import (
 // listing it here.
 func TestAWSNotAvailable(t *testing.T) {
 	var p Platform = &AWS{target: Target{Kind: "aws", Region: "eu-west-1"}}
+	// The queue methods act on SQS (aws_queues.go, tested on kumo).
+	queueMethods := map[string]bool{"ListQueues": true, "GetQueue": true, "CreateQueue": true, "ReceiveMessages": true, "DeleteMessages": true, "PurgeQueue": true}
 	v := reflect.ValueOf(p)
 	ty := reflect.TypeOf((*Platform)(nil)).Elem()
 	errType := reflect.TypeOf((*error)(nil)).Elem()
 	checked := 0
 	for i := range ty.NumMethod() {
 		name := ty.Method(i).Name
+		if queueMethods[name] {
+			continue
+		}
 		m := v.MethodByName(name)
 		in := make([]reflect.Value, m.Type().NumIn())
 		for j := range in {
@@ -67,7 +72,7 @@ func TestAWSNotAvailable(t *testing.T) {
 			t.Errorf("%s: %q, want %q in it", name, msg, want)
 		}
 	}
-	if checked < 30 {
+	if checked < 24 {
 		t.Errorf("checked %d methods; the Platform interface has more", checked)
 	}
 }

@@ -152,7 +152,7 @@ func (b *sdkBus) busName() *string {
 	if b.target.Kind != "aws" {
 		return nil
 	}
-	return awssdk.String(busNameOf(b.target))
+	return awssdk.String(BusNameOf(b.target))
 }
 
 // PutEvents implements Bus.
@@ -237,7 +237,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // explainAWS names the PutEvents step of an aws profile's failure.
 func (b *sdkBus) explainAWS(err error) error {
-	where := b.where() + " (bus " + busNameOf(b.target) + ")"
+	where := b.where() + " (bus " + BusNameOf(b.target) + ")"
 	var opErr *net.OpError
 	if errors.As(err, &opErr) {
 		return &StepError{Step: StepPutEvents, Retryable: true, Msg: fmt.Sprintf("cannot reach %s (%v): check the network, the region and the endpoint", where, opErr.Err), Err: err}

@@ -66,8 +66,27 @@ const (
 	TableRegistry  = "registry"
 	TableChangelog = "changelog"
 	TableOutbox    = "outbox"
-	ttlAttribute   = "expires_at"
+	// TTLAttribute is the TTL attribute of the tables that expire items.
+	TTLAttribute = "expires_at"
 )
+
+// TableSpec is one of the AWS store's tables in the stack: its logical
+// id, its kind (Names.Table), whether items expire (TTL on TTLAttribute)
+// and its stream, if any.
+type TableSpec struct {
+	ID, Kind string
+	TTL      bool
+	Stream   string
+}
+
+// Tables are the AWS store's four tables, as the stack makes them and
+// `snavio doctor` checks them.
+var Tables = []TableSpec{
+	{"FlowTable", TableFlow, true, ""},
+	{"RegistryTable", TableRegistry, false, ""},
+	{"ChangelogTable", TableChangelog, false, ""},
+	{"OutboxTable", TableOutbox, true, "NEW_IMAGE"},
+}
 
 // Environment variables the functions read (internal/lambda's Env*).
 const (
@@ -221,18 +240,9 @@ func (x b) alarmTopic() {
 // outbox's stream of new images, point-in-time recovery, and Retain so a
 // destroyed stack keeps the registry.
 func (x b) tables() {
-	for _, tb := range []struct {
-		id, kind string
-		ttl      bool
-		stream   string
-	}{
-		{"FlowTable", TableFlow, true, ""},
-		{"RegistryTable", TableRegistry, false, ""},
-		{"ChangelogTable", TableChangelog, false, ""},
-		{"OutboxTable", TableOutbox, true, "NEW_IMAGE"},
-	} {
+	for _, tb := range Tables {
 		r := &dynamodb.Table{
-			TableName:   ptr(x.n.Table(tb.kind)),
+			TableName:   ptr(x.n.Table(tb.Kind)),
 			BillingMode: ptr("PAY_PER_REQUEST"),
 			AttributeDefinitions: []dynamodb.Table_AttributeDefinition{
 				{AttributeName: "pk", AttributeType: "S"}, {AttributeName: "sk", AttributeType: "S"},
@@ -246,19 +256,19 @@ func (x b) tables() {
 			AWSCloudFormationDeletionPolicy:      policies.DeletionPolicy("Retain"),
 			AWSCloudFormationUpdateReplacePolicy: policies.UpdateReplacePolicy("Retain"),
 		}
-		if tb.ttl {
-			r.TimeToLiveSpecification = &dynamodb.Table_TimeToLiveSpecification{AttributeName: ptr(ttlAttribute), Enabled: true}
+		if tb.TTL {
+			r.TimeToLiveSpecification = &dynamodb.Table_TimeToLiveSpecification{AttributeName: ptr(TTLAttribute), Enabled: true}
 		}
-		if tb.stream != "" {
-			r.StreamSpecification = &dynamodb.Table_StreamSpecification{StreamViewType: tb.stream}
+		if tb.Stream != "" {
+			r.StreamSpecification = &dynamodb.Table_StreamSpecification{StreamViewType: tb.Stream}
 		}
-		x.add(tb.id, r)
+		x.add(tb.ID, r)
 	}
 }
 
 func (x b) bucket() {
 	x.add("SnapshotBucket", &s3.Bucket{
-		BucketName: ptr(Sub(x.n.prefix() + "snap-${AWS::AccountId}")),
+		BucketName: ptr(Sub(x.n.SnapshotBucket("${AWS::AccountId}"))),
 		BucketEncryption: &s3.Bucket_BucketEncryption{ServerSideEncryptionConfiguration: []s3.Bucket_ServerSideEncryptionRule{{
 			BucketKeyEnabled:              ptr(true),
 			ServerSideEncryptionByDefault: &s3.Bucket_ServerSideEncryptionByDefault{SSEAlgorithm: "aws:kms"},
