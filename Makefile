@@ -87,7 +87,7 @@ lambda: ## Build the Lambda bootstrap zips for provided.al2023: dist/lambda/boot
 .PHONY: bench
 bench: ## Run benchmarks and print each beside its floor, with the ratio
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee bench.out
-	$(GO) test -count=1 -run '^TestStartupCost$$' -v ./internal/app/ | tee -a bench.out | grep -E 'startup over|FAIL' || true
+	$(GO) test -count=1 -run '^TestStartup(Cost|VersusGh)$$' -v ./internal/app/ | tee -a bench.out | grep -E 'startup over|startup versus|FAIL' || true
 	@echo
 	$(GO) run ./tools/benchratio < bench.out
 

@@ -1,7 +1,8 @@
 // Command snavio-lambda is the bootstrap of snavio's Lambda functions
 // (provided.al2023); SNAVIO_FUNCTION chooses the handler: ingest or slow
 // (the stages), outbox, snapshot, queue-monitor or fairness-auditor (the
-// jobs). docs/lambda.md has each one's trigger and configuration.
+// jobs), or control (the control API behind a Function URL).
+// docs/lambda.md has each one's trigger and configuration.
 package main
 
 import (
@@ -11,14 +12,21 @@ import (
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/lambda"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	build := lambda.Handler
-	if lambda.IsJob(os.Getenv(lambda.EnvFunction)) {
+	switch fn := os.Getenv(lambda.EnvFunction); {
+	case lambda.IsJob(fn):
 		build = lambda.JobHandler
+	case fn == lambda.FunctionControl:
+		// The control API maps callers by the stack's role names.
+		build = func(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
+			return lambda.ControlHandler(ctx, getenv, log, func(env string) lambda.ControlNames { return stack.Names{Env: env} })
+		}
 	}
 	h, err := build(context.Background(), os.Getenv, log)
 	if err != nil {

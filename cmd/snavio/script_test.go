@@ -45,8 +45,19 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		UpdateScripts:       os.Getenv("SNAVIO_UPDATE_SCRIPTS") == "1",
-		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"serve-ready": serveReady, "putevents": putEvents, "wait-count": waitCount, "mount-small": mountSmall, "store-send": storeSend, "aws-fake": awsFake, "replay-aws": replayAWS},
-		Condition:           condition,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"serve-ready": serveReady,
+			"putevents":   putEvents,
+			"wait-count":  waitCount,
+			"mount-small": mountSmall,
+			"store-send":  storeSend,
+			"aws-fake":    awsFake,
+			"fnurl":       fnurl,
+			"aws-cli":     awsCLI,
+			"aws-emu":     awsEmu,
+			"replay-aws":  replayAWS,
+		},
+		Condition: condition,
 		Setup: func(env *testscript.Env) error {
 			// Keep every script's config and data inside its work dir.
 			home := filepath.Join(env.WorkDir, "home")
@@ -54,6 +65,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 			env.Setenv("XDG_DATA_HOME", filepath.Join(home, ".local", "share"))
 			env.Values[awsFakeKey{}] = &awsFakeState{}
+			env.Values[fnurlKey{}] = &fnurlState{}
+			env.Values[awsCLIKey{}] = &awsCLIState{}
 			for _, k := range []string{"NO_COLOR", "SNAVIO_CONFIG", "SNAVIO_PROFILE", "SNAVIO_OUTPUT", "SNAVIO_ENDPOINT_URL",
 				"SNAVIO_REGION", "SNAVIO_NO_COLOR", "SNAVIO_FORCE_TTY", "SNAVIO_DATA_DIR", "SNAVIO_TOKEN", "SNAVIO_SECRET",
 				"SNAVIO_KEY_VERSION"} {
@@ -281,6 +294,8 @@ func condition(cond string) (bool, error) {
 			return false, nil
 		}
 		return true, nil
+	case "dynamodblocal":
+		return dynamoDBLocalCondition()
 	default:
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}

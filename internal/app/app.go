@@ -14,6 +14,7 @@ import (
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/root"
 	"github.com/snavio/snavio/internal/iostreams"
+	_ "github.com/snavio/snavio/internal/startgc" // no collection during start-up
 )
 
 // Main runs snavio with the process's arguments, streams and environment

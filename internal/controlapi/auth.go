@@ -78,6 +78,12 @@ func (e *Endpoints) Handle(access Access, h HandlerFunc) http.HandlerFunc {
 			auth = ContextAuth{}
 		}
 		p, err := auth.Authenticate(r)
+		var refusal *Error
+		if errors.As(err, &refusal) {
+			// The authenticator's own answer (IAMAuth: 403 with the role to assume).
+			refusal.Write(w)
+			return
+		}
 		if err != nil {
 			Refuse(http.StatusUnauthorized, err.Error(), "send Authorization: Bearer <token>; the operator token is in the data directory (operator.token), tenant tokens come from the operator").Write(w)
 			return

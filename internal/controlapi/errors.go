@@ -13,9 +13,10 @@ import (
 
 // Error is a refusal: its HTTP status, what went wrong (Msg) and what to
 // do about it (Fix). Err, when set, is a sentinel callers test with
-// errors.Is.
+// errors.Is; Code, when set, is the envelope's code.
 type Error struct {
 	Status     int
+	Code       string
 	Msg, Fix   string
 	RetryAfter time.Duration
 	Err        error
@@ -38,7 +39,7 @@ func (e *Error) Write(w http.ResponseWriter) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	server.WriteAPIError(w, e.Status, e.Msg, e.Fix)
+	server.WriteAPIErrorCode(w, e.Status, e.Code, e.Msg, e.Fix)
 }
 
 // Errors maps the sentinel errors of one resource's store to refusals; it

@@ -33,6 +33,12 @@ type Config struct {
 	Telemetry   TelemetryOptions
 	Tokens      TokenOptions
 
+	// LeftOut are the resources this host leaves out on purpose, each
+	// with why and what to use instead: their options stay empty and
+	// their routes answer 501 (absent.go). The local server leaves none
+	// out.
+	LeftOut map[Resource]Absence
+
 	// Alerts and Stats serve the host's GET /v1/alerts and GET
 	// /v1/serve/stats (what only the host knows: its alert channels, its
 	// dispatcher's counters); nil leaves the route out.
@@ -57,11 +63,16 @@ type Handler struct {
 	auth          Authenticator
 	clock         clock.Clock
 	alerts, stats HandlerFunc
+	leftOut       map[Resource]Absence
 	mux           *http.ServeMux
 }
 
-// New builds every resource from c and registers its endpoints.
+// New builds every resource from c, except those c leaves out, and
+// registers every resource's endpoints.
 func New(c Config) (*Handler, error) {
+	if err := c.checkLeftOut(); err != nil {
+		return nil, err
+	}
 	if c.Clock == nil {
 		c.Clock = clock.System()
 	}
@@ -82,20 +93,28 @@ func New(c Config) (*Handler, error) {
 			*log = c.Logger
 		}
 	}
-	c.Registry.Auth = c.Auth // required by NewRegistryAPI
-	h := &Handler{meta: Endpoints{Logger: c.Logger}, auth: c.Auth, clock: c.Clock, alerts: c.Alerts, stats: c.Stats}
-	var errs [10]error
-	h.Registry, errs[0] = NewRegistryAPI(c.Registry)
-	h.Archive, errs[1] = NewArchiveAPI(c.Archive)
-	h.Credentials, errs[2] = NewCredentialAPI(c.Credentials)
-	h.Delivery, errs[3] = NewDeliveryAPI(c.Delivery)
-	h.Explain, errs[4] = NewExplainAPI(c.Explain)
-	h.Queues, errs[5] = NewQueueAPI(c.Queues)
-	h.Replays, errs[6] = NewReplayAPI(c.Replays)
-	h.Snapshots, errs[7] = NewSnapshotAPI(c.Snapshots)
-	h.Telemetry, errs[8] = NewTelemetryAPI(c.Telemetry)
-	h.Tokens, errs[9] = NewTokenAPI(c.Tokens)
-	if err := errors.Join(errs[:]...); err != nil {
+	h := &Handler{meta: Endpoints{Logger: c.Logger}, auth: c.Auth, clock: c.Clock, alerts: c.Alerts, stats: c.Stats, leftOut: c.LeftOut}
+	var errs []error
+	build := func(r Resource, f func() error) {
+		if _, out := c.LeftOut[r]; !out {
+			errs = append(errs, f())
+		}
+	}
+	build(ResourceRegistry, func() (err error) {
+		c.Registry.Auth = c.Auth // required by NewRegistryAPI
+		h.Registry, err = NewRegistryAPI(c.Registry)
+		return err
+	})
+	build(ResourceArchive, func() (err error) { h.Archive, err = NewArchiveAPI(c.Archive); return err })
+	build(ResourceCredentials, func() (err error) { h.Credentials, err = NewCredentialAPI(c.Credentials); return err })
+	build(ResourceDelivery, func() (err error) { h.Delivery, err = NewDeliveryAPI(c.Delivery); return err })
+	build(ResourceExplain, func() (err error) { h.Explain, err = NewExplainAPI(c.Explain); return err })
+	build(ResourceQueues, func() (err error) { h.Queues, err = NewQueueAPI(c.Queues); return err })
+	build(ResourceReplays, func() (err error) { h.Replays, err = NewReplayAPI(c.Replays); return err })
+	build(ResourceSnapshots, func() (err error) { h.Snapshots, err = NewSnapshotAPI(c.Snapshots); return err })
+	build(ResourceTelemetry, func() (err error) { h.Telemetry, err = NewTelemetryAPI(c.Telemetry); return err })
+	build(ResourceTokens, func() (err error) { h.Tokens, err = NewTokenAPI(c.Tokens); return err })
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	h.mux = http.NewServeMux()
@@ -120,8 +139,9 @@ func register(mux *http.ServeMux, rs []endpoint) {
 }
 
 // endpoints is the control API, the one list of its endpoints (openapi.json
-// describes each; TestOpenAPIMatchesEndpoints holds them together). A nil
-// resource's endpoints are left out.
+// describes each; TestOpenAPIMatchesEndpoints holds them together). A
+// resource the host left out (Config.LeftOut) keeps its routes, answering
+// 501; any other nil resource's endpoints are not routed.
 func (h *Handler) endpoints() []endpoint {
 	var rs []endpoint
 	add := func(more ...endpoint) { rs = append(rs, more...) }
@@ -134,7 +154,11 @@ func (h *Handler) endpoints() []endpoint {
 	}
 	if h.clock != nil {
 		m := use(&h.meta)
-		add(endpoint{"GET /v1/openapi.json", m.Handle(AnyPrincipal, OpenAPI)},
+		openAPI := OpenAPI
+		if len(h.leftOut) > 0 {
+			openAPI = h.openAPI
+		}
+		add(endpoint{"GET /v1/openapi.json", m.Handle(AnyPrincipal, openAPI)},
 			endpoint{"GET /v1/whoami", m.Handle(AnyPrincipal, h.whoami)})
 		if h.alerts != nil {
 			add(endpoint{"GET /v1/alerts", m.Handle(AnyPrincipal, h.alerts)})
@@ -211,6 +235,9 @@ func (h *Handler) endpoints() []endpoint {
 	if a := h.Explain; a != nil {
 		use(&a.ep)
 		add(endpoint{"POST /v1/explain", a.ep.Handle(AnyPrincipal, a.explain)})
+	}
+	if len(h.leftOut) > 0 {
+		add(h.leftOutEndpoints(use(&h.meta))...)
 	}
 	return rs
 }

@@ -24,6 +24,18 @@ type QueueInfo struct {
 	// DeadLetterARN is the ARN of the queue its redrive policy moves
 	// messages to; "" for none.
 	DeadLetterARN string
+	// Problems are what else the port found that would stop delivery (an
+	// SQS queue's encryption or policy, SQSRouteQueues); each is refused.
+	Problems []QueueProblem
+	// Opaque is true when the port could not read the queue's attributes:
+	// Problems says why, and FIFO and DeadLetterARN are unknown.
+	Opaque bool
+}
+
+// QueueProblem is one reason a queue cannot take a route's deliveries,
+// and its fix.
+type QueueProblem struct {
+	Problem, Fix string
 }
 
 // RouteQueues is the port through which registration checks a route's queues.
@@ -54,7 +66,8 @@ func queueName(arn string) string {
 }
 
 // testRouting checks that each route could deliver: its queue exists, is
-// not FIFO and redrives to the route's DLQ, which exists. Every problem is
+// not FIFO, has none of the port's Problems and redrives to the route's
+// DLQ, which exists. Every problem is
 // listed in one 422 refusal, so a file is fixed in one pass.
 func (a *RegistryAPI) testRouting(ctx context.Context, routes []*registry.Route) error {
 	if a.o.Queues == nil || len(routes) == 0 {
@@ -78,6 +91,9 @@ func (a *RegistryAPI) testRouting(ctx context.Context, routes []*registry.Route)
 		case err != nil:
 			return fmt.Errorf("test routing of %s: queue %s: %w", id, r.QueueARN, err)
 		}
+		for _, p := range q.Problems {
+			add(fmt.Sprintf("%s: queue %s: %s", id, r.QueueARN, p.Problem), p.Fix)
+		}
 		if q.FIFO {
 			add(fmt.Sprintf("%s: queue %s is a FIFO queue", id, r.QueueARN), "use a Standard queue: Snavio delivers to Standard queues only")
 		}
@@ -89,6 +105,9 @@ func (a *RegistryAPI) testRouting(ctx context.Context, routes []*registry.Route)
 			continue
 		case err != nil:
 			return fmt.Errorf("test routing of %s: dead-letter queue %s: %w", id, r.DLQARN, err)
+		}
+		if q.Opaque {
+			continue
 		}
 		switch q.DeadLetterARN {
 		case r.DLQARN:

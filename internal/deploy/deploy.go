@@ -255,6 +255,14 @@ func (d *Deployer) Plan(ctx context.Context, in Input) (*Plan, error) {
 	}
 	params = append(params, secret(stack.ParamDeliveryKey, in.DeliveryKey),
 		secret(stack.ParamSnapshotSigningKey, snap.Seed), secret(stack.ParamSnapshotPublicKey, snap.Public))
+	// The key's fingerprint goes with the key; a stack an older snavio
+	// deployed has none to keep, and takes the template's default.
+	switch {
+	case in.DeliveryKey != "":
+		params = append(params, cftypes.Parameter{ParameterKey: aws.String(stack.ParamDeliveryKeyFingerprint), ParameterValue: aws.String(stack.DeliveryKeyFingerprint(in.DeliveryKey))})
+	case hasParameter(st, stack.ParamDeliveryKeyFingerprint):
+		params = append(params, cftypes.Parameter{ParameterKey: aws.String(stack.ParamDeliveryKeyFingerprint), UsePreviousValue: aws.Bool(true)})
+	}
 	p.ChangeSet = "snavio-" + d.Clock.Now().UTC().Format("20060102T150405Z")
 	ccs := &cloudformation.CreateChangeSetInput{
 		StackName:     aws.String(name),

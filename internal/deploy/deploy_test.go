@@ -138,6 +138,7 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 		"Parameters.member.4.ParameterKey": "DeliveryKey", "Parameters.member.4.ParameterValue": deliveryKey,
 		"Parameters.member.5.ParameterKey": "SnapshotSigningKey", "Parameters.member.5.ParameterValue": snapshotSeed,
 		"Parameters.member.6.ParameterKey": "SnapshotPublicKey", "Parameters.member.6.ParameterValue": snapshotPublic(t),
+		"Parameters.member.7.ParameterKey": "DeliveryKeyFingerprint", "Parameters.member.7.ParameterValue": stack.DeliveryKeyFingerprint(deliveryKey),
 		"ChangeSetName": "snavio-20261125T120000Z",
 	} {
 		if form[k] != want {
@@ -176,7 +177,7 @@ func TestCreateThenNoChangeThenUpdate(t *testing.T) {
 		t.Errorf("no-change plan = %+v", p2)
 	}
 	f := lastCreate(t, r.fake)
-	for i, k := range []string{"DeliveryKey", "SnapshotSigningKey", "SnapshotPublicKey"} {
+	for i, k := range []string{"DeliveryKey", "SnapshotSigningKey", "SnapshotPublicKey", "DeliveryKeyFingerprint"} {
 		n := fmt.Sprintf("Parameters.member.%d.", i+4)
 		if f[n+"ParameterKey"] != k || f[n+"UsePreviousValue"] != "true" || f[n+"ParameterValue"] != "" || f["ChangeSetType"] != "UPDATE" {
 			t.Errorf("no-change CreateChangeSet: %v; want UPDATE with %s's previous value", f, k)
@@ -400,6 +401,7 @@ func TestStackWithoutSnapshotKey(t *testing.T) {
 	}
 	delete(old["Parameters"].(map[string]any), stack.ParamSnapshotSigningKey)
 	delete(old["Parameters"].(map[string]any), stack.ParamSnapshotPublicKey)
+	delete(old["Parameters"].(map[string]any), stack.ParamDeliveryKeyFingerprint)
 	body, _ := json.Marshal(old)
 	out, err := r.d.CFN.CreateChangeSet(ctx, &cloudformation.CreateChangeSetInput{
 		StackName: aws.String("snavio-test"), ChangeSetName: aws.String("old"), ChangeSetType: cftypes.ChangeSetTypeCreate,
@@ -432,8 +434,9 @@ func TestStackWithoutSnapshotKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := lastCreate(t, r.fake); f["Parameters.member.4.UsePreviousValue"] != "true" || f["Parameters.member.5.ParameterValue"] != snapshotSeed {
-		t.Errorf("CreateChangeSet %v: want the delivery key kept and the snapshot key given", f)
+	if f := lastCreate(t, r.fake); f["Parameters.member.4.UsePreviousValue"] != "true" || f["Parameters.member.5.ParameterValue"] != snapshotSeed ||
+		f["Parameters.member.7.ParameterKey"] != "" {
+		t.Errorf("CreateChangeSet %v: want the delivery key kept, the snapshot key given, and no fingerprint (the old stack has none to keep: the default applies)", f)
 	}
 	if res, err := r.d.Apply(ctx, p); err != nil || res.Status != "UPDATE_COMPLETE" {
 		t.Fatalf("Apply = %+v, %v", res, err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/snavio/snavio/internal/snapshotbin"
@@ -103,6 +104,9 @@ type coldStart struct {
 	Took   time.Duration
 	// caches are the caches loaded.
 	caches *cache.Caches
+	// validation is the background validation of a seeded compact
+	// snapshot, started as the first invocation ends (afterInvocation).
+	validation atomic.Pointer[func()]
 }
 
 // Source is where the caches were loaded from.
@@ -158,10 +162,20 @@ func (cs *coldStart) load(ctx context.Context, c *cache.Caches) error {
 	return err
 }
 
+// afterInvocation starts the seeded snapshot's validation, once: the
+// handlers call it as an invocation ends, so that the validation's CPU
+// does not compete with the first answer (on a Lambda of less than one
+// vCPU it would take its share of it).
+func (cs *coldStart) afterInvocation() {
+	if v := cs.validation.Swap(nil); v != nil {
+		cs.bg.run(*v)
+	}
+}
+
 // revalidate runs registry.Validate on a seeded compact snapshot, beside
-// the first commands. The generator validated the same data before it
-// signed them, so a failure means a generator or codec defect: the
-// caches are then reloaded from the registry tables.
+// the commands after the first. The generator validated the same data
+// before it signed them, so a failure means a generator or codec defect:
+// the caches are then reloaded from the registry tables.
 func (cs *coldStart) revalidate(doc *snapshot.Document, c *cache.Caches) {
 	err := snapshotbin.Validate(doc)
 	if err == nil {
@@ -219,7 +233,8 @@ func (cs *coldStart) compact(ctx context.Context, c *cache.Caches) error {
 	if err := c.Seed(&doc.Data, doc.GeneratedAt); err != nil {
 		return &snapshot.LoadError{Reason: snapshot.ReasonInvalid, Detail: "seeding the caches", Err: err}
 	}
-	cs.bg.run(func() { cs.revalidate(doc, c) })
+	validate := func() { cs.revalidate(doc, c) }
+	cs.validation.Store(&validate)
 	cs.log.Info("caches preloaded from the compact snapshot", "version_id", doc.VersionID, "generated_at", doc.GeneratedAt,
 		"routes", len(doc.Routes), "acls", len(doc.ACLs), "keys", len(doc.Keys), "bytes", len(body),
 		"fetch_ms", fetched.Sub(began).Milliseconds(), "parse_ms", parsed.Sub(fetched).Milliseconds(), "seed_ms", time.Since(parsed).Milliseconds())

@@ -1,7 +1,8 @@
 // Package lambda hosts the dispatcher's stages as AWS Lambda functions:
 // Ingest (the EventBridge rule's target: shield and fast stage in one
-// function) and Slow (the escalation queue's consumer). The hand-off
-// between them and its durability contract are in docs/lambda.md.
+// function) and Slow (the escalation queue's consumer), the jobs, and the
+// control API behind a Function URL (Control). The hand-off between the
+// stages and its durability contract are in docs/lambda.md.
 package lambda
 
 import (
@@ -92,12 +93,9 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 		Instance:           getenv(EnvInstance),
 	}
 	var errs []error
-	if k := getenv(EnvDeliveryKey); k != "" {
-		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s is not base64: give the delivery master key as base64 of %d or more random bytes", EnvDeliveryKey, provenance.MinMasterLen))
-		}
-		c.DeliveryKey = b
+	var err error
+	if c.DeliveryKey, err = deliveryKeyFromEnv(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if v := getenv(EnvMaxReceives); v != "" {
 		n, err := strconv.Atoi(v)
@@ -113,12 +111,26 @@ func FromEnv(getenv func(string) string, awsCfg aws.Config) (Config, error) {
 	return c, errors.Join(errs...)
 }
 
+// deliveryKeyFromEnv reads the delivery master key, nil when unset (the
+// length is checked by the caller's validate).
+func deliveryKeyFromEnv(getenv func(string) string) ([]byte, error) {
+	k := getenv(EnvDeliveryKey)
+	if k == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not base64: give the delivery master key as base64 of %d or more random bytes", EnvDeliveryKey, provenance.MinMasterLen)
+	}
+	return b, nil
+}
+
 // validate reports every problem of c at once (the store's own config is
 // checked when its stores are built).
 func (c *Config) validate() error {
 	var errs []error
 	if c.Function != FunctionIngest && c.Function != FunctionSlow {
-		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer), or a job: %q, %q, %q or %q", EnvFunction, c.Function, FunctionIngest, FunctionSlow, FunctionOutbox, FunctionSnapshot, FunctionMonitor, FunctionAuditor))
+		errs = append(errs, fmt.Errorf("%s=%q: give %q (the EventBridge rule's target) or %q (the escalation queue's consumer), or a job: %q, %q, %q or %q, or %q (the control API, lambda.ControlHandler)", EnvFunction, c.Function, FunctionIngest, FunctionSlow, FunctionOutbox, FunctionSnapshot, FunctionMonitor, FunctionAuditor, FunctionControl))
 	}
 	if u, err := url.Parse(c.EscalationQueueURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("%s=%q: give the escalation queue's URL, https://sqs.<region>.amazonaws.com/<account>/<queue>", EnvEscalationQueue, c.EscalationQueueURL))

@@ -39,6 +39,10 @@ type Host struct {
 	bg     *background
 	cold   *coldStart
 	log    *slog.Logger
+	// flow writes the fairness rollups; rollupAt is when the last flush
+	// started (warm.go).
+	flow     *flow.Flow
+	rollupAt time.Time
 }
 
 // New assembles the dispatcher on the AWS store (as internal/devserver does
@@ -102,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, cold: cold, log: log}
+	h := &Host{cfg: cfg, d: d, esc: esc, out: out, bg: bg, cold: cold, log: log, flow: asm.Deps.Flow, rollupAt: clk.Now()}
 	// No Archive: the bus archives every event before the rule invokes
 	// this function, and replay re-verifies what it reads from there
 	// (docs/lambda.md, "The archive on AWS"). No Defer: deliveries and
@@ -129,6 +133,8 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 		h.log.Warn("ignoring an event that is not a command; check the rule's pattern", "detail_type", ev.DetailType, "source", ev.Source)
 		return nil
 	}
+	defer h.cold.afterInvocation()
+	defer h.flushRollupsIfDue(ctx)()
 	acks, err := h.intake.Run(ctx, []dispatch.Entry{{EventID: ev.ID, Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail}})
 	a := &acks[0]
 	if serr := h.out.settle(ctx, a.Result.Outcome, a.Acknowledged(), h.cfg.Clock.Now()); serr != nil && err == nil {
@@ -153,6 +159,8 @@ func (h *Host) Ingest(ctx context.Context, ev events.CloudWatchEvent) error {
 // retries are at-least-once and strict routes drop them as duplicates.
 func (h *Host) Slow(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
+	defer h.cold.afterInvocation()
+	defer h.flushRollupsIfDue(ctx)()
 	for i := range ev.Records {
 		if !h.slowOne(ctx, &ev.Records[i]) {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})

@@ -83,25 +83,60 @@ type JobConfig struct {
 // missing variable at once.
 func JobConfigFromEnv(getenv func(string) string, awsCfg aws.Config) (JobConfig, error) {
 	c := JobConfig{
-		Function: getenv(EnvFunction),
-		Store: awsstore.Config{Env: getenv(EnvEnv), TablePrefix: getenv(EnvTablePrefix), AWSConfig: awsCfg,
-			AccountID: getenv(EnvAccountID), SnapshotBucket: getenv(EnvSnapshotBucket)},
+		Function:      getenv(EnvFunction),
+		Store:         storeFromEnv(getenv, awsCfg),
 		SnapshotKeyID: getenv(EnvSnapshotKeyID),
 		Instance:      getenv(EnvInstance),
 	}
 	var errs []error
-	if k := getenv(EnvSnapshotSigningKey); k != "" {
-		seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
-		if err != nil || len(seed) != ed25519.SeedSize {
-			errs = append(errs, fmt.Errorf("%s: give base64 of a %d-byte Ed25519 seed (`head -c32 /dev/urandom | base64`)", EnvSnapshotSigningKey, ed25519.SeedSize))
-		} else {
-			c.SnapshotKey = ed25519.NewKeyFromSeed(seed)
-		}
+	var err error
+	if c.SnapshotKey, err = signingKeyFromEnv(getenv); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return c, errors.Join(errs...)
+}
+
+// storeFromEnv is the AWS store's configuration a job or the control
+// function reads: environment, table prefix, account and bucket.
+func storeFromEnv(getenv func(string) string, awsCfg aws.Config) awsstore.Config {
+	return awsstore.Config{Env: getenv(EnvEnv), TablePrefix: getenv(EnvTablePrefix), AWSConfig: awsCfg,
+		AccountID: getenv(EnvAccountID), SnapshotBucket: getenv(EnvSnapshotBucket)}
+}
+
+// signingKeyFromEnv reads the snapshot signing key, nil when unset.
+func signingKeyFromEnv(getenv func(string) string) (ed25519.PrivateKey, error) {
+	k := getenv(EnvSnapshotSigningKey)
+	if k == "" {
+		return nil, nil
+	}
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%s: give base64 of a %d-byte Ed25519 seed (`head -c32 /dev/urandom | base64`)", EnvSnapshotSigningKey, ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// checkSnapshotWriter checks what a function that publishes snapshots
+// (fn: the snapshot and control functions) needs when writes is set:
+// the bucket and the signing key; and defaults and checks the key id.
+func checkSnapshotWriter(fn string, writes bool, bucket string, key ed25519.PrivateKey, keyID *string) []error {
+	var errs []error
+	if writes && bucket == "" {
+		errs = append(errs, fmt.Errorf("%s: the %s function needs the S3 bucket of registry snapshots", EnvSnapshotBucket, fn))
+	}
+	if writes && key == nil {
+		errs = append(errs, fmt.Errorf("%s: the %s function needs the Ed25519 signing key (base64 of its 32-byte seed)", EnvSnapshotSigningKey, fn))
+	}
+	if *keyID == "" {
+		*keyID = DefaultSnapshotKeyID
+	}
+	if !keyIDPattern.MatchString(*keyID) {
+		errs = append(errs, fmt.Errorf("%s=%q: give 1 to 64 letters, digits, '.', '_' or '-'", EnvSnapshotKeyID, *keyID))
+	}
+	return errs
 }
 
 func (c *JobConfig) validate() error {
@@ -112,20 +147,7 @@ func (c *JobConfig) validate() error {
 	if c.Function == FunctionOutbox && c.Store.AccountID == "" {
 		errs = append(errs, fmt.Errorf("%s: the outbox function needs the 12-digit account that holds the tenants' telemetry topics", EnvAccountID))
 	}
-	if c.Function == FunctionSnapshot {
-		if c.Store.SnapshotBucket == "" {
-			errs = append(errs, fmt.Errorf("%s: the snapshot function needs the S3 bucket of registry snapshots", EnvSnapshotBucket))
-		}
-		if c.SnapshotKey == nil {
-			errs = append(errs, fmt.Errorf("%s: the snapshot function needs the Ed25519 signing key (base64 of its 32-byte seed)", EnvSnapshotSigningKey))
-		}
-	}
-	if c.SnapshotKeyID == "" {
-		c.SnapshotKeyID = DefaultSnapshotKeyID
-	}
-	if !keyIDPattern.MatchString(c.SnapshotKeyID) {
-		errs = append(errs, fmt.Errorf("%s=%q: give 1 to 64 letters, digits, '.', '_' or '-'", EnvSnapshotKeyID, c.SnapshotKeyID))
-	}
+	errs = append(errs, checkSnapshotWriter(c.Function, c.Function == FunctionSnapshot, c.Store.SnapshotBucket, c.SnapshotKey, &c.SnapshotKeyID)...)
 	store := c.Store
 	store.SetDefaults()
 	if err := store.Validate(); err != nil {

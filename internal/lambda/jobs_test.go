@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/encoding/cbor"
@@ -441,11 +440,7 @@ func (f *fixture) jobStore(t *testing.T) awsstore.Config {
 func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	s3emu := emu.S3()
-	bucket := s3emu.NewBucketName()
-	if _, err := s3.NewFromConfig(s3emu.Config(), s3emu.ClientOptions()...).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	s3emu, bucket := snapshotBucket(t)
 	seed := bytes.Repeat([]byte{3}, ed25519.SeedSize)
 	store := f.jobStore(t)
 	store.SnapshotBucket, store.S3Options = bucket, s3emu.ClientOptions()
@@ -470,7 +465,7 @@ func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Routes) != 3 || len(doc.ACLs) != 3 || len(doc.Keys) != 1 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
+	if len(doc.Routes) != 3 || len(doc.ACLs) != 4 || len(doc.Keys) != 2 || doc.VersionID != snapshot.VersionIDAt(f.clk.Now()) {
 		t.Fatalf("snapshot %s: %d routes, %d ACLs, %d keys", doc.VersionID, len(doc.Routes), len(doc.ACLs), len(doc.Keys))
 	}
 	// The compact encoding beside it, which cold starts read first.
@@ -479,7 +474,7 @@ func TestSnapshotJobPublishesASignedSnapshot(t *testing.T) {
 		t.Fatalf("compact snapshot: %v", err)
 	}
 	cdoc, err := snapshotbin.Parse(compact, snapshot.ParseOptions{Kind: snapshot.KindFull, Trusted: snapshot.TrustedKeys{DefaultSnapshotKeyID: ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)}})
-	if err != nil || cdoc.VersionID != doc.VersionID || len(cdoc.Routes) != 3 || len(cdoc.ACLs) != 3 || len(cdoc.Keys) != 1 {
+	if err != nil || cdoc.VersionID != doc.VersionID || len(cdoc.Routes) != 3 || len(cdoc.ACLs) != 4 || len(cdoc.Keys) != 2 {
 		t.Fatalf("compact snapshot: %v; want version %s with the JSON one's data", err, doc.VersionID)
 	}
 	got := emfValues(t, &metrics)

@@ -41,6 +41,9 @@ const source = "acme/billing"
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
+// hog is a second source of acme's, allowed on the plain route only.
+const hog = "acme/hog"
+
 // fixture is a host on DynamoDB Local (registry, flow and outbox tables)
 // and kumo (target and escalation queues), with the registry holding
 // source's key, a plain route and a strict one with their ACLs.
@@ -52,6 +55,7 @@ type fixture struct {
 	env       string          // the store's environment (table names)
 	clk       *clock.Fake
 	key       *signing.Key
+	hogKey    *signing.Key
 	c         *awstest.Calls
 	raw       *sqs.Client
 	outbox    *awsstore.OutboxStore
@@ -101,16 +105,22 @@ func newFixture(t testing.TB) *fixture {
 	aclMetered := dispatchtest.RegistryACL(source, "meter", "tick")
 	aclPlain := dispatchtest.RegistryACL(source, "mailer", "send")
 	aclStrict := dispatchtest.RegistryACL(source, "ledger", "post")
+	aclHog := dispatchtest.RegistryACL(hog, "mailer", "send")
+	hogSecret := bytes.Repeat([]byte{'h'}, len(secret))
 	by := registry.Actor{Who: "test", At: f.clk.Now()}
 	for _, it := range []registry.Item{
 		{Key: &registry.ServiceKey{Source: source, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: secret, ActivatedAt: f.clk.Now().Add(-time.Hour)}}}},
-		{Route: &plain}, {Route: &strict}, {Route: &metered}, {ACL: &aclPlain}, {ACL: &aclStrict}, {ACL: &aclMetered},
+		{Key: &registry.ServiceKey{Source: hog, Versions: []registry.KeyVersion{{ID: "hmac-v1", Secret: hogSecret, ActivatedAt: f.clk.Now().Add(-time.Hour)}}}},
+		{Route: &plain}, {Route: &strict}, {Route: &metered}, {ACL: &aclPlain}, {ACL: &aclStrict}, {ACL: &aclMetered}, {ACL: &aclHog},
 	} {
 		if _, err := reg.Put(ctx, by, it); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if f.key, err = signing.NewKey("hmac-v1", secret); err != nil {
+		t.Fatal(err)
+	}
+	if f.hogKey, err = signing.NewKey("hmac-v1", hogSecret); err != nil {
 		t.Fatal(err)
 	}
 
@@ -157,15 +167,21 @@ func createQueue(t testing.TB, raw *sqs.Client) (arn, url string) {
 // event is the EventBridge event of a command signed by source's key.
 func (f *fixture) event(t testing.TB, id, target, name string) events.CloudWatchEvent {
 	t.Helper()
+	return f.eventFrom(t, source, f.key, id, target, name)
+}
+
+// eventFrom is event from src, signed by key.
+func (f *fixture) eventFrom(t testing.TB, src string, key *signing.Key, id, target, name string) events.CloudWatchEvent {
+	t.Helper()
 	env := envelope.New(id, f.clk.Now(), target, name, []byte(`{"n":1}`))
-	if err := f.key.SignEnvelope(&env, source); err != nil {
+	if err := key.SignEnvelope(&env, src); err != nil {
 		t.Fatal(err)
 	}
 	b, err := env.AppendJSON(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return events.CloudWatchEvent{Version: "0", ID: "ev-" + id, DetailType: envelope.EventType, Source: source, Region: "us-east-1", Time: f.clk.Now(), Detail: b}
+	return events.CloudWatchEvent{Version: "0", ID: "ev-" + id, DetailType: envelope.EventType, Source: src, Region: "us-east-1", Time: f.clk.Now(), Detail: b}
 }
 
 // nextEvent is event with the next id of the fixture's sequence.

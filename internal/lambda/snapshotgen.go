@@ -62,19 +62,27 @@ func NewSnapshotJob(cfg JobConfig) (*SnapshotJob, error) {
 // scheduler's invocation fail (and retry); the generator has already
 // reported the failure (its telemetry is stored in the outbox here).
 func (j *SnapshotJob) Handle(ctx context.Context, _ events.CloudWatchEvent) error {
+	_, err := j.Generate(ctx)
+	return err
+}
+
+// Generate publishes one snapshot (the JSON documents, then the compact
+// one) and stores the run's telemetry: the snapshot function's run, and
+// the control API's POST /v1/snapshots/generate (controlapi.Generator).
+func (j *SnapshotJob) Generate(ctx context.Context) (snapshot.Published, error) {
 	p, genErr := j.gen.Generate(ctx)
 	if genErr == nil {
 		genErr = j.publishCompact(ctx, p.VersionID)
 	}
 	err := j.finish(ctx)
 	if genErr != nil {
-		return fmt.Errorf("snapshot generation: %w", genErr)
+		return p, fmt.Errorf("snapshot generation: %w", genErr)
 	}
 	if err != nil {
-		return fmt.Errorf("snapshot %s published; storing its telemetry failed: %w", p.VersionID, err)
+		return p, fmt.Errorf("snapshot %s published; storing its telemetry failed: %w", p.VersionID, err)
 	}
 	j.log.Info("snapshot published", "version_id", p.VersionID, "full_bytes", p.Bytes[snapshot.KindFull])
-	return nil
+	return p, nil
 }
 
 // publishCompact publishes the compact encoding of the full document just

@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -28,7 +29,38 @@ const (
 	// shutdownBudget bounds the flush at SIGTERM: Lambda sends SIGKILL
 	// about 500 ms after it.
 	shutdownBudget = 400 * time.Millisecond
+	// rollupEvery is how often a stage function stores its fairness
+	// rollups, as dispatch serve's job does; rollupRetain is their
+	// lifetime in the flow table, as there.
+	rollupEvery  = time.Minute
+	rollupRetain = time.Hour
 )
+
+// flushRollupsIfDue starts storing the fairness rollups (flow.FlushRollups,
+// one BatchWriteItem per 25 source-route pairs) when rollupEvery has passed
+// since the last flush, beside the invocation's own work, and returns what
+// waits for it: the invocation answers only after it, so that Lambda does
+// not freeze the environment mid-request. An environment runs nothing
+// between invocations, so the cadence is checked by them, and Close
+// flushes at SIGTERM. A failed flush keeps its counts for the next one
+// and fails nothing: rollups acknowledge no command.
+func (h *Host) flushRollupsIfDue(ctx context.Context) (wait func()) {
+	now := h.cfg.Clock.Now()
+	if now.Sub(h.rollupAt) < rollupEvery {
+		return waitNothing
+	}
+	h.rollupAt = now
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.flow.FlushRollups(ctx, rollupRetain); err != nil {
+			h.log.Warn("storing the fairness rollups failed; the next flush carries them", "err", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+func waitNothing() {}
 
 // keeps reports whether an invocation that ended in o may leave its
 // telemetry in memory: a delivered command is acknowledged by its
@@ -115,13 +147,16 @@ func (b *background) wait(ctx context.Context) error {
 	}
 }
 
-// Close ends the host: it waits for background work and stores the kept
-// telemetry, both within ctx. Lambda calls it at shutdown (SIGTERM).
+// Close ends the host: it waits for background work, then stores the
+// fairness rollups and the kept telemetry side by side, all within ctx.
+// Lambda calls it at shutdown (SIGTERM).
 func (h *Host) Close(ctx context.Context) error {
 	if err := h.bg.wait(ctx); err != nil {
 		h.log.Warn("background work still running at shutdown", "err", err)
 	}
-	return h.out.storeAll(ctx)
+	rollups := make(chan error, 1)
+	go func() { rollups <- h.flow.FlushRollups(ctx, rollupRetain) }()
+	return errors.Join(h.out.storeAll(ctx), <-rollups)
 }
 
 // closeOnSIGTERM stores the kept telemetry when Lambda shuts the
@@ -137,9 +172,9 @@ func (h *Host) closeOnSIGTERM(log *slog.Logger) {
 		defer cancel()
 		n := h.out.kept()
 		if err := h.Close(ctx); err != nil {
-			log.Error("storing the kept telemetry at shutdown failed; those events are lost", "events", n, "err", err)
+			log.Error("storing the kept telemetry or the fairness rollups at shutdown failed; what failed is lost", "events", n, "err", err)
 			return
 		}
-		log.Info("kept telemetry stored at shutdown", "events", n)
+		log.Info("kept telemetry and fairness rollups stored at shutdown", "events", n)
 	}()
 }

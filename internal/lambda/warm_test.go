@@ -1,14 +1,20 @@
 package lambda
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/snavio/snavio/internal/store/awsstore"
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -143,5 +149,97 @@ func TestKeptTelemetrySurvivesAFailedStore(t *testing.T) {
 	names := strings.Join(f.outboxNames(t, "acme"), " ")
 	if d, i := strings.Count(names, telemetry.NameDelivered), strings.Count(names, telemetry.NameInvalid); d != 3 || i != 1 {
 		t.Errorf("acme's outbox: %s; want 3 delivered and 1 invalid", names)
+	}
+}
+
+// TestStagesFlushFairnessRollups: the ingest and slow functions store
+// their fairness rollups every rollupEvery, checked by their invocations,
+// and at shutdown; the fairness auditor function reads them from the flow
+// table on DynamoDB Local and bans the source that dominates a route.
+// 1,000 commands at one per 120 ms of the fake clock (8.3/s, two
+// minutes) make two rollup writes on the ingest function, each one
+// BatchWriteItem, and nothing else new.
+func TestStagesFlushFairnessRollups(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const n, every = 1000, 120 * time.Millisecond
+	want := map[string]int64{}
+	f.c.Take()
+	all := awstest.Counts{}
+	for i := range n {
+		f.clk.Advance(every)
+		var ev events.CloudWatchEvent
+		id := fmt.Sprintf("9b2e4f7a-1c3d-4e5f-8a9b-%012d", i)
+		switch {
+		case i%100 == 99: // strict: through the slow function
+			ev = f.event(t, id, "ledger", "post")
+			want[source+" ledger/post"]++
+		case i%15 == 0:
+			ev = f.event(t, id, "mailer", "send")
+			want[source+" mailer/send"]++
+		default:
+			ev = f.eventFrom(t, hog, f.hogKey, id, "mailer", "send")
+			want[hog+" mailer/send"]++
+		}
+		if err := f.h.Ingest(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.h.bg.wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range f.c.Take() {
+			all[k] += v
+		}
+	}
+	perMinute := int(time.Duration(n) * every / rollupEvery)
+	t.Logf("%d commands over %v of the fake clock: %s", n, time.Duration(n)*every, all)
+	if got := all["DynamoDB.BatchWriteItem"]; got != perMinute {
+		t.Errorf("%d commands over %v made %d BatchWriteItem calls; want one rollup write per %v: %d", n, time.Duration(n)*every, got, rollupEvery, perMinute)
+	}
+	if got := all["SQS.SendMessage"]; got != n {
+		t.Errorf("%d commands made %d SendMessage calls; want one each", n, got)
+	}
+	for {
+		if _, _ = f.poll(t); len(f.receive(t, f.escURL)) == 0 {
+			break
+		}
+	}
+	// Shutdown (SIGTERM) stores what each function counted since its
+	// last flush.
+	for _, h := range []*Host{f.h, f.slow} {
+		if err := h.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := awsstore.NewFlowStore(f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := fs.ReadRollups(ctx, time.Time{}, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, instances := map[string]int64{}, map[string]bool{}
+	for _, r := range rs {
+		got[r.Source+" "+r.Target+"/"+r.Command] += r.Dispatches
+		instances[r.Instance] = true
+	}
+	if !maps.Equal(got, want) || !instances["test-"+FunctionIngest] || !instances["test-"+FunctionSlow] {
+		t.Fatalf("rollups in the flow table: %v from %v; want %v from both functions", got, instances, want)
+	}
+
+	// The auditor function, on the same flow table, sees hog's 93% of
+	// mailer/send within its lookback.
+	var metrics bytes.Buffer
+	run, err := NewJob(JobConfig{Function: FunctionAuditor, Store: f.jobStore(t), MetricsOut: &metrics, Clock: f.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.(func(context.Context, events.CloudWatchEvent) error)(ctx, events.CloudWatchEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	bans, err := fs.Bans(ctx, f.clk.Now())
+	if err != nil || len(bans) != 1 || bans[0].Source != hog {
+		t.Fatalf("bans after the audit: %+v %v; want one of %s", bans, err, hog)
 	}
 }

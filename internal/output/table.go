@@ -7,9 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 )
 
 // printTable lays v out as a borderless, left-aligned table in the style of
@@ -28,70 +25,22 @@ func (p *Printer) printTable(v any) error {
 	return RenderTable(p.out, header, rows, p.styles)
 }
 
-// RenderTable writes header and rows as a table. It is the only caller of
-// tablewriter in the program.
+// RenderTable writes header and rows as a table: header upper-cased,
+// columns left-aligned (layoutTable). The header line is styled whole,
+// after layout, so that escape codes never count toward column widths.
 func RenderTable(w io.Writer, header []string, rows [][]string, styles Styles) error {
-	var buf bytes.Buffer
-	t := tablewriter.NewTable(&buf,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Symbols: tw.NewSymbols(tw.StyleNone),
-			Settings: tw.Settings{
-				Separators: tw.Separators{ShowHeader: tw.Off, ShowFooter: tw.Off, BetweenRows: tw.Off, BetweenColumns: tw.Off},
-				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
-			},
-		})),
-		tablewriter.WithConfig(tablewriter.Config{
-			Header: tw.CellConfig{
-				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
-				Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
-				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
-			},
-			Row: tw.CellConfig{
-				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
-				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone},
-				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   ", Overwrite: true}},
-			},
-		}),
-		tablewriter.WithTrimSpace(tw.Off),
-	)
-	if len(header) > 0 {
-		h := make([]any, len(header))
-		for i, s := range header {
-			h[i] = strings.ToUpper(s)
-		}
-		t.Header(h...)
+	var up []string
+	for _, h := range header {
+		up = append(up, strings.ToUpper(h))
 	}
-	for _, r := range rows {
-		cells := make([]any, len(r))
-		for i, c := range r {
-			cells[i] = c
-		}
-		if err := t.Append(cells...); err != nil {
-			return fmt.Errorf("render table: %w", err)
+	out := layoutTable(up, rows)
+	if len(up) > 0 {
+		first, rest, _ := strings.Cut(out, "\n")
+		if first != "" {
+			out = styles.Header(first) + "\n" + rest
 		}
 	}
-	if err := t.Render(); err != nil {
-		return fmt.Errorf("render table: %w", err)
-	}
-	// Column padding leaves trailing blanks on every line; drop them so
-	// that output is clean to diff and to paste.
-	// The header line is styled whole, after layout, so that escape codes
-	// never count toward column widths.
-	lines := strings.SplitAfter(buf.String(), "\n")
-	var out strings.Builder
-	for i, l := range lines {
-		nl := strings.HasSuffix(l, "\n")
-		l = strings.TrimRight(l, " \n")
-		if i == 0 && len(header) > 0 && l != "" {
-			l = styles.Header(l)
-		}
-		out.WriteString(l)
-		if nl {
-			out.WriteByte('\n')
-		}
-	}
-	_, err := io.WriteString(w, out.String())
+	_, err := io.WriteString(w, out)
 	return err
 }
 

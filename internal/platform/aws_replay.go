@@ -80,13 +80,9 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 	if err := stack.CheckEnv(t.Env); err != nil {
 		return nil, &APIError{Status: http.StatusBadRequest, Message: err.Error(), Fix: "fix the profile's env with `snavio profile set NAME --env ENV`"}
 	}
-	cfg, err := loadAWSConfig(ctx, t)
+	cfg, err := AWSConfig(ctx, t, t.Region)
 	if err != nil {
 		return nil, err
-	}
-	if t.Endpoint != "" {
-		// One endpoint for every service (an emulator such as LocalStack).
-		cfg.BaseEndpoint = awssdk.String(t.Endpoint)
 	}
 	sc := awsstore.Config{Env: t.Env, TablePrefix: t.TablePrefix, AWSConfig: cfg}
 	audits, err := awsstore.NewReplayAudits(sc, 0)
@@ -108,11 +104,12 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 	bt := t
 	bt.BusName = busName
 	st := sts.NewFromConfig(cfg)
+	events := eventbridge.NewFromConfig(cfg)
 	r := &awsReplay{
 		names: names, bus: busName, audits: audits, registry: reg,
 		sqs:    sqs.NewFromConfig(cfg),
-		events: eventbridge.NewFromConfig(cfg),
-		put:    busAdapter{NewBus(bt, BusOptions{})},
+		events: events,
+		put:    busAdapter{operatorBus(bt, events)},
 		operator: func(ctx context.Context) (string, error) {
 			id, err := st.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 			if err != nil {
@@ -171,6 +168,15 @@ func (k controlDeliveryKeys) DeliveryKey(ctx context.Context, target string) (pr
 		return provenance.Key{}, fmt.Errorf("the control API's delivery key of %s is not base64url: %w", target, err)
 	}
 	return provenance.Key{Target: target, ID: dk.KeyID, Secret: secret}, nil
+}
+
+// operatorBus is the env's bus with the operator's own credentials: a
+// replay puts commands of every tenant, so it cannot take one tenant's
+// emit role as send does.
+func operatorBus(t Target, c *eventbridge.Client) Bus {
+	b := &sdkBus{target: t, client: c}
+	b.once.Do(func() {})
+	return b
 }
 
 // busAdapter puts replayed commands through the profile's Bus: the same

@@ -35,13 +35,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-var emu awstest.Emulators
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	emu.Close()
-	os.Exit(code)
-}
 
 const (
 	replaySrc    = "demo/app"
@@ -129,7 +122,7 @@ func newReplayFixture(t *testing.T) *replayFixture {
 		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"), "AWS_EC2_METADATA_DISABLED": "true"} {
 		t.Setenv(k, v)
 	}
-	bus := &recordingBus{inner: busAdapter{NewBus(Target{Kind: "aws", Endpoint: k.Endpoint, BusName: names.Bus()}, BusOptions{})}}
+	bus := &recordingBus{inner: busAdapter{operatorBus(Target{Kind: "aws", Endpoint: k.Endpoint, BusName: names.Bus()}, eb)}}
 	r := &awsReplay{
 		names: names, bus: names.Bus(), audits: audits, registry: reg, sqs: sq, events: eb, put: bus,
 		keys:     replay.MasterKeys{Signer: master},

@@ -106,10 +106,21 @@ func (b *sdkBus) newClient(ctx context.Context) (*eventbridge.Client, error) {
 		}
 		cfg = awssdk.Config{Region: firstNonEmpty(t.Region, DefaultRegion), Credentials: creds}
 	case "aws":
-		var err error
-		if cfg, err = loadAWSConfig(ctx, t); err != nil {
+		// The caller's credentials assume the tenant's emit role; the
+		// session's credentials sign PutEvents (spec B.2).
+		base, err := AWSConfig(ctx, t, t.Region)
+		if err != nil {
 			return nil, err
 		}
+		if b.opts.HTTPClient != nil {
+			base.HTTPClient = b.opts.HTTPClient
+		}
+		creds, err := assumeEmitRole(ctx, base, t)
+		if err != nil {
+			return nil, err
+		}
+		cfg = base.Copy()
+		cfg.Credentials = creds
 	default:
 		return nil, fmt.Errorf("unknown profile kind %q: use local or aws", t.Kind)
 	}
@@ -141,7 +152,7 @@ func (b *sdkBus) busName() *string {
 	if b.target.Kind != "aws" {
 		return nil
 	}
-	return awssdk.String(firstNonEmpty(b.target.BusName, DefaultBusName))
+	return awssdk.String(BusNameOf(b.target))
 }
 
 // PutEvents implements Bus.
@@ -192,6 +203,13 @@ func (b *sdkBus) explain(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	var ce *CredentialsError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if b.target.Kind == "aws" {
+		return b.explainAWS(err)
+	}
 	where := b.where()
 	var opErr *net.OpError
 	if errors.As(err, &opErr) {
@@ -216,3 +234,21 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
+
+// explainAWS names the PutEvents step of an aws profile's failure.
+func (b *sdkBus) explainAWS(err error) error {
+	where := b.where() + " (bus " + BusNameOf(b.target) + ")"
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return &StepError{Step: StepPutEvents, Retryable: true, Msg: fmt.Sprintf("cannot reach %s (%v): check the network, the region and the endpoint", where, opErr.Err), Err: err}
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		hint := "check the profile's bus_name and env"
+		if c := apiErr.ErrorCode(); c == "AccessDeniedException" || c == "NotAuthorizedForSourceException" {
+			hint = "the emit role may not put events with this source on this bus: check --source against the role's tenant and the profile's bus_name"
+		}
+		return &StepError{Step: StepPutEvents, Retryable: apiErr.ErrorFault() == smithy.FaultServer, Msg: fmt.Sprintf("%s refused the request: %s: %s; %s", where, apiErr.ErrorCode(), strings.TrimSpace(apiErr.ErrorMessage()), hint), Err: err}
+	}
+	return &StepError{Step: StepPutEvents, Msg: fmt.Sprintf("putting on %s failed: %v", where, err), Err: err}
+}

@@ -46,15 +46,10 @@ func putEventsServer(t *testing.T, got *[]map[string]any) *httptest.Server {
 func TestBusPutsThroughTheSDK(t *testing.T) {
 	var got []map[string]any
 	srv := putEventsServer(t, &got)
-	for _, kind := range []string{"local", "aws"} {
+	// The aws kind assumes the emit role first: TestAWSSend* on kumo.
+	for _, kind := range []string{"local"} {
 		got = nil
 		target := Target{Kind: kind, Endpoint: srv.URL, Region: "eu-west-1", BusName: "my-bus"}
-		if kind == "aws" {
-			t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-			t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-			t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-			t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-		}
 		bus := NewBus(target, BusOptions{MaxAttempts: 1})
 		res, err := bus.PutEvents(context.Background(), []Event{
 			{Source: "acme/billing", DetailType: "snavio.command-sent", Detail: []byte(`{"a":1}`)},

@@ -37,6 +37,11 @@ type APIError struct {
 	Fix     string
 	// RetryAfter is the server's Retry-After, when it sent one.
 	RetryAfter time.Duration
+	// Code is the server's typed error code, when it sent one.
+	Code string
+	// Credential says where the refused credential came from (401, 403),
+	// for the CLI's hint.
+	Credential string
 }
 
 func (e *APIError) Error() string {
@@ -61,55 +66,123 @@ func StatusOf(err error) int {
 
 // UnreachableError is a control-API call that got no HTTP answer: the
 // server is not running, the endpoint is wrong, or the network failed.
+// What and Fix name the host and what to check; empty, they are the
+// local dispatcher's.
 type UnreachableError struct {
 	Endpoint string
 	Err      error
+	What     string
+	Fix      string
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach the dispatcher at %s: %v; start it with `snavio dispatch serve`, or check --endpoint-url and the profile (`snavio profile show`)", e.Endpoint, e.Err)
+	local := localHost()
+	what, fix := firstNonEmpty(e.What, local.What), firstNonEmpty(e.Fix, local.Unreachable)
+	return fmt.Sprintf("cannot reach %s at %s: %v; %s", what, e.Endpoint, e.Err, fix)
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// Local is the platform of a local profile: the control API of a running
-// `snavio dispatch serve` (/v1/...). It sends JSON, authenticates with a
-// bearer token resolved on first use, and turns error answers into
-// *APIError.
+// Local is the control API's HTTP client (/v1/...): the platform of a
+// local profile, which reaches a running `snavio dispatch serve`, and
+// what the aws platform's control operations go through. It sends JSON,
+// has each request authorized by its authorizer (a bearer token
+// locally, SigV4 on aws), and turns error answers into *APIError.
 type Local struct {
 	target   Target
 	endpoint string
-	token    func() (string, error)
+	auth     authorizer
+	host     hostMessages
 	http     *http.Client
 }
 
 var _ Platform = (*Local)(nil)
 
+// authorizer proves who a control-API request comes from.
+type authorizer interface {
+	// authorize adds the credential to req, whose body is body (nil:
+	// none), just before it is sent.
+	authorize(ctx context.Context, req *http.Request, body []byte) error
+	// check resolves the credential without sending a request.
+	check(ctx context.Context) error
+}
+
+// hostMessages are what errors say of the host a client calls.
+type hostMessages struct {
+	// What names the host and Unreachable what to check when it does
+	// not answer (UnreachableError).
+	What, Unreachable string
+	// Credential says where the credential comes from (empty: the CLI's
+	// words for a local token); Unauthorized and Forbidden are the fixes
+	// of a 401 and a 403 that came without one.
+	Credential, Unauthorized, Forbidden string
+}
+
+// localHost is what errors say of a local dispatcher.
+func localHost() hostMessages {
+	return hostMessages{
+		What:         "the dispatcher",
+		Unreachable:  "start it with `snavio dispatch serve`, or check --endpoint-url and the profile (`snavio profile show`)",
+		Unauthorized: "set " + TokenEnv + ", or point data_dir at the server's data directory (it holds " + OperatorTokenFile + ")",
+		Forbidden:    "this token may not do that; use the operator token or the owning tenant's",
+	}
+}
+
 // NewLocal returns the platform of the server at endpoint
 // (scheme://host:port) that authenticates with the token token returns
 // (resolved once per call; nil: no Authorization header).
 func NewLocal(endpoint string, token func() (string, error), hc *http.Client) *Local {
+	l := newControlClient(endpoint, bearer{token: token}, localHost(), hc)
+	l.target = Target{Kind: config.KindLocal, Endpoint: l.endpoint}
+	return l
+}
+
+// newControlClient returns the client of the control API at endpoint
+// whose requests auth authorizes; host words its errors.
+func newControlClient(endpoint string, auth authorizer, host hostMessages, hc *http.Client) *Local {
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
 	endpoint = strings.TrimRight(endpoint, "/")
-	return &Local{target: Target{Kind: config.KindLocal, Endpoint: endpoint}, endpoint: endpoint, token: token, http: hc}
+	return &Local{endpoint: endpoint, auth: auth, host: host, http: hc}
 }
 
 // Target implements Platform.
 func (a *Local) Target() Target { return a.target }
 
-// CheckCredential implements Platform: the token resolves.
+// CheckCredential implements Platform: the credential resolves.
 func (a *Local) CheckCredential() error {
-	_, err := a.bearer()
+	return a.auth.check(context.Background())
+}
+
+// bearer authorizes with a bearer token (a local dispatcher's).
+type bearer struct{ token func() (string, error) }
+
+func (b bearer) resolve() (string, error) {
+	if b.token == nil {
+		return "", nil
+	}
+	return b.token()
+}
+
+func (b bearer) authorize(_ context.Context, req *http.Request, _ []byte) error {
+	tok, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
+}
+
+func (b bearer) check(context.Context) error {
+	_, err := b.resolve()
 	return err
 }
 
-func (a *Local) bearer() (string, error) {
-	if a.token == nil {
-		return "", nil
-	}
-	return a.token()
+func (a *Local) unreachable(err error) *UnreachableError {
+	return &UnreachableError{Endpoint: a.endpoint, Err: err, What: a.host.What, Fix: a.host.Unreachable}
 }
 
 // do calls method path (path starts with /v1/) with query, sending in as
@@ -127,18 +200,18 @@ func (a *Local) do(ctx context.Context, method, path string, query url.Values, i
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &UnreachableError{Endpoint: a.endpoint, Err: err}
+		return a.unreachable(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return &UnreachableError{Endpoint: a.endpoint, Err: fmt.Errorf("reading the answer to %s %s: %w", method, path, err)}
+		return a.unreachable(fmt.Errorf("reading the answer to %s %s: %w", method, path, err))
 	}
 	if len(body) > maxResponse {
 		return fmt.Errorf("%s %s: the answer exceeds %d MiB; narrow the request (filters, --limit)", method, path, maxResponse>>20)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeError(resp, body)
+		return a.decodeError(resp, body)
 	}
 	switch o := out.(type) {
 	case nil:
@@ -160,44 +233,55 @@ func (a *Local) newRequest(ctx context.Context, method, path string, query url.V
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	var body io.Reader
+	var body []byte
 	switch v := in.(type) {
 	case nil:
 	case io.Reader:
-		body = v
+		b, err := io.ReadAll(v)
+		if err != nil {
+			return nil, fmt.Errorf("reading the request to %s %s: %w", method, path, err)
+		}
+		body = b
 	default:
 		b, err := json.Marshal(in)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the request to %s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	var rd io.Reader
+	if in != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, fmt.Errorf("invalid request %s %s: %w; check the endpoint (`snavio profile show`)", method, u, err)
 	}
-	if body != nil {
+	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	tok, err := a.bearer()
-	if err != nil {
+	if err := a.auth.authorize(ctx, req, body); err != nil {
 		return nil, err
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return req, nil
 }
 
-func decodeError(resp *http.Response, body []byte) error {
+// decodeError reads an error answer: the control API's envelope
+// {"error","fix"} (with an optional typed "code"), or AWS's own
+// {"message"} (a Function URL that refused the request), or text. A 501
+// is a resource the host does not serve: a *NotAvailableError wrapping
+// the *APIError.
+func (a *Local) decodeError(resp *http.Response, body []byte) error {
 	e := &APIError{Status: resp.StatusCode}
 	var b struct {
-		Error string `json:"error"`
-		Fix   string `json:"fix"`
+		Error   string `json:"error"`
+		Fix     string `json:"fix"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
 	}
-	if json.Unmarshal(body, &b) == nil && b.Error != "" {
-		e.Message, e.Fix = b.Error, b.Fix
+	if json.Unmarshal(body, &b) == nil && (b.Error != "" || b.Message != "") {
+		e.Message, e.Fix, e.Code = firstNonEmpty(b.Error, b.Message), b.Fix, b.Code
 	} else {
 		e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(body, nil)))
 		if len(e.Message) > 200 {
@@ -210,13 +294,14 @@ func decodeError(resp *http.Response, body []byte) error {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}
 	}
-	if e.Fix == "" {
-		switch e.Status {
-		case http.StatusUnauthorized:
-			e.Fix = "set " + TokenEnv + ", or point data_dir at the server's data directory (it holds " + OperatorTokenFile + ")"
-		case http.StatusForbidden:
-			e.Fix = "this token may not do that; use the operator token or the owning tenant's"
-		}
+	switch e.Status {
+	case http.StatusUnauthorized:
+		e.Credential, e.Fix = a.host.Credential, firstNonEmpty(e.Fix, a.host.Unauthorized)
+	case http.StatusForbidden:
+		e.Credential, e.Fix = a.host.Credential, firstNonEmpty(e.Fix, a.host.Forbidden)
+	}
+	if e.Status == http.StatusNotImplemented {
+		return &NotAvailableError{What: e.Message, Reason: firstNonEmpty(e.Fix, "the control API of this deployment does not serve it (HTTP 501)"), Err: e}
 	}
 	return e
 }

@@ -85,3 +85,46 @@ func TestLocalToken(t *testing.T) {
 		t.Fatal("no dir and no env must fail")
 	}
 }
+
+// Any error answer decodes to an *APIError with its status (a 501 to a
+// *NotAvailableError wrapping one) and a message; a 401 or 403 always
+// carries a fix, on either host.
+func FuzzDecodeError(f *testing.F) {
+	for _, s := range []struct {
+		status int
+		body   string
+	}{
+		{400, `{"error":"bad","fix":"fix it"}`},
+		{403, `{"Message":"Forbidden"}`},
+		{403, `{"message":"The request signature we calculated does not match"}`},
+		{501, `{"error":"not here","fix":"use x","code":"not_served_on_aws"}`},
+		{500, "plain \xff text"},
+		{429, `{"error":""}`},
+	} {
+		f.Add(s.status, []byte(s.body), "7")
+	}
+	hosts := []*Local{NewLocal("http://127.0.0.1:1", nil, nil), newControlClient("http://127.0.0.1:1", &sigV4{}, awsHost(Target{Env: "prod"}), nil)}
+	f.Fuzz(func(t *testing.T, status int, body []byte, retryAfter string) {
+		if status < 300 || status > 599 {
+			return
+		}
+		for _, a := range hosts {
+			resp := &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {retryAfter}}}
+			err := a.decodeError(resp, body)
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.Status != status || ae.RetryAfter < 0 {
+				t.Fatalf("%d %q: %#v", status, body, err)
+			}
+			var na *NotAvailableError
+			if errors.As(err, &na) != (status == http.StatusNotImplemented) {
+				t.Fatalf("%d: %#v", status, err)
+			}
+			if (status == 401 || status == 403) && ae.Fix == "" {
+				t.Fatalf("%d without a fix: %#v", status, ae)
+			}
+			if err.Error() == "" {
+				t.Fatal("empty message")
+			}
+		}
+	})
+}

@@ -336,30 +336,30 @@ func (a *Local) stream(ctx context.Context, path string, body any) (ReplayStream
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &UnreachableError{Endpoint: a.endpoint, Err: err}
+		return nil, a.unreachable(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, decodeError(resp, b)
+		return nil, a.decodeError(resp, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), maxUpdateLine)
-	return &replayStream{endpoint: a.endpoint, body: resp.Body, sc: sc}, nil
+	return &replayStream{client: a, body: resp.Body, sc: sc}, nil
 }
 
 // replayStream reads NDJSON updates: io.EOF at the end of the answer, an
 // *UnreachableError when the connection broke first.
 type replayStream struct {
-	endpoint string
-	body     io.ReadCloser
-	sc       *bufio.Scanner
+	client *Local
+	body   io.ReadCloser
+	sc     *bufio.Scanner
 }
 
 func (s *replayStream) Next() (wire.ReplayUpdate, error) {
 	if !s.sc.Scan() {
 		if err := s.sc.Err(); err != nil {
-			return wire.ReplayUpdate{}, &UnreachableError{Endpoint: s.endpoint, Err: err}
+			return wire.ReplayUpdate{}, s.client.unreachable(err)
 		}
 		return wire.ReplayUpdate{}, io.EOF
 	}

@@ -20,6 +20,8 @@ import (
 
 // Target is the resolved description of where commands go.
 type Target struct {
+	// Profile names the profile, for errors that say how to change it.
+	Profile        string `json:"-"`
 	Kind           string `json:"kind"`
 	Endpoint       string `json:"endpoint,omitempty"`
 	Region         string `json:"region,omitempty"`
@@ -142,6 +144,7 @@ type Platform interface {
 // environment (os.LookupEnv in production; nil: none).
 func New(s *config.Settings, lookupEnv func(string) (string, bool)) (Platform, error) {
 	t := Target{
+		Profile:        s.ProfileName,
 		Kind:           s.Kind,
 		Endpoint:       s.EndpointURL,
 		Region:         s.Region,
@@ -168,7 +171,7 @@ func New(s *config.Settings, lookupEnv func(string) (string, bool)) (Platform, e
 		l.target = t
 		return l, nil
 	case config.KindAWS:
-		return &AWS{target: t}, nil
+		return NewAWS(t, AWSOptions{}), nil
 	default:
 		return nil, fmt.Errorf("profile %q: unknown kind %q: use local or aws", s.ProfileName, s.Kind)
 	}

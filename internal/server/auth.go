@@ -77,11 +77,19 @@ type TokenStore interface {
 type APIError struct {
 	Error string `json:"error"`
 	Fix   string `json:"fix"`
+	// Code, when set, names the kind of refusal for programs (such as
+	// "not_on_aws").
+	Code string `json:"code,omitempty"`
 }
 
 // WriteAPIError writes a control-API error with status.
 func WriteAPIError(w http.ResponseWriter, status int, msg, fix string) {
-	body, err := json.Marshal(APIError{Error: msg, Fix: fix})
+	WriteAPIErrorCode(w, status, "", msg, fix)
+}
+
+// WriteAPIErrorCode writes a control-API error with status and code.
+func WriteAPIErrorCode(w http.ResponseWriter, status int, code, msg, fix string) {
+	body, err := json.Marshal(APIError{Error: msg, Fix: fix, Code: code})
 	if err != nil { // cannot happen: two strings
 		body = []byte(`{"error":"internal error","fix":"retry"}`)
 	}

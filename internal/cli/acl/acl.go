@@ -29,7 +29,9 @@ Deny is the default: a command without a grant is refused. The dispatcher
 caches grants for the TTLs of their sensitivity profile (critical 2s/4s,
 moderate 10s/20s, low 30s/90s, fresh/stale), so a revocation takes effect
 within the stale TTL. Changes need the operator token; a tenant token lists
-its own tenant's grants, the operator's every grant.`,
+its own tenant's grants, the operator's every grant.
+
+` + cmdutil.ControlAPIHelp,
 		Example: `  snavio acl grant --source acme/billing --target mailer --command send-receipt
   snavio acl list --target mailer
   snavio acl revoke --source acme/billing --target mailer --command send-receipt`,

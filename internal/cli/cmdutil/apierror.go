@@ -5,8 +5,8 @@ package cmdutil
 // (HTTP 400, 422) is a usage error (exit 2) carrying the server's fix; 401
 // and 403 say where the token comes from; 404 says what to list; 409 says
 // the record changed under the command. An operation the profile's
-// platform cannot do yet (*platform.NotAvailableError) exits 1 with a
-// hint to use a local profile.
+// platform cannot do (*platform.NotAvailableError) exits 1 with its
+// reason, or a hint to use a local profile.
 
 import (
 	"errors"
@@ -22,6 +22,9 @@ import (
 func MapAPIError(err error, list string) error {
 	var na *platform.NotAvailableError
 	if errors.As(err, &na) {
+		if na.Reason != "" { // it says what to do instead
+			return &APIError{msg: err.Error(), err: err}
+		}
 		return &APIError{msg: err.Error() + "; the profile is kind aws: run this command with a local profile (`snavio profile list`)", err: err}
 	}
 	var ae *platform.APIError
@@ -46,11 +49,14 @@ func MapAPIError(err error, list string) error {
 		// failed the test routing): not a usage error, so no usage line.
 		return &APIError{err: ae, msg: with("fix what the message names, then run the command again")}
 	case http.StatusUnauthorized, http.StatusForbidden:
-		// Where the token comes from, and (unless the server said so
-		// already) what needs the operator's.
-		hint := "the token is " + platform.TokenEnv + " when set, else " + platform.OperatorTokenFile + " in the profile's data_dir"
-		if !strings.Contains(msg, "operator token") {
-			hint += "; registry and key changes need the operator token"
+		// Where the token (an aws profile: its IAM identity) comes from,
+		// and (unless the server said so already) what needs the operator's.
+		hint := ae.Credential
+		if hint == "" {
+			hint = "the token is " + platform.TokenEnv + " when set, else " + platform.OperatorTokenFile + " in the profile's data_dir"
+			if !strings.Contains(msg, "operator token") {
+				hint += "; registry and key changes need the operator token"
+			}
 		}
 		if ae.Fix != "" {
 			hint = ae.Fix + "; " + hint

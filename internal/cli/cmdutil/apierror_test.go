@@ -82,3 +82,17 @@ func TestMapNotAvailable(t *testing.T) {
 		t.Error("the typed error is not in the chain")
 	}
 }
+
+// An operation that says what to do instead, and a 403 that says where
+// an aws profile's IAM identity comes from, are reported as they are:
+// no hint about local profiles or tokens.
+func TestMapNotAvailableWithReason(t *testing.T) {
+	err := MapAPIError(&platform.NotAvailableError{What: "token list", Reason: "IAM replaces tokens on aws"}, "snavio token list")
+	if c := ExitCode(err); c != ExitError || err.Error() != "token list: IAM replaces tokens on aws" {
+		t.Errorf("exit %d: %q", c, err)
+	}
+	err = MapAPIError(&platform.APIError{Status: 403, Message: "Forbidden", Fix: "assume the operator role", Credential: "the caller is the profile's IAM identity"}, "snavio route list")
+	if c := ExitCode(err); c != ExitError || err.Error() != "Forbidden (HTTP 403): assume the operator role; the caller is the profile's IAM identity" {
+		t.Errorf("exit %d: %q", c, err)
+	}
+}

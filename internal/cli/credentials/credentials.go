@@ -22,23 +22,25 @@ import (
 )
 
 // NewTenantCmd builds `snavio tenant`, the group of tenant-scoped
-// platform resources; credentials is its one subgroup today.
+// platform resources: credentials, and the AWS commands of tenantaws,
+// whose create issues a token and a credential on a local profile.
 func NewTenantCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tenant <command>",
 		Short: "Manage what the platform issues to a tenant",
 		Long: `Manage what the platform issues to a tenant.
 
-On a local profile ("snavio dispatch serve"): its ingress credentials, the
-SigV4 keys its producers sign PutEvents with (tenant credentials).
+On a local profile ("snavio dispatch serve"): create issues a new
+tenant's token and ingress credential at once; tenant credentials manages
+the ingress credentials, the SigV4 keys its producers sign PutEvents with.
 
-On AWS: create, show, list, delete, add-service and remove-service make
-and undo, with the SDK's credentials, what a tenant needs in an
-environment that "snavio dispatch deploy" made: its emit role, bound to
-its own sources, its telemetry topic and queue, and the subscription
-(docs/deploy.md).`,
+On AWS (--env, or an aws profile): create, show, list, delete, add-service
+and remove-service make and undo, with the SDK's credentials, what a
+tenant needs in an environment that "snavio dispatch deploy" made: its
+emit role, bound to its own sources, its control role for the control
+API, its telemetry topic and queue, and the subscription (docs/deploy.md).`,
 		Example: `  # local
-  snavio tenant credentials create --tenant acme --credentials-file acme.credentials
+  snavio tenant create acme --token-file acme.token --credentials-file acme.credentials
   snavio tenant credentials list --tenant acme
 
   # AWS
@@ -48,7 +50,7 @@ its own sources, its telemetry topic and queue, and the subscription
 		RunE: cmdutil.GroupRunE,
 	}
 	cmd.AddCommand(NewCmd(f))
-	cmd.AddCommand(tenantaws.Commands(f)...)
+	cmd.AddCommand(tenantaws.Commands(f, localCreate(secretcmd.NewDeps(f)))...)
 	return cmd
 }
 
@@ -157,16 +159,22 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return c, fmt.Errorf("creating a credential for %s: %w", o.Tenant, mapErr(err))
 		}
 		return c, nil
-	}, func(c wire.CredentialCreated, path string) secretcmd.Shown {
+	}, show(o.Section))
+}
+
+// show is how a new credential is shown: printed, or written to path (""
+// to print it) in section of an AWS shared-credentials file.
+func show(section string) func(wire.CredentialCreated, string) secretcmd.Shown {
+	return func(c wire.CredentialCreated, path string) secretcmd.Shown {
 		out := Created{AccessKeyID: c.AccessKeyID, Tenant: c.Tenant, Created: c.Created, SecretAccessKey: c.SecretAccessKey, Notice: wire.CredentialNotice}
 		if path != "" {
 			out.SecretAccessKey, out.CredentialsFile = "", path
 			out.Notice = "the credential is in " + path + " (mode 0600) and nowhere else; use it with `snavio send --credentials-file " + path + "` or AWS_SHARED_CREDENTIALS_FILE=" + path
 		}
 		return secretcmd.Shown{Out: out, Notice: out.Notice,
-			File: ingresscred.Format(o.Section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
+			File: ingresscred.Format(section, ingresscred.Key{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey}),
 			Lost: fmt.Sprintf("the credential %s was not saved: revoke it with `snavio tenant credentials revoke %s`", c.AccessKeyID, c.AccessKeyID)}
-	})
+	}
 }
 
 // Credentials is a list of credentials without secrets.

@@ -39,6 +39,9 @@ type DeployOptions struct {
 	Yes             bool
 	DetailedExit    bool
 	TemplateOnly    bool
+	// ProvisionedConcurrency keeps this many ingest environments warm
+	// (stack.Options).
+	ProvisionedConcurrency int
 }
 
 func newDeployCmd(f *cmdutil.Factory, runF func(context.Context, *DeployOptions) error) *cobra.Command {
@@ -70,6 +73,13 @@ Ed25519 seed that signs registry snapshots (the dispatcher functions
 trust its public key, which deploy derives). Later deploys keep the
 stack's keys unless given new ones.
 
+--provisioned-concurrency N (default 0) keeps N environments of the
+ingest function initialised: deploy publishes a version of it, points the
+alias "live" with the provisioned concurrency at it, and the command rule
+invokes the alias, so the first commands after a quiet spell do not wait
+for a cold start. Provisioned concurrency is billed by the hour whether
+used or not (docs/cost.md); 0 removes it again.
+
 --template-only writes the template (-o json or -o yaml) and calls
 nothing. AWS credentials and region come from the SDK's usual chain
 (AWS_PROFILE, AWS_REGION, ...) or --region; AWS_ENDPOINT_URL points every
@@ -87,6 +97,9 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
   snavio dispatch deploy --env prod --code-bucket acme-artifacts \
       --delivery-key-file ~/secrets/snavio-prod.key --snapshot-key-file ~/secrets/snavio-prod-snapshot.key
 
+  # Keep 5 ingest environments warm
+  snavio dispatch deploy --env prod --code-bucket acme-artifacts --provisioned-concurrency 5 --yes
+
   # From CI: no prompt, exit 3 when something changed
   snavio dispatch deploy --env prod --code-bucket acme-artifacts --zip dist/lambda/bootstrap-arm64.zip --yes --detailed-exitcode -o json`,
 		Args: cmdutil.NoArgs,
@@ -96,6 +109,9 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 			}
 			if opts.RoleARN != "" && !strings.HasPrefix(opts.RoleARN, "arn:") {
 				return cmdutil.Usagef("--role-arn %q: give the role's ARN (arn:aws:iam::<account>:role/<name>)", opts.RoleARN)
+			}
+			if err := (stack.Options{ProvisionedConcurrency: opts.ProvisionedConcurrency}).Check(); err != nil {
+				return cmdutil.Usagef("--provisioned-concurrency: %v", err)
 			}
 			if opts.Arch != "arm64" && opts.Arch != "amd64" {
 				return cmdutil.Usagef("--arch %q: use arm64 or amd64", opts.Arch)
@@ -126,6 +142,7 @@ set changes nothing; a failed execution is rolled back by CloudFormation),
 	fl.BoolVarP(&opts.Yes, "yes", "y", false, "apply without asking")
 	fl.BoolVar(&opts.DetailedExit, "detailed-exitcode", false, "exit 3 when changes were applied, 0 when there were none")
 	fl.BoolVar(&opts.TemplateOnly, "template-only", false, "write the template (-o json or yaml) and call nothing")
+	fl.IntVar(&opts.ProvisionedConcurrency, "provisioned-concurrency", 0, "ingest environments kept initialised through the alias \"live\" (0: none; billed hourly, docs/cost.md)")
 	_ = cmd.MarkFlagRequired("env")
 	return cmd
 }
@@ -260,9 +277,12 @@ func readSnapshotKey(path string) (string, error) {
 
 func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error {
 	ios := f.IOStreams
-	tpl, err := stack.Build(o.Env)
-	if err != nil {
+	if err := stack.CheckEnv(o.Env); err != nil {
 		return cmdutil.Usagef("--env: %v", err)
+	}
+	tpl, err := stack.BuildWith(o.Env, stack.Options{ProvisionedConcurrency: o.ProvisionedConcurrency})
+	if err != nil {
+		return cmdutil.Usagef("--provisioned-concurrency: %v", err)
 	}
 	p, err := f.Printer()
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package doctor implements `snavio doctor`: a table of checks of the
 // configuration, the profile, the dispatcher's reachability and health,
-// the credentials, and the local clock's skew against the dispatcher.
+// the credentials, and the local clock's skew against the dispatcher; on
+// an aws profile, of the AWS credentials and the deployment (aws.go).
 package doctor
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
@@ -84,6 +86,9 @@ type Options struct {
 	// ReplayWindow is the dispatcher's replay window, when the server
 	// does not say (--replay-window).
 	ReplayWindow time.Duration
+	// AWSConfig loads an aws profile's SDK configuration (nil:
+	// platform.AWSConfig in the profile's region).
+	AWSConfig func(context.Context, platform.Target) (aws.Config, error)
 }
 
 // NewCmd builds `snavio doctor`. runF replaces the run function in tests.
@@ -91,8 +96,9 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	opts := &Options{Paths: f.Paths, Config: f.Config, Settings: f.Settings, Platform: f.Platform, Printer: f.Printer, Clock: clock.System()}
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check the config, profile, dispatcher, credentials and clock skew",
-		Long: `Run the checks that explain most "it does not work" reports, in order:
+		Short: "Check the config, profile, dispatcher or AWS deployment, credentials and clock skew",
+		Long: `Run the checks that explain most "it does not work" reports. On a local
+profile, in order:
 
   config        the config file parses (or there is none: the built-in profile)
   profile       the selected profile resolves (flags, SNAVIO_* env, file)
@@ -108,6 +114,23 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 The skew is estimated from one request: the server read its clock at about
 the midpoint of the round trip, so the estimate is within ± half the round
 trip. Checks that depend on a failed one are skipped.
+
+On an aws profile, after config and profile:
+
+  credentials   STS GetCallerIdentity: who the AWS credentials are, which
+                account, which region
+  role          the profile's role_arn assumed (skipped without one)
+  clock skew    the local clock against STS's Date header, as above
+  bus           EventBridge DescribeEventBus of bus_name, or the env's bus
+  tables        DynamoDB DescribeTable and DescribeTimeToLive: the env's
+                (or table_prefix's) flow, registry, changelog and outbox
+                tables ACTIVE, TTL on expires_at for flow and outbox
+  snapshot      S3 HeadBucket of snapshot_bucket (or the env's) and
+                HeadObject of the latest full snapshot: ok up to 3m old,
+                a warning up to 30m, past which cold starts refuse it
+  control api   who the control API says the caller is (control_url)
+  emit role     STS AssumeRole of emit_role_arn with external_id (skipped
+                without one)
 
 Exit codes: 0 no check failed (warnings allowed); 1 a check failed; 2 bad
 flags.`,
@@ -147,6 +170,11 @@ func EstimateSkew(sent, received, server time.Time) (skew, uncertainty time.Dura
 
 // JudgeSkew classifies skew against the replay window.
 func JudgeSkew(skew, uncertainty, window time.Duration) Check {
+	return judgeSkew(skew, uncertainty, window, "the dispatcher")
+}
+
+// judgeSkew is JudgeSkew against a named clock.
+func judgeSkew(skew, uncertainty, window time.Duration, against string) Check {
 	abs := skew
 	if abs < 0 {
 		abs = -abs
@@ -156,7 +184,7 @@ func JudgeSkew(skew, uncertainty, window time.Duration) Check {
 		dir = "behind"
 	}
 	c := Check{Name: "clock skew", Status: OK}
-	c.Detail = fmt.Sprintf("local clock %s %s the dispatcher (±%s); replay window ±%s", fmtDur(abs), dir, fmtDur(uncertainty), window)
+	c.Detail = fmt.Sprintf("local clock %s %s %s (±%s); replay window ±%s", fmtDur(abs), dir, against, fmtDur(uncertainty), window)
 	ntp := "sync this machine's clock with NTP (e.g. `timedatectl set-ntp true`, or check chronyd/ntpd); on EC2 use the Amazon Time Sync Service at 169.254.169.123"
 	switch {
 	case float64(abs) >= FailFraction*float64(window):
@@ -169,6 +197,13 @@ func JudgeSkew(skew, uncertainty, window time.Duration) Check {
 		c.Fix = ntp
 	}
 	return c
+}
+
+func firstSet(v, otherwise string) string {
+	if v != "" {
+		return v
+	}
+	return otherwise
 }
 
 func fmtDur(d time.Duration) string {
@@ -255,9 +290,9 @@ func check(ctx context.Context, o *Options) (r Report) {
 		return r
 	}
 	tgt := pc.Target()
-	if s.Kind != config.KindLocal {
-		add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind %s, region %s, from %s)", s.ProfileName, s.Kind, tgt.Region, s.ProfileOrigin)})
-		skipRest(2, "not available on "+s.Kind+" yet: doctor checks a local dispatcher, and this profile is kind "+s.Kind)
+	if s.Kind == config.KindAWS {
+		add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind aws, region %s, env %s, from %s)", s.ProfileName, firstSet(tgt.Region, "from the AWS config"), firstSet(tgt.Env, "unset"), s.ProfileOrigin)})
+		checkAWS(ctx, o, s, pc, add)
 		return r
 	}
 	add(Check{Name: "profile", Status: OK, Detail: fmt.Sprintf("%s (kind local, endpoint %s, data_dir %s, from %s)", s.ProfileName, tgt.Endpoint, tgt.DataDir, s.ProfileOrigin)})
@@ -308,13 +343,7 @@ func check(ctx context.Context, o *Options) (r Report) {
 		case json.Unmarshal(w.Body, &who) != nil || who.ServerTime.IsZero():
 			add(Check{Name: "credentials", Status: Fail, Detail: fmt.Sprintf("GET /v1/whoami: an answer this snavio does not understand: %.200s", w.Body), Fix: "use the same version of snavio and the server"})
 		default:
-			d := "accepted as " + who.Principal
-			if who.Operator {
-				d += " (operator)"
-			} else if who.Tenant != "" {
-				d += " (tenant " + who.Tenant + ")"
-			}
-			add(Check{Name: "credentials", Status: OK, Detail: d})
+			add(Check{Name: "credentials", Status: OK, Detail: describeWho(who.Principal, who.Operator, who.Tenant)})
 			if who.ReplayWindowSeconds > 0 {
 				window = time.Duration(who.ReplayWindowSeconds * float64(time.Second))
 			}

@@ -222,15 +222,6 @@ func TestCheckBadConfigAndProfile(t *testing.T) {
 	if c := statuses(r)["profile"]; c.Status != Fail || statuses(r)["reachable"].Status != Skip {
 		t.Fatalf("profile = %+v", r.Checks)
 	}
-	// An aws profile skips the dispatcher checks without failing.
-	o = options(t, "", "", clock.NewFake(t0))
-	s := &config.Settings{ProfileName: "prod", Kind: config.KindAWS, Region: "eu-west-1"}
-	o.Settings = func() (*config.Settings, error) { return s, nil }
-	o.Platform = func() (platform.Platform, error) { return platform.New(s, nil) }
-	r = check(context.Background(), o)
-	if !r.OK || statuses(r)["reachable"].Status != Skip {
-		t.Fatalf("aws = %+v", r.Checks)
-	}
 }
 
 func TestRunPrintsAndFails(t *testing.T) {

@@ -38,7 +38,9 @@ with an HMAC-SHA256 secret. "key create" makes a service's first secret,
 "key rotate" its next one (the previous stays accepted for the overlap);
 both print the new secret once. "key list" shows versions and dates, never
 secrets. Creating and rotating need the operator token. "key delivery"
-prints the key a target's consumer verifies delivered messages with.`,
+prints the key a target's consumer verifies delivered messages with.
+
+` + cmdutil.ControlAPIHelp,
 		Example: `  snavio key create --service acme/billing
   snavio key rotate --service acme/billing --activate-in 1h
   snavio key list --tenant acme

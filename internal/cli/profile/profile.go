@@ -229,7 +229,7 @@ flags set the profile's endpoint and region. An empty value clears a field.`,
   snavio profile set prod --kind aws --region eu-west-1 --aws-profile platform \
       --bus-name snavio-command-bus --table-prefix snavio-prod \
       --snapshot-bucket snavio-prod-snapshots \
-      --role-arn arn:aws:iam::123456789012:role/snavio-operator
+      --role-arn arn:aws:iam::123456789012:role/snavio-prod-operator
   snavio profile set prod --env prod \
       --control-url https://abc123.lambda-url.eu-west-1.on.aws/ \
       --emit-role-arn arn:aws:iam::123456789012:role/snavio/prod/emit/snavio-prod-emit-acme

@@ -1,6 +1,6 @@
-// Package queue implements `snavio queue list|create|receive|delete|purge`
+// Package queue implements `snavio queue list|get|create|receive|delete|purge`
 // over the queue API of a running `snavio dispatch serve`
-// (internal/controlapi).
+// (internal/controlapi) on a local profile, and over SQS on an aws one.
 package queue
 
 import (
@@ -19,6 +19,7 @@ import (
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/cli/completion"
+	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
@@ -47,29 +48,47 @@ func NewDeps(f *cmdutil.Factory) Deps {
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue <command>",
-		Short: "List, create, receive from and purge the local target queues",
-		Long: `The local queues of "snavio dispatch serve" stand in for the target teams'
-SQS Standard queues: at-least-once delivery, a visibility timeout, receipt
-handles, and redrive to a dead-letter queue after a maximum number of
-receives (the DLQ copy carries snavio.dlq.reason, snavio.dlq.source_queue
-and snavio.dlq.receive_count).
+		Short: "List, create, receive from and purge the target queues",
+		Long: `On a local profile, the queues of "snavio dispatch serve" stand in for the
+target teams' SQS Standard queues: at-least-once delivery, a visibility
+timeout, receipt handles, and redrive to a dead-letter queue after a
+maximum number of receives (the DLQ copy carries snavio.dlq.reason,
+snavio.dlq.source_queue and snavio.dlq.receive_count). Any token may list
+queues (names, settings and counts, never messages); create, receive,
+delete and purge need the operator token.
 
-Any token may list queues (names, settings and counts, never messages);
-create, receive, delete and purge need the operator token.`,
+On an aws profile the commands act on SQS directly, in the profile's
+region with its credentials (aws_profile, role_arn): the target teams own
+their queues on AWS, so what you may do is what IAM allows you. Flags
+without an SQS meaning (--max-depth) are usage errors there.`,
 		Example: `  snavio queue create mailer-dlq
   snavio queue create mailer --dlq mailer-dlq --max-receives 5
   snavio queue list
+  snavio queue get mailer
   snavio queue receive mailer --wait 20s --delete
-  snavio queue purge mailer-dlq --yes`,
+  snavio queue purge mailer-dlq --yes
+  snavio queue list --prefix billing- --profile prod`,
 		Args: cobra.ArbitraryArgs,
 		RunE: cmdutil.GroupRunE,
 	}
 	d := NewDeps(f)
-	cmd.AddCommand(NewCmdList(d, nil), NewCmdCreate(d, nil), NewCmdReceive(d, nil), NewCmdDelete(d, nil), NewCmdPurge(d, nil))
+	cmd.AddCommand(NewCmdList(d, nil), NewCmdGet(d, nil), NewCmdCreate(d, nil), NewCmdReceive(d, nil), NewCmdDelete(d, nil), NewCmdPurge(d, nil))
 	return cmd
 }
 
 func mapErr(err error) error { return cmdutil.MapAPIError(err, "snavio queue list") }
+
+// onAWS reports a platform that acts on SQS.
+func onAWS(api platform.Platform) bool { return api.Target().Kind == config.KindAWS }
+
+// sqsMaxReceiptLen bounds an SQS receipt handle (SQS's own limit).
+const sqsMaxReceiptLen = 1024
+
+// prefixLister lists queues by name prefix on the service's side (SQS's
+// QueueNamePrefix); other platforms are filtered here.
+type prefixLister interface {
+	ListQueuesPrefix(ctx context.Context, prefix, after string, limit int) (wire.QueueList, error)
+}
 
 // completeQueue completes a first argument with the names of the profile's
 // queues, and nothing on any failure.
@@ -82,6 +101,10 @@ func completeQueue(d Deps) cobra.CompletionFunc {
 	}
 }
 
+// completionLimit bounds the queues a completion reads from SQS (each
+// one a GetQueueAttributes).
+const completionLimit = 50
+
 // queueNames lists the queues whose names start with prefix.
 func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	if ctx == nil {
@@ -93,7 +116,12 @@ func queueNames(ctx context.Context, d Deps, prefix string) []string {
 	if err != nil {
 		return nil
 	}
-	l, err := api.ListQueues(ctx, "", wire.QueueMaxPage)
+	var l wire.QueueList
+	if pl, ok := api.(prefixLister); ok {
+		l, err = pl.ListQueuesPrefix(ctx, prefix, "", completionLimit)
+	} else {
+		l, err = api.ListQueues(ctx, "", wire.QueueMaxPage)
+	}
 	if err != nil {
 		return nil
 	}
@@ -141,8 +169,12 @@ func (qs Queues) TableRows() [][]string {
 		if q.MaxReceives > 0 {
 			mr = strconv.Itoa(q.MaxReceives)
 		}
+		depth := "-"
+		if q.MaxDepth > 0 {
+			depth = strconv.Itoa(q.MaxDepth)
+		}
 		rows[i] = []string{q.Name, strconv.Itoa(q.Visible), strconv.Itoa(q.InFlight), age(q.OldestAgeSeconds), q.DeadLetterQueue, mr,
-			age(q.VisibilityTimeoutSeconds), strconv.Itoa(q.MaxDepth)}
+			age(q.VisibilityTimeoutSeconds), depth}
 	}
 	return rows
 }
@@ -155,28 +187,44 @@ func age(secs float64) string {
 }
 
 // ListOptions are the inputs of `snavio queue list`.
-type ListOptions struct{ Deps }
+type ListOptions struct {
+	Deps
+	Prefix string
+}
 
 // NewCmdList builds `snavio queue list`.
 func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
 	opts := &ListOptions{Deps: d}
-	return &cobra.Command{
-		Use:     "list",
+	cmd := &cobra.Command{
+		Use:     "list [--prefix P]",
 		Aliases: []string{"ls"},
 		Short:   "List the queues with their visible, in-flight and oldest-message counts",
-		Long: `List every local queue with its counts (visible is SQS's
-ApproximateNumberOfMessages, in flight ApproximateNumberOfMessagesNotVisible,
-oldest ApproximateAgeOfOldestMessage) and settings.`,
+		Long: `List every queue (or those whose name starts with --prefix) with its counts
+(visible is SQS's ApproximateNumberOfMessages, in flight
+ApproximateNumberOfMessagesNotVisible, oldest ApproximateAgeOfOldestMessage)
+and settings.
+
+On an aws profile: the SQS queues of the profile's account and region
+(ListQueues with --prefix as QueueNamePrefix, every page), each with
+GetQueueAttributes. SQS's API has no oldest-message age (it is a CloudWatch
+metric) and no depth limit: both show "-".`,
 		Example: `  snavio queue list
-  snavio queue list -o json`,
+  snavio queue list --prefix mailer -o json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Prefix != "" {
+				if err := wire.CheckQueueName("--prefix", opts.Prefix); err != nil {
+					return &cmdutil.UsageError{Err: err}
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return runList(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only the queues whose name starts with this")
+	return cmd
 }
 
 func runList(ctx context.Context, o *ListOptions) error {
@@ -187,12 +235,26 @@ func runList(ctx context.Context, o *ListOptions) error {
 	out := Queues{}
 	after := ""
 	for {
-		page, err := api.ListQueues(ctx, after, wire.QueueMaxPage)
+		var page wire.QueueList
+		if pl, ok := api.(prefixLister); ok {
+			page, err = pl.ListQueuesPrefix(ctx, o.Prefix, after, wire.QueueMaxPage)
+		} else {
+			page, err = api.ListQueues(ctx, after, wire.QueueMaxPage)
+		}
 		if err != nil {
 			return mapErr(err)
 		}
-		out = append(out, page.Queues...)
-		if page.Next == nil || *page.Next <= after || len(out) > wire.QueueMaxCount {
+		for _, q := range page.Queues {
+			if strings.HasPrefix(q.Name, o.Prefix) {
+				out = append(out, q)
+			}
+		}
+		if page.Next == nil || *page.Next <= after {
+			break
+		}
+		if len(out) >= wire.QueueMaxCount {
+			// An SQS account can hold more: say where the list stopped.
+			fmt.Fprintf(o.ErrOut, "listed the first %d queues, up to %s: narrow the list with --prefix\n", len(out), out[len(out)-1].Name)
 			break
 		}
 		after = *page.Next
@@ -202,6 +264,57 @@ func runList(ctx context.Context, o *ListOptions) error {
 		return err
 	}
 	return p.Print(out)
+}
+
+// GetOptions are the inputs of `snavio queue get`.
+type GetOptions struct {
+	Deps
+	Queue string
+}
+
+// NewCmdGet builds `snavio queue get`.
+func NewCmdGet(d Deps, runF func(context.Context, *GetOptions) error) *cobra.Command {
+	opts := &GetOptions{Deps: d}
+	return &cobra.Command{
+		Use:   "get QUEUE",
+		Short: "Show one queue's counts and settings",
+		Long: `Show one queue as "snavio queue list" does: visible, in-flight and oldest
+counts, its dead-letter queue and max receives, visibility timeout and max
+depth. On an aws profile it is SQS's GetQueueAttributes of the queue.`,
+		Example: `  snavio queue get mailer
+  snavio queue get mailer -o json --profile prod`,
+		Args:              cmdutil.ExactArgs(1, "a QUEUE name"),
+		ValidArgsFunction: completeQueue(d),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Queue = args[0]
+			if err := checkQueueArg(opts.Queue); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return runGet(cmd.Context(), opts)
+		},
+	}
+}
+
+func runGet(ctx context.Context, o *GetOptions) error {
+	api, err := o.Platform()
+	if err != nil {
+		return err
+	}
+	q, err := api.GetQueue(ctx, o.Queue)
+	if err != nil {
+		return mapErr(err)
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	if p.Format() == output.Table {
+		return p.Print(Queues{q})
+	}
+	return p.Print(q)
 }
 
 // CreateOptions are the inputs of `snavio queue create`.
@@ -227,7 +340,12 @@ Names are 1 to 80 letters, digits, - and _. FIFO queues (names ending in
 .fifo) are refused: Snavio delivers to standard queues only. A dead-letter
 queue must exist first; with --dlq, a message received --max-receives times
 (1 to 1000, default 5) without being deleted moves to the DLQ at its next
-receive.`,
+receive.
+
+On an aws profile: SQS's CreateQueue, with SQS-managed encryption, 1 MiB
+messages (a delivered command weighs a little over 256 KiB at most) and,
+with --dlq, a RedrivePolicy to the DLQ's ARN. SQS refuses a queue that
+exists with other settings. --max-depth has no SQS meaning there.`,
 		Example: `  snavio queue create mailer-dlq
   snavio queue create mailer --dlq mailer-dlq --max-receives 5 --visibility-timeout 60s
   snavio queue create audit --max-depth 1000000 -o json`,
@@ -274,6 +392,9 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 	api, err := o.Platform()
 	if err != nil {
 		return err
+	}
+	if onAWS(api) && o.MaxDepth != 0 {
+		return cmdutil.Usagef("--max-depth %d: an SQS queue has no depth limit; leave --max-depth out on an aws profile", o.MaxDepth)
 	}
 	res, err := api.CreateQueue(ctx, req)
 	if err != nil {
@@ -545,6 +666,9 @@ func NewCmdDelete(d Deps, runF func(context.Context, *DeleteOptions) error) *cob
 receive's handle is valid: if the visibility timeout expired and the message
 was received again, the old handle is stale and the message stays.
 
+On an aws profile it is SQS's DeleteMessageBatch, 10 handles a request;
+an invalid handle is invalid_receipt, other failures keep SQS's code.
+
 Exit codes: 0 every message deleted; 1 any handle was stale or invalid (the
 table says which) or the request failed; 2 bad arguments.`,
 		Example: `  snavio queue delete mailer r1.6f1c...
@@ -564,9 +688,13 @@ table says which) or the request failed; 2 bad arguments.`,
 			if err := checkQueueArg(opts.Queue); err != nil {
 				return err
 			}
+			maxLen := wire.QueueMaxReceiptLen
+			if api, err := opts.Platform(); err == nil && onAWS(api) {
+				maxLen = sqsMaxReceiptLen
+			}
 			for i, h := range opts.Receipts {
-				if h == "" || len(h) > wire.QueueMaxReceiptLen {
-					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, wire.QueueMaxReceiptLen)
+				if h == "" || len(h) > maxLen {
+					return cmdutil.Usagef("receipt handle %d is empty or longer than %d bytes: pass the handles a receive printed", i+1, maxLen)
 				}
 			}
 			if runF != nil {
@@ -614,7 +742,12 @@ func NewCmdPurge(d Deps, runF func(context.Context, *PurgeOptions) error) *cobra
 		Short: "Delete every message of a queue, visible or in flight",
 		Long: `Delete every message of a queue. There is no undo: on a terminal, purge
 asks you to type the queue's name; elsewhere (scripts, CI) it needs --yes
-and never prompts.`,
+and never prompts.
+
+On an aws profile it is SQS's PurgeQueue: SQS allows one purge of a queue
+every 60 s and finishes it within that minute, and reports no count, so
+"purged" is SQS's approximate count (visible, in flight and delayed) just
+before.`,
 		Example: `  snavio queue purge mailer-dlq
   snavio queue purge mailer-dlq --yes -o json`,
 		Args:              cmdutil.ExactArgs(1, "a QUEUE name"),

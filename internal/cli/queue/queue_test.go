@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -362,4 +363,58 @@ func FuzzWrapRunes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sqsStub is an aws platform that lists queues by prefix the way SQS
+// does, without end: it records the prefixes it was asked.
+type sqsStub struct {
+	platform.Platform
+	prefixes []string
+}
+
+func (s *sqsStub) Target() platform.Target { return platform.Target{Kind: "aws"} }
+
+func (s *sqsStub) ListQueuesPrefix(_ context.Context, prefix, after string, limit int) (wire.QueueList, error) {
+	s.prefixes = append(s.prefixes, prefix)
+	var l wire.QueueList
+	for i := range limit {
+		l.Queues = append(l.Queues, wire.QueueInfo{Name: fmt.Sprintf("%s%s%04d", prefix, after, i)})
+	}
+	next := l.Queues[limit-1].Name
+	l.Next = &next
+	return l, nil
+}
+
+// On aws the prefix goes to SQS, and a list longer than QueueMaxCount
+// stops there with a note saying where.
+func TestListOnAWSPassesThePrefixAndSaysWhereItStopped(t *testing.T) {
+	stub := &sqsStub{}
+	var out, errOut bytes.Buffer
+	d := Deps{
+		Platform: func() (platform.Platform, error) { return stub, nil },
+		Printer: func() (*output.Printer, error) {
+			return output.NewPrinter(&out, output.JSON, output.NewStyles(&out, false)), nil
+		},
+		ErrOut: &errOut,
+	}
+	cmd := NewCmdList(d, nil)
+	cmd.SetArgs([]string{"--prefix", "team-"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []wire.QueueInfo
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != wire.QueueMaxCount {
+		t.Fatalf("%d queues, %v", len(got), err)
+	}
+	if strings.Join(stub.prefixes, ",") != "team-" || !strings.Contains(errOut.String(), "listed the first 1000 queues, up to team-0999: narrow the list with --prefix") {
+		t.Fatalf("prefixes %q, stderr %q", stub.prefixes, errOut.String())
+	}
+	// --max-depth has no SQS meaning: a usage error before any call.
+	create := NewCmdCreate(d, nil)
+	create.SetArgs([]string{"q", "--max-depth", "10"})
+	create.SilenceErrors, create.SilenceUsage = true, true
+	var ue *cmdutil.UsageError
+	if err := create.ExecuteContext(context.Background()); !errors.As(err, &ue) || !strings.Contains(err.Error(), "no depth limit") {
+		t.Fatalf("create --max-depth: %v", err)
+	}
 }

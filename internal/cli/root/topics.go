@@ -71,7 +71,7 @@ SNAVIO_PROFILE names another.
       bus_name: snavio-command-bus
       table_prefix: snavio-prod
       snapshot_bucket: snavio-prod-snapshots
-      role_arn: arn:aws:iam::123456789012:role/snavio-operator
+      role_arn: arn:aws:iam::123456789012:role/snavio-prod-operator   # the control API as the operator
       env: prod                         # dispatch deploy --env
       control_url: https://abc123.lambda-url.eu-west-1.on.aws/
       emit_role_arn: arn:aws:iam::123456789012:role/snavio/prod/emit/snavio-prod-emit-acme

@@ -50,7 +50,9 @@ ACLs in YAML and apply the file (idempotent, with a plan and --prune).
 
 Registration test-routes every route it creates or changes: the queue must
 exist, be a Standard queue and redrive to the route's DLQ. Registry changes
-need the operator token; any token may read.`,
+need the operator token; any token may read.
+
+` + cmdutil.ControlAPIHelp,
 		Example: `  snavio route register --target mailer --command send-receipt \
       --queue arn:snavio:sqs:local:000000000000:mailer \
       --dlq arn:snavio:sqs:local:000000000000:mailer-dlq

@@ -22,6 +22,7 @@ import (
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -114,19 +115,24 @@ tenant's ingress credentials, found in this order:
   the profile's credentials_file     (or SNAVIO_CREDENTIALS_FILE)
   <data_dir>/<tenant>.credentials    "dispatch serve --demo" writes demo's
 Create them with "snavio tenant credentials create". On an aws profile the
-AWS SDK's own credential chain signs.
+AWS SDK's credential chain (and the profile's role_arn) is the caller, who
+assumes the tenant's emit role (the profile's emit_role_arn, with its
+external_id) with STS; the role's session signs PutEvents, on the
+profile's bus_name or snavio-<env>-command-bus. Errors name the failing
+step: credentials, AssumeRole or PutEvents. See docs/aws-cli.md.
 
 The payload is any JSON value; it is signed and delivered in RFC 8785
 canonical form, so re-serialising transports do not break the signature.
 Reuse --id only to retry the same command: strict routes deliver an id once.
 
---wait follows the tenant's telemetry until the dispatcher decides and
-exits with the outcome: 0 delivered, 4 invalid, 5 failed (with the reason
+--wait follows the tenant's telemetry until the dispatcher decides (on aws
+through a temporary SQS queue subscribed to the tenant's topic before the
+put, deleted after, as "snavio tail" does) and exits with the outcome: 0 delivered, 4 invalid, 5 failed (with the reason
 and retry hints), 6 duplicate, 7 no outcome within the wait. Exit 8 means
 the bus refused the entry and nothing was put. See "snavio help exit-codes".
 
---explain puts nothing on the bus: it asks a local dispatcher for its
-decision trace (each check, its result, the cache state it used) for the
+--explain puts nothing on the bus: it asks the dispatcher (a local server,
+or the control API on aws) for its decision trace (each check, its result, the cache state it used) for the
 command as signed.`,
 		Example: `  snavio send --source acme/billing --target mailer --command send-receipt \
       --payload '{"order":"o-42"}' --wait
@@ -251,15 +257,34 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return explain(ctx, f, client, o.Source, b.Detail)
 	}
 	tenant, _, _ := strings.Cut(o.Source, "/")
-	var cursor Cursor
-	if o.Wait > 0 {
-		if cursor, err = StartCursor(ctx, client, tenant); err != nil {
-			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, cmdutil.MapAPIError(err, "snavio tail"))
-		}
-	}
 	bus, err := OpenBus(f, client, o, tenant)
 	if err != nil {
 		return err
+	}
+	var cursor Cursor
+	var telem TelemetryAPI = client
+	if o.Wait > 0 {
+		if client.Target().Kind == config.KindAWS {
+			// Subscribe a temporary queue to the tenant's topic before the
+			// put, so that no event about the command is missed.
+			tel, err := platform.OpenAWSTelemetry(ctx, client.Target(), tenant, platform.AWSTelemetryOptions{
+				Clock: clock.Func(o.Now), Unordered: true,
+				Notice: func(m string) { f.Logger().Debug("telemetry", "notice", m) },
+			})
+			if err != nil {
+				return fmt.Errorf("--wait: following tenant %s's telemetry: %w", tenant, err)
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+				defer cancel()
+				if cerr := tel.Close(cctx); cerr != nil {
+					fmt.Fprintln(f.IOStreams.ErrOut, "warning:", cerr)
+				}
+			}()
+			telem = tel
+		} else if cursor, err = StartCursor(ctx, client, tenant); err != nil {
+			return fmt.Errorf("--wait: reading %s's telemetry stream: %w", tenant, cmdutil.MapAPIError(err, "snavio tail"))
+		}
 	}
 	f.Logger().Debug("put command", "id", id, "bytes", len(b.Detail), "endpoint", client.Target().Endpoint)
 	out, err := bus.PutEvents(ctx, []platform.Event{{Source: o.Source, DetailType: envelope.EventType, Detail: b.Detail}})
@@ -267,7 +292,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 		return err
 	}
 	if e := out[0]; e.ErrorCode != "" {
-		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNotAccepted, Err: fmt.Errorf("the bus refused command %s: %s: %s; %s", id, e.ErrorCode, e.ErrorMessage, entryHint(e.ErrorCode))}
+		return &cmdutil.ExitCodeError{Code: cmdutil.ExitNotAccepted, Err: fmt.Errorf("PutEvents: the bus refused command %s: %s: %s; %s", id, e.ErrorCode, e.ErrorMessage, entryHint(e.ErrorCode))}
 	}
 	res.EventID = out[0].EventID
 	p, err := f.Printer()
@@ -280,7 +305,7 @@ func run(ctx context.Context, f *cmdutil.Factory, o *Options) error {
 	note := func(name string, ev json.RawMessage) {
 		f.Logger().Debug("telemetry", "event", name, "detail", string(ev))
 	}
-	oc, err := Wait(ctx, client, tenant, id, cursor, o.Wait, o.Now, note)
+	oc, err := Wait(ctx, telem, tenant, id, cursor, o.Wait, o.Now, note)
 	if err != nil {
 		return fmt.Errorf("--wait: command %s was put on the bus (event %s), but following its telemetry failed: %w", id, res.EventID, cmdutil.MapAPIError(err, "snavio tail"))
 	}
@@ -307,6 +332,13 @@ func OpenBus(f *cmdutil.Factory, client platform.Platform, o *Options, tenant st
 		}
 		f.Logger().Debug("ingress credentials", "from", from, "access_key_id", k.AccessKeyID)
 		creds = credentials.NewStaticCredentialsProvider(k.AccessKeyID, k.SecretAccessKey, "")
+	}
+	if t := client.Target(); t.Kind == config.KindAWS {
+		// The emit role is one tenant's: refuse another tenant's source
+		// before any call (PutEvents would refuse it).
+		if r, err := platform.EmitRoleOf(t); err == nil && r.Tenant != "" && r.Tenant != tenant {
+			return nil, cmdutil.Usagef("--source %s is tenant %s's, but the profile's emit_role_arn is tenant %s's emit role (%s): use a profile of tenant %s", o.Source, tenant, r.Tenant, r.ARN, tenant)
+		}
 	}
 	if o.Bus != nil {
 		return o.Bus(client.Target(), creds), nil

@@ -52,7 +52,9 @@ verify and falls back to the registry.
 
 The full and hmac documents hold every tenant's HMAC secrets: keep snapshot
 files private. Fetching documents and generating them needs the operator
-token; any token may fetch the public key.`,
+token; any token may fetch the public key.
+
+` + cmdutil.ControlAPIHelp,
 		Example: `  snavio snapshot generate
   snavio snapshot inspect --latest full
   snavio snapshot pull full --out full.json

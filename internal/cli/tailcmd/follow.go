@@ -88,6 +88,10 @@ func retryable(err error) (bool, time.Duration) {
 	if errors.As(err, &ae) && (ae.Status == http.StatusTooManyRequests || ae.Status >= 500) {
 		return true, ae.RetryAfter
 	}
+	var se *platform.StepError
+	if errors.As(err, &se) && se.Retryable {
+		return true, 0
+	}
 	return false, 0
 }
 

@@ -20,6 +20,8 @@ type printSink struct {
 	errOut   io.Writer
 	filter   tuitail.Filter
 	endpoint string
+	// gapWhy says why a gap's events were not read.
+	gapWhy string
 
 	header bool // the table header was written
 	lost   bool // the connection is lost
@@ -133,11 +135,15 @@ func (s *printSink) Connection(connected bool, err error, retryIn time.Duration)
 }
 
 func (s *printSink) Gap(tenant string, from, to uint64) {
+	why := s.gapWhy
+	if why == "" {
+		why = "aged out of the server's retention first"
+	}
 	if from == to {
-		fmt.Fprintf(s.errOut, "tail: gap in tenant %s's stream: event #%d was not read; it aged out of the server's retention first\n", tenant, from)
+		fmt.Fprintf(s.errOut, "tail: gap in tenant %s's stream: event #%d was not read; it %s\n", tenant, from, why)
 		return
 	}
-	fmt.Fprintf(s.errOut, "tail: gap in tenant %s's stream: events #%d to #%d (%d) were not read; they aged out of the server's retention first\n", tenant, from, to, to-from+1)
+	fmt.Fprintf(s.errOut, "tail: gap in tenant %s's stream: events #%d to #%d (%d) were not read; they %s\n", tenant, from, to, to-from+1, why)
 }
 
 func (s *printSink) Reset(at uint64) {

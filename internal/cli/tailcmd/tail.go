@@ -1,5 +1,5 @@
 // Package tail implements `snavio tail`: the telemetry of a running
-// `snavio dispatch serve`, live. On a terminal it is the bubbletea UI of
+// `snavio dispatch serve`, or of a tenant's SNS topic on aws, live. On a terminal it is the bubbletea UI of
 // internal/tui/tail; otherwise (or with -o ndjson|json|yaml) one event per
 // line. Reading is a Follower: it long-polls GET /v1/telemetry, hands each
 // record over once, reports sequence gaps, and after a server restart
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -20,11 +21,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/iostreams"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
 	tuitail "github.com/snavio/snavio/internal/tui/tail"
+	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
@@ -46,6 +49,8 @@ type Options struct {
 	// Backoff and Sleep pace reconnection (replaced in tests).
 	Backoff func(attempt int) time.Duration
 	Sleep   func(ctx context.Context, d time.Duration) error
+	// AWSTelemetryOptions adjusts the aws reader's options (tests).
+	AWSTelemetryOptions func(*platform.AWSTelemetryOptions)
 
 	Tenant     string
 	Filters    Filters
@@ -95,11 +100,22 @@ and exits. A tenant token reads its own tenant's events; the operator reads
 every tenant's, or one with --tenant. If the server restarts, tail retries
 with backoff (notices on stderr) and resumes after the last event it read:
 nothing is skipped or repeated. Events that aged out of the server's
-retention before tail read them are reported as a gap on stderr.`,
+retention before tail read them are reported as a gap on stderr.
+
+On an aws profile tail follows one tenant (--tenant, or the tenant of the
+profile's emit_role_arn) without touching the tenant's own telemetry
+queue: it creates a temporary SQS queue snavio-tail-<random>, lets only the
+tenant's SNS telemetry topic send to it, subscribes it, and deletes it on
+exit (Ctrl-C included). Queues of tails that crashed are deleted by the
+next tail once unrefreshed for 30 minutes. It sees the events published
+while it runs, in sequence order (an event waits up to 2 s for the ones
+before it; those that never come are reported as a gap), so --since,
+--follow=false and --ack are for local profiles only. See docs/aws-cli.md.`,
 		Example: `  snavio tail
   snavio tail --type failed,invalid --source acme/billing
   snavio tail --since 10m --follow=false -o ndjson | jq -r .event.command_id
-  snavio tail --tenant acme --target mailer --command send-receipt --reason rate`,
+  snavio tail --tenant acme --target mailer --command send-receipt --reason rate
+  snavio tail --profile prod-acme -o ndjson   # aws: through a temporary queue`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := opts.validate(); err != nil {
@@ -149,7 +165,7 @@ func (o *Options) validate() error {
 }
 
 // Run runs tail with validated options.
-func Run(o *Options) error {
+func Run(o *Options) (err error) {
 	p, err := o.Printer()
 	if err != nil {
 		return err
@@ -160,13 +176,29 @@ func Run(o *Options) error {
 	}
 	ctx, stop := o.Context()
 	defer stop()
-	f := &Follower{Fetch: api.ReadTelemetry, Tenant: o.Tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
+	useUI := o.useUI(p.Format()) && !o.Ack
+	fetch, tenant, where := api.ReadTelemetry, o.Tenant, api.Target().Endpoint
+	gapWhy := ""
+	if t := api.Target(); t.Kind == config.KindAWS {
+		src, err := o.openAWS(ctx, t, useUI)
+		if err != nil || src == nil {
+			return err // src nil: interrupted while setting up
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			err = errors.Join(err, src.close(cctx))
+		}()
+		fetch, tenant, where = src.tel.ReadTelemetry, src.tenant, "temporary queue "+src.tel.Queue()
+		gapWhy = fmt.Sprintf("did not reach tail's queue within %s of the events after them", platform.DefaultReorderWindow)
+	}
+	f := &Follower{Fetch: fetch, Tenant: tenant, Since: o.since, Follow: o.Follow, Wait: pollWait, Backoff: o.Backoff, Sleep: o.Sleep}
 	filter, _ := tuitail.ParseFilter(o.expr) // validated
 	var runErr error
-	if o.useUI(p.Format()) && !o.Ack {
+	if useUI {
 		runErr = o.runUI(ctx, f)
 	} else {
-		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: api.Target().Endpoint}
+		ps := &printSink{p: p, out: o.IO.Out, errOut: o.IO.ErrOut, filter: filter, endpoint: where, gapWhy: gapWhy}
 		if o.Ack {
 			ps.acks = &acker{now: o.Now, ack: func(seq uint64) error {
 				return api.AckTelemetry(context.WithoutCancel(ctx), wire.TelemetryAck{Tenant: o.Tenant, Seq: seq})
@@ -182,6 +214,73 @@ func Run(o *Options) error {
 		return fmt.Errorf("the server at %s has no telemetry API (HTTP 404): run a `snavio dispatch serve` of this snavio's version (`snavio version`)", api.Target().Endpoint)
 	}
 	return cmdutil.MapAPIError(runErr, "snavio tail")
+}
+
+// awsSource is tail's reader on an aws profile: a temporary queue
+// subscribed to the tenant's telemetry topic (docs/aws-cli.md).
+type awsSource struct {
+	tel    *platform.AWSTelemetry
+	tenant string
+	errOut io.Writer
+	// quiet holds notices while the terminal UI owns the screen.
+	quiet   bool
+	dropped int
+}
+
+// openAWS checks the flags an aws profile cannot honour, then sweeps and
+// subscribes. Notices go to stderr off the UI and are counted under it.
+func (o *Options) openAWS(ctx context.Context, t platform.Target, useUI bool) (*awsSource, error) {
+	switch {
+	case o.Ack:
+		return nil, cmdutil.Usagef("--ack acknowledges a local server's stream; on aws the tenant's consumer acknowledges by deleting from its own telemetry queue, which tail never reads: drop --ack")
+	case o.Since != "":
+		return nil, cmdutil.Usagef("--since reads what a local server retains; on aws tail sees the events published while it runs (its own queue is subscribed when it starts): drop --since")
+	case !o.Follow:
+		return nil, cmdutil.Usagef("--follow=false prints what a local server retains; on aws tail sees only the events published while it runs: drop --follow=false, and stop it with Ctrl-C")
+	}
+	tenant := o.Tenant
+	if tenant == "" {
+		r, err := platform.EmitRoleOf(t)
+		if err != nil || r.Tenant == "" {
+			return nil, cmdutil.Usagef("give --tenant: on aws tail follows one tenant's telemetry topic, and the profile's emit_role_arn does not name the tenant")
+		}
+		tenant = r.Tenant
+	}
+	src := &awsSource{tenant: tenant, errOut: o.IO.ErrOut, quiet: useUI}
+	opts := platform.AWSTelemetryOptions{Clock: clock.Func(o.Now), Notice: src.notice}
+	if o.AWSTelemetryOptions != nil {
+		o.AWSTelemetryOptions(&opts)
+	}
+	tel, err := platform.OpenAWSTelemetry(ctx, t, tenant, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("tail: following tenant %s's telemetry: %w", tenant, err)
+	}
+	src.tel = tel
+	if len(tel.Swept) > 0 {
+		fmt.Fprintf(o.IO.ErrOut, "tail: deleted %d temporary queue(s) left by tails that stopped without removing them: %s\n", len(tel.Swept), strings.Join(tel.Swept, ", "))
+	}
+	fmt.Fprintf(o.IO.ErrOut, "tail: following tenant %s's telemetry topic through the temporary queue %s (deleted on exit)\n", tenant, tel.Queue())
+	return src, nil
+}
+
+func (s *awsSource) notice(msg string) {
+	if s.quiet {
+		s.dropped++
+		return
+	}
+	fmt.Fprintln(s.errOut, "tail:", msg)
+}
+
+// close removes the queue and reports what the UI held back.
+func (s *awsSource) close(ctx context.Context) error {
+	if s.dropped > 0 {
+		st := s.tel.Stats()
+		fmt.Fprintf(s.errOut, "tail: %d message(s) were dropped while the view was open: %d not telemetry events of tenant %s, %d arrived after they were reported missing\n", s.dropped, st.Rejected, s.tenant, st.Late)
+	}
+	return s.tel.Close(ctx)
 }
 
 // useUI reports whether to start the terminal UI: only when following,

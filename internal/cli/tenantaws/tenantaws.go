@@ -18,16 +18,29 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/snavio/snavio/internal/cli/cmdutil"
+	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/deploy/policy"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/deploy/tenant"
 )
 
-// Commands builds the tenant subcommands that act on AWS.
-func Commands(f *cmdutil.Factory) []*cobra.Command {
-	return []*cobra.Command{newCreate(f), newShow(f), newList(f), newDelete(f), newAddService(f), newRemoveService(f)}
+// LocalCreate is `tenant create` on a local profile, which another
+// package supplies (it issues the tenant's token and ingress credentials
+// through the platform): Bind adds its flags, named in Flags so that an
+// AWS run refuses them, and Run creates the tenant.
+type LocalCreate struct {
+	Bind  func(*pflag.FlagSet)
+	Flags []string
+	Run   func(ctx context.Context, tenant string) error
+}
+
+// Commands builds the tenant subcommands that act on AWS; create acts
+// locally through local on a local profile without --env.
+func Commands(f *cmdutil.Factory, local LocalCreate) []*cobra.Command {
+	return []*cobra.Command{newCreate(f, local), newShow(f), newList(f), newDelete(f), newAddService(f), newRemoveService(f)}
 }
 
 // common are the flags every command takes.
@@ -77,7 +90,7 @@ func onboarder(ctx context.Context, c *common) (*tenant.Onboarder, error) {
 	n := stack.Names{Env: c.Env}
 	return &tenant.Onboarder{
 		IAM: iam.NewFromConfig(cfg), SNS: sns.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg),
-		Env: c.Env, Account: account, Region: cfg.Region,
+		Env: c.Env, Account: account, Region: cfg.Region, Partition: partition,
 		BusARN: "arn:" + partition + ":events:" + cfg.Region + ":" + account + ":event-bus/" + n.Bus(),
 	}, nil
 }
@@ -122,10 +135,15 @@ func checkTenant(c *common, t string) error {
 	return nil
 }
 
-// View is a tenant as show prints it.
+// View is a tenant as show prints it: its services, its roles ("" for a
+// missing one) and the encryption of its telemetry queues.
 type View struct {
-	Tenant   string        `json:"tenant"`
-	Services []ServiceView `json:"services"`
+	Tenant      string        `json:"tenant"`
+	Services    []ServiceView `json:"services"`
+	EmitRole    string        `json:"emit_role"`
+	ControlRole string        `json:"control_role"`
+	// Encryption is "SSE-KMS <key>" or "SSE-SQS".
+	Encryption string `json:"encryption"`
 }
 
 // ServiceView is one service of a tenant.
@@ -135,8 +153,11 @@ type ServiceView struct {
 	Role    string `json:"role"`
 }
 
-func view(s *tenant.Spec) View {
-	v := View{Tenant: s.Tenant, Services: []ServiceView{}}
+func view(s *tenant.State) View {
+	v := View{Tenant: s.Tenant, Services: []ServiceView{}, EmitRole: s.EmitRoleARN, ControlRole: s.ControlRoleARN, Encryption: "SSE-SQS"}
+	if s.KMSKey != "" {
+		v.Encryption = "SSE-KMS " + s.KMSKey
+	}
 	for _, svc := range slices.Sorted(maps.Keys(s.Services)) {
 		v.Services = append(v.Services, ServiceView{Service: svc, Source: s.Tenant + "/" + svc, Role: s.Services[svc]})
 	}
@@ -151,28 +172,70 @@ func printResult(f *cmdutil.Factory, v any) error {
 	return p.Print(v)
 }
 
-func newCreate(f *cmdutil.Factory) *cobra.Command {
+func newCreate(f *cmdutil.Factory, local LocalCreate) *cobra.Command {
 	c := &common{}
 	var services []string
+	var kmsKey string
 	cmd := &cobra.Command{
-		Use:   "create TENANT --env ENV --service NAME=ROLE_ARN...",
-		Short: "Make a tenant's emit role, telemetry topic and queue on AWS",
-		Long: `Make, or bring back in line, everything the platform provisions for a tenant
-(docs/deploy.md): the emit role snavio-<env>-emit-<tenant> under the IAM
-path /snavio/<env>/emit/, which the given tenant roles may assume (each only
-with a session named after itself) and which may put events on the bus only
-as the sources bound to the caller's role; the telemetry topic; the
-telemetry queue with its dead-letter queue and a policy letting only the
-topic send and only the tenant's roles read; and the subscription.
+		Use:   "create TENANT [--env ENV --service NAME=ROLE_ARN... [--kms-key KEY]]",
+		Short: "Create a tenant: its token and credentials locally, its roles and telemetry on AWS",
+		Long: `Create a tenant.
+
+On a local profile without --env ("snavio dispatch serve"): issue the
+tenant's token and its ingress credential, as "snavio token create" and
+"snavio tenant credentials create" do, and print each once (or write them
+to --token-file and --credentials-file, new files of mode 0600).
+
+On AWS (--env, or an aws profile with env set): make, or bring back in
+line, everything the platform provisions for a tenant (docs/deploy.md):
+the emit role snavio-<env>-emit-<tenant> under the IAM path
+/snavio/<env>/emit/, which the given tenant roles may assume (each only
+with a session named after itself) and which may put events on the bus
+only as the sources bound to the caller's role; the control role
+snavio-<env>-tenant-<tenant> under /snavio/<env>/tenant/, trusted alike,
+which may only call the control API's Function URL (the control API maps
+its callers to the tenant); the telemetry topic; the telemetry queue with
+its dead-letter queue and a policy letting only the topic send and only
+the tenant's roles read; and the subscription. The queues are encrypted
+with --kms-key (SSE-KMS; its key policy must let SNS and the tenant's roles
+use it) or, without it, with SQS-managed keys (SSE-SQS).
 
 It is idempotent: a second run with the same services changes nothing and
-says so; a run with other services makes the policies match them.
+says so; a run with other services or another key makes the resources
+match them.
 ` + awsNote,
-		Example: `  snavio tenant create acme --env prod \
+		Example: `  # local
+  snavio tenant create acme --token-file acme.token --credentials-file acme.credentials
+
+  # AWS
+  snavio tenant create acme --env prod \
       --service billing=arn:aws:iam::123456789012:role/BillingSender \
-      --service account=arn:aws:iam::123456789012:role/AccountSender`,
+      --service account=arn:aws:iam::123456789012:role/AccountSender \
+      --kms-key alias/snavio-telemetry`,
 		Args: cmdutil.ExactArgs(1, "a TENANT id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onAWS, err := awsTarget(f, c)
+			if err != nil {
+				return err
+			}
+			changed := func(names ...string) []string {
+				var out []string
+				for _, n := range names {
+					if cmd.Flags().Changed(n) {
+						out = append(out, "--"+n)
+					}
+				}
+				return out
+			}
+			if !onAWS {
+				if set := changed("service", "kms-key", "region"); len(set) > 0 {
+					return cmdutil.Usagef("%s: on a local profile tenant create issues a token and credentials; pass --env ENV to create the tenant on AWS", strings.Join(set, ", "))
+				}
+				return local.Run(cmd.Context(), args[0])
+			}
+			if set := changed(local.Flags...); len(set) > 0 {
+				return cmdutil.Usagef("%s: only on a local profile; on AWS the tenant's producers assume its emit role (docs/deploy.md)", strings.Join(set, ", "))
+			}
 			if err := checkTenant(c, args[0]); err != nil {
 				return err
 			}
@@ -183,20 +246,48 @@ says so; a run with other services makes the policies match them.
 			if len(svc) == 0 {
 				return cmdutil.Usagef("give at least one --service NAME=ROLE_ARN")
 			}
+			if kmsKey != "" {
+				if err := tenant.CheckKMSKey(kmsKey); err != nil {
+					return cmdutil.Usagef("%v", err)
+				}
+			}
 			o, err := onboarder(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
-			res, err := o.Apply(cmd.Context(), tenant.Spec{Tenant: args[0], Services: svc})
+			res, err := o.Apply(cmd.Context(), tenant.Spec{Tenant: args[0], Services: svc, KMSKey: kmsKey})
 			if err != nil {
 				return err
 			}
 			return printResult(f, res)
 		},
 	}
-	c.bind(cmd)
-	cmd.Flags().StringArrayVar(&services, "service", nil, "NAME=ROLE_ARN: the tenant role that sends as <tenant>/NAME (repeatable)")
+	cmd.Flags().StringVar(&c.Env, "env", "", "AWS: environment of the platform stack (default: the aws profile's env)")
+	cmd.Flags().StringVar(&c.Region, "region", "", "AWS: region (default: the SDK's, from AWS_REGION or the AWS profile)")
+	cmd.Flags().StringArrayVar(&services, "service", nil, "AWS: NAME=ROLE_ARN: the tenant role that sends as <tenant>/NAME (repeatable)")
+	cmd.Flags().StringVar(&kmsKey, "kms-key", "", "AWS: KMS key (id, ARN, alias/NAME or alias ARN) of the telemetry queues (default: SQS-managed encryption)")
+	local.Bind(cmd.Flags())
 	return cmd
+}
+
+// awsTarget tells whether create acts on AWS: with --env, or on an aws
+// profile (whose env it takes when --env is not given).
+func awsTarget(f *cmdutil.Factory, c *common) (bool, error) {
+	if c.Env != "" {
+		return true, nil
+	}
+	s, err := f.Settings()
+	if err != nil {
+		return false, err
+	}
+	if s.Kind != config.KindAWS {
+		return false, nil
+	}
+	if s.Env == "" {
+		return false, cmdutil.Usagef("profile %s is an aws profile without env: pass --env ENV, or set the profile's env", s.ProfileName)
+	}
+	c.Env = s.Env
+	return true, nil
 }
 
 func newShow(f *cmdutil.Factory) *cobra.Command {
@@ -205,7 +296,8 @@ func newShow(f *cmdutil.Factory) *cobra.Command {
 		Use:   "show TENANT --env ENV",
 		Short: "Show a tenant's services and the roles that send as them, on AWS",
 		Long: `Show a tenant's services, read back from its emit role's policies (they are
-the record). Exit 1 when the tenant has no emit role.
+the record), its emit and control roles, and the encryption of its
+telemetry queues. Exit 1 when the tenant has no emit role.
 ` + awsNote,
 		Example: `  snavio tenant show acme --env prod -o json`,
 		Args:    cmdutil.ExactArgs(1, "a TENANT id"),
@@ -234,9 +326,11 @@ the record). Exit 1 when the tenant has no emit role.
 func newList(f *cmdutil.Factory) *cobra.Command {
 	c := &common{}
 	cmd := &cobra.Command{
-		Use:     "list --env ENV",
-		Short:   "List the tenants of an environment on AWS",
-		Long:    "List the tenants that have an emit role in the environment.\n" + awsNote,
+		Use:   "list --env ENV",
+		Short: "List the tenants of an environment on AWS",
+		Long: `List the tenants that have an emit or a control role in the environment,
+with the names of both ("" for a missing one: "tenant create" makes it).
+` + awsNote,
 		Example: `  snavio tenant list --env prod`,
 		Args:    cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -251,14 +345,7 @@ func newList(f *cmdutil.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			type row struct {
-				Tenant string `json:"tenant"`
-			}
-			rows := []row{}
-			for _, t := range ts {
-				rows = append(rows, row{t})
-			}
-			return printResult(f, rows)
+			return printResult(f, ts)
 		},
 	}
 	c.bind(cmd)
@@ -270,10 +357,10 @@ func newDelete(f *cmdutil.Factory) *cobra.Command {
 	var yes bool
 	cmd := &cobra.Command{
 		Use:   "delete TENANT --env ENV --yes",
-		Short: "Remove a tenant's emit role, topic, queues and subscription from AWS",
+		Short: "Remove a tenant's roles, topic, queues and subscription from AWS",
 		Long: `Remove everything "tenant create" made for the tenant. Its producers can no
-longer assume the emit role, and undelivered telemetry in its queues is
-lost. Running it again changes nothing. It needs --yes.
+longer assume the emit role nor its people the control role, and
+undelivered telemetry in its queues is lost. Running it again changes nothing. It needs --yes.
 ` + awsNote,
 		Example: `  snavio tenant delete acme --env prod --yes`,
 		Args:    cmdutil.ExactArgs(1, "a TENANT id"),
@@ -371,10 +458,10 @@ func change(ctx context.Context, f *cmdutil.Factory, c *common, t string, edit f
 	if s == nil {
 		return fmt.Errorf("no tenant %s in env %s: create it first (snavio tenant create %s --env %s --service NAME=ROLE_ARN)", t, c.Env, t, c.Env)
 	}
-	if err := edit(s); err != nil {
+	if err := edit(&s.Spec); err != nil {
 		return err
 	}
-	res, err := o.Apply(ctx, *s)
+	res, err := o.Apply(ctx, s.Spec)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,9 @@ overlap, the next one scheduled, and when the platform rotates next.
 A tenant token reads its own tenant's document (TENANT may be omitted); the
 operator names the tenant. The table leaves the secrets out; -o json (or
 yaml) prints the document as producers receive it, secrets included, so
-treat that output as a secret.`,
+treat that output as a secret.
+
+` + cmdutil.ControlAPIHelp,
 		Example: `  SNAVIO_TOKEN=$(cat acme.token) snavio tenant-config
   snavio tenant-config acme
   snavio tenant-config acme -o json > acme-tenant-config.json`,

@@ -33,7 +33,11 @@ token (operator.token in the server's data directory).
 The CLI sends the token in SNAVIO_TOKEN when set, else the profile's
 operator token. "token create" prints a new token once (or writes it to
 --token-file); the server keeps only its SHA-256 digest, so a lost token
-is revoked and issued again. Creating and revoking need the operator token.`,
+is revoked and issued again. Creating and revoking need the operator token.
+
+An aws profile has no tenant tokens: IAM replaces them. A tenant calls the
+control API as its control role snavio-<env>-tenant-<tenant>, set as the
+profile's role_arn; these commands say so and exit 1.`,
 		Example: `  snavio token create --tenant acme --token-file acme.token
   SNAVIO_TOKEN=$(cat acme.token) snavio tail --tenant acme --follow=false
   snavio token list --tenant acme
@@ -117,15 +121,19 @@ func runCreate(ctx context.Context, o *CreateOptions) error {
 			return iss, fmt.Errorf("issuing a token for %s: %w", o.Tenant, mapErr(err))
 		}
 		return iss, nil
-	}, func(iss wire.TokenIssued, path string) secretcmd.Shown {
-		out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
-		if path != "" {
-			out.Token, out.TokenFile = "", path
-			out.Notice = "the token is in " + path + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + path + ")"
-		}
-		return secretcmd.Shown{Out: out, Notice: out.Notice, File: []byte(iss.Secret + "\n"),
-			Lost: fmt.Sprintf("the token %s is lost: revoke it with `snavio token revoke %s`", iss.ID, iss.ID)}
-	})
+	}, Show)
+}
+
+// Show is how a new token is shown: printed, or written to path ("" to
+// print it). `snavio tenant create` on a local profile shows its token so too.
+func Show(iss wire.TokenIssued, path string) secretcmd.Shown {
+	out := Created{ID: iss.ID, Tenant: iss.Tenant, Created: iss.Created, Token: iss.Secret, Notice: wire.TokenNotice}
+	if path != "" {
+		out.Token, out.TokenFile = "", path
+		out.Notice = "the token is in " + path + " (mode 0600) and nowhere else; use it as SNAVIO_TOKEN=$(cat " + path + ")"
+	}
+	return secretcmd.Shown{Out: out, Notice: out.Notice, File: []byte(iss.Secret + "\n"),
+		Lost: fmt.Sprintf("the token %s is lost: revoke it with `snavio token revoke %s`", iss.ID, iss.ID)}
 }
 
 // Tokens is a list of tokens without secrets.

@@ -2,13 +2,13 @@ package policy
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/snavio/snavio/internal/deploy/policy/iamsim"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -108,77 +108,12 @@ func FuzzCheckSource(f *testing.F) {
 }
 
 // simulation is one iam-simulate request with its policies.
-type simulation struct {
-	Request struct {
-		Principal string `json:"principal"`
-		Action    string `json:"action"`
-		Resource  struct {
-			Resource  string `json:"resource"`
-			AccountID string `json:"accountId"`
-		} `json:"resource"`
-		ContextVariables map[string]any `json:"contextVariables"`
-	} `json:"request"`
-	IdentityPolicies        []namedPolicy `json:"identityPolicies"`
-	ServiceControlPolicies  []any         `json:"serviceControlPolicies"`
-	ResourceControlPolicies []any         `json:"resourceControlPolicies"`
-	ResourcePolicy          *Document     `json:"resourcePolicy,omitempty"`
-}
+type (
+	simulation  = iamsim.Simulation
+	namedPolicy = iamsim.NamedPolicy
+)
 
-type namedPolicy struct {
-	Name   string   `json:"name"`
-	Policy Document `json:"policy"`
-}
-
-// simulate runs the requests through node and iam-simulate. Without
-// node or the package it skips, except in CI (CI=true), where it fails.
-func simulate(t *testing.T, sims []simulation) []string {
-	t.Helper()
-	modules, err := filepath.Abs(filepath.Join("..", "..", "..", "tools", "emulators", "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	missing := func(msg string) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s; CI must run the policy evaluation (.ci/run installs node and runs npm ci in tools/emulators)", msg)
-		}
-		t.Skipf("%s: skipping the policy evaluation (npm ci --prefix tools/emulators to run it)", msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("no node on PATH")
-	}
-	if _, err := os.Stat(filepath.Join(modules, "@cloud-copilot", "iam-simulate")); err != nil {
-		missing("@cloud-copilot/iam-simulate is not installed in tools/emulators")
-	}
-	in, err := json.Marshal(sims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join("testdata", "simulate.cjs"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("iam-simulate: %v\n%s", err, stderr.Bytes())
-	}
-	var res []struct {
-		Result string          `json:"result"`
-		Errors json.RawMessage `json:"errors"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(sims) {
-		t.Fatalf("iam-simulate answered %s (%v)", out, err)
-	}
-	var results []string
-	for i, r := range res {
-		if r.Result == "error" {
-			t.Fatalf("case %d: iam-simulate refused the request: %s", i, r.Errors)
-		}
-		results = append(results, r.Result)
-	}
-	return results
-}
+func simulate(t *testing.T, sims []simulation) []string { return iamsim.Run(t, sims) }
 
 // TestPolicyEvaluation evaluates the emit role's and the bus's policies
 // with iam-simulate: a tenant's own service may put its own commands;
@@ -197,7 +132,7 @@ func TestPolicyEvaluation(t *testing.T) {
 		if sources != nil {
 			s.Request.ContextVariables["events:source"] = sources
 		}
-		s.IdentityPolicies = []namedPolicy{{"emit", perm}}
+		s.IdentityPolicies = []namedPolicy{{Name: "emit", Policy: perm}}
 		s.ServiceControlPolicies, s.ResourceControlPolicies = []any{}, []any{}
 		s.ResourcePolicy = &bus
 		return s
@@ -211,7 +146,7 @@ func TestPolicyEvaluation(t *testing.T) {
 		s.Request.ContextVariables = map[string]any{"sts:RoleSessionName": session, "aws:PrincipalArn": principal, "aws:PrincipalAccount": tenantAcct}
 		// The tenant's side lets its role assume anything; the trust
 		// policy alone must decide.
-		s.IdentityPolicies = []namedPolicy{{"tenant", Document{Version: Version, Statement: []Statement{Allowing("", []string{"sts:AssumeRole"}, "*")}}}}
+		s.IdentityPolicies = []namedPolicy{{Name: "tenant", Policy: Document{Version: Version, Statement: []Statement{Allowing("", []string{"sts:AssumeRole"}, "*")}}}}
 		s.ServiceControlPolicies, s.ResourceControlPolicies = []any{}, []any{}
 		s.ResourcePolicy = &trust
 		return s
@@ -219,7 +154,7 @@ func TestPolicyEvaluation(t *testing.T) {
 	admin := putEvents("ops", "AROAADMIN", []string{"acme/billing"})
 	admin.Request.Principal = "arn:aws:sts::" + platform + ":assumed-role/PlatformAdmin/ops"
 	admin.Request.ContextVariables["aws:PrincipalArn"] = "arn:aws:iam::" + platform + ":role/PlatformAdmin"
-	admin.IdentityPolicies = []namedPolicy{{"admin", Document{Version: Version, Statement: []Statement{Allowing("", []string{"events:*"}, "*")}}}}
+	admin.IdentityPolicies = []namedPolicy{{Name: "admin", Policy: Document{Version: Version, Statement: []Statement{Allowing("", []string{"events:*"}, "*")}}}}
 
 	cases := []struct {
 		name string
@@ -243,12 +178,12 @@ func TestPolicyEvaluation(t *testing.T) {
 	// command, and ForAllValues without the Null check lets a request
 	// with no source through.
 	specStyle := putEvents("BillingSender", "AROAEMIT", []string{"acme/billing"})
-	specStyle.IdentityPolicies = []namedPolicy{{"spec", withCondition(perm, func(c Condition) {
+	specStyle.IdentityPolicies = []namedPolicy{{Name: "spec", Policy: withCondition(perm, func(c Condition) {
 		c["StringEquals"] = c["ForAllValues:StringEquals"]
 		delete(c, "ForAllValues:StringEquals")
 	})}}
 	noNull := putEvents("BillingSender", "AROAEMIT", nil)
-	noNull.IdentityPolicies = []namedPolicy{{"nonull", withCondition(perm, func(c Condition) { delete(c, "Null") })}}
+	noNull.IdentityPolicies = []namedPolicy{{Name: "nonull", Policy: withCondition(perm, func(c Condition) { delete(c, "Null") })}}
 	cases = append(cases,
 		struct {
 			name string

@@ -69,21 +69,22 @@ func deployValues(t *testing.T, params map[string]map[string]any) map[string]str
 		t.Fatal(err)
 	}
 	v := map[string]string{
-		"AWS::AccountId":                 "123456789012",
-		"AWS::Region":                    "us-east-1",
-		"AWS::Partition":                 "aws",
-		stack.ParamCodeBucket:            "artifacts",
-		stack.ParamCodeKey:               "snavio/lambda/0.zip",
-		stack.ParamArchitecture:          "arm64",
-		stack.ParamDeliveryKey:           base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
-		stack.ParamSnapshotSigningKey:    snap.Seed,
-		stack.ParamSnapshotPublicKey:     snap.Public,
-		"EscalationQueue":                "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
-		"SnapshotBucket":                 "snavio-test-snap-123456789012",
-		"SnapshotBucket.Arn":             "arn:aws:s3:::snavio-test-snap-123456789012",
-		"EscalationQueue.Arn":            "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
-		"OutboxTable.StreamArn":          "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
-		"ControlFunctionUrl.FunctionUrl": "https://x.lambda-url.us-east-1.on.aws/",
+		"AWS::AccountId":                  "123456789012",
+		"AWS::Region":                     "us-east-1",
+		"AWS::Partition":                  "aws",
+		stack.ParamCodeBucket:             "artifacts",
+		stack.ParamCodeKey:                "snavio/lambda/0.zip",
+		stack.ParamArchitecture:           "arm64",
+		stack.ParamDeliveryKey:            base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 32))),
+		stack.ParamSnapshotSigningKey:     snap.Seed,
+		stack.ParamSnapshotPublicKey:      snap.Public,
+		stack.ParamDeliveryKeyFingerprint: "none",
+		"EscalationQueue":                 "https://sqs.us-east-1.amazonaws.com/123456789012/snavio-test-escalation",
+		"SnapshotBucket":                  "snavio-test-snap-123456789012",
+		"SnapshotBucket.Arn":              "arn:aws:s3:::snavio-test-snap-123456789012",
+		"EscalationQueue.Arn":             "arn:aws:sqs:us-east-1:123456789012:snavio-test-escalation",
+		"OutboxTable.StreamArn":           "arn:aws:dynamodb:us-east-1:123456789012:table/snavio-test-outbox/stream/x",
+		"ControlFunctionUrl.FunctionUrl":  "https://x.lambda-url.us-east-1.on.aws/",
 	}
 	for name, p := range params {
 		if _, ok := v[name]; !ok {
@@ -137,6 +138,7 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 	}
 	var stages []lambda.Config
 	var snapshotJob *lambda.JobConfig
+	var control *lambda.ControlConfig
 	for _, key := range stack.Functions {
 		vars := fns[key]
 		if vars == nil {
@@ -161,6 +163,10 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 			var c lambda.Config
 			c, err = lambda.FromEnv(getenv, awsCfg)
 			stages = append(stages, c)
+		case key == lambda.FunctionControl:
+			var c lambda.ControlConfig
+			c, err = lambda.ControlConfigFromEnv(getenv, awsCfg)
+			control = &c
 		default:
 			_, errStage := lambda.FromEnv(getenv, awsCfg)
 			_, errJob := lambda.JobConfigFromEnv(getenv, awsCfg)
@@ -183,6 +189,13 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 		t.Fatalf("parsed %d stages and snapshot job %v; want ingest, slow and the snapshot job", len(stages), snapshotJob)
 	}
 	pub := snapshotJob.SnapshotKey.Public().(ed25519.PublicKey)
+	// The control function generates snapshots on request: the same
+	// bucket, key and key id as the snapshot function, and callers of the
+	// stack's own account.
+	if control == nil || control.Store.SnapshotBucket != snapshotJob.Store.SnapshotBucket || control.SnapshotKeyID != snapshotJob.SnapshotKeyID ||
+		!control.SnapshotKey.Equal(snapshotJob.SnapshotKey) || control.Store.AccountID != values["AWS::AccountId"] {
+		t.Errorf("the control function's snapshot settings or account differ from the snapshot function's and the stack's: %+v", control)
+	}
 	for _, c := range stages {
 		if c.Store.SnapshotBucket != snapshotJob.Store.SnapshotBucket {
 			t.Errorf("%s cold-starts from bucket %q, the snapshot function writes %q", c.Function, c.Store.SnapshotBucket, snapshotJob.Store.SnapshotBucket)
@@ -191,5 +204,43 @@ func TestEnvironmentsAreAccepted(t *testing.T) {
 		if !pub.Equal(trusted) {
 			t.Errorf("%s trusts %v under %q; the snapshot function signs with %x", c.Function, c.SnapshotKeys, snapshotJob.SnapshotKeyID, pub)
 		}
+	}
+}
+
+// The control function test-routes a target queue against the roles of the
+// functions that send to it and monitor it: those ARNs must be the roles
+// the stack creates for them.
+func TestControlChecksQueuesAgainstTheStacksRoles(t *testing.T) {
+	tpl, err := stack.Build("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stack.Render(tpl, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Type       string
+			Properties struct{ RoleName, Path string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]bool{}
+	for _, r := range doc.Resources {
+		if r.Type == "AWS::IAM::Role" {
+			roles["arn:aws:iam::123456789012:role"+r.Properties.Path+r.Properties.RoleName] = true
+		}
+	}
+	got := lambda.DispatcherRoles(stack.Names{Env: "test"}, "us-east-1", "123456789012")
+	for _, arn := range append(got.Senders, got.Monitor) {
+		if !roles[arn] {
+			t.Errorf("%s is not a role of the stack (roles: %v)", arn, roles)
+		}
+	}
+	if len(got.Senders) != 2 {
+		t.Errorf("senders %v: want the ingest and slow functions' roles", got.Senders)
 	}
 }

@@ -35,6 +35,10 @@ func (n Names) Archive() string { return n.prefix() + "commands" }
 // outbox), named as awsstore.Config names it.
 func (n Names) Table(kind string) string { return n.prefix() + kind }
 
+// SnapshotBucket is the bucket of registry snapshots in accountID's
+// account: bucket names are global, so the account makes it unique.
+func (n Names) SnapshotBucket(accountID string) string { return n.prefix() + "snap-" + accountID }
+
 // Function is a Lambda function.
 func (n Names) Function(key string) string { return n.prefix() + key }
 

@@ -57,7 +57,7 @@ var Functions = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAu
 // bootstrapRuns lists the functions cmd/snavio-lambda has a handler for:
 // the stages and lambda.IsJob's jobs (names_test.go checks it). The
 // others are deployed with their triggers disabled.
-var bootstrapRuns = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor}
+var bootstrapRuns = []string{FnIngest, FnSlow, FnOutbox, FnSnapshot, FnMonitor, FnAuditor, FnControl}
 
 // The AWS store's tables (awsstore.Config's FlowTable, RegistryTable,
 // ChangelogTable, OutboxTable), their TTL attribute and the outbox stream.
@@ -66,8 +66,27 @@ const (
 	TableRegistry  = "registry"
 	TableChangelog = "changelog"
 	TableOutbox    = "outbox"
-	ttlAttribute   = "expires_at"
+	// TTLAttribute is the TTL attribute of the tables that expire items.
+	TTLAttribute = "expires_at"
 )
+
+// TableSpec is one of the AWS store's tables in the stack: its logical
+// id, its kind (Names.Table), whether items expire (TTL on TTLAttribute)
+// and its stream, if any.
+type TableSpec struct {
+	ID, Kind string
+	TTL      bool
+	Stream   string
+}
+
+// Tables are the AWS store's four tables, as the stack makes them and
+// `snavio doctor` checks them.
+var Tables = []TableSpec{
+	{"FlowTable", TableFlow, true, ""},
+	{"RegistryTable", TableRegistry, false, ""},
+	{"ChangelogTable", TableChangelog, false, ""},
+	{"OutboxTable", TableOutbox, true, "NEW_IMAGE"},
+}
 
 // Environment variables the functions read (internal/lambda's Env*).
 const (
@@ -136,6 +155,7 @@ func specs() []fnSpec {
 type b struct {
 	t *Template
 	n Names
+	o Options
 }
 
 func (x b) add(id string, r Resource) {
@@ -159,9 +179,16 @@ func stackTags(env string) []tags.Tag {
 	return []tags.Tag{{Key: "snavio:env", Value: env}}
 }
 
-// Build returns the template of env's platform stack.
-func Build(env string) (*Template, error) {
+// Build returns the template of env's platform stack with the default
+// Options.
+func Build(env string) (*Template, error) { return BuildWith(env, Options{}) }
+
+// BuildWith returns the template of env's platform stack shaped by o.
+func BuildWith(env string, o Options) (*Template, error) {
 	if err := CheckEnv(env); err != nil {
+		return nil, err
+	}
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	n := Names{Env: env}
@@ -173,7 +200,8 @@ func Build(env string) (*Template, error) {
 	t.Parameters[ParamDeliveryKey] = Parameter{Type: "String", Description: ptr("base64 of the delivery signing master key, 32 bytes or more (docs/security/delivery-signature.md)"), NoEcho: ptr(true), AllowedPattern: ptr("^[A-Za-z0-9+/]{43,}={0,2}$")}
 	t.Parameters[ParamSnapshotSigningKey] = Parameter{Type: "String", Description: ptr("base64 of the 32-byte Ed25519 seed the snapshot function signs registry snapshots with"), NoEcho: ptr(true), AllowedPattern: ptr(ed25519KeyPattern)}
 	t.Parameters[ParamSnapshotPublicKey] = Parameter{Type: "String", Description: ptr("base64 of the snapshot signing key's Ed25519 public key, which the ingest and slow functions trust (snavio dispatch deploy derives it from the seed)"), AllowedPattern: ptr(ed25519KeyPattern)}
-	x := b{t: t, n: n}
+	t.Parameters[ParamDeliveryKeyFingerprint] = Parameter{Type: "String", Description: ptr("first 16 hex digits of the delivery key's SHA-256 (snavio dispatch deploy sets it): a new key publishes a new ingest version"), Default: "none", AllowedPattern: ptr("^(none|[0-9a-f]{16})$")}
+	x := b{t: t, n: n, o: o}
 
 	x.alarmTopic()
 	x.tables()
@@ -185,6 +213,9 @@ func Build(env string) (*Template, error) {
 	}
 	x.triggers()
 	x.bucketPolicy()
+	if err := x.ingestAlias(); err != nil {
+		return nil, err
+	}
 
 	out := func(id, desc string, v string) {
 		t.Outputs[id] = Output{Value: v, Description: ptr(desc), Export: &Export{Name: n.prefix() + id}}
@@ -209,18 +240,9 @@ func (x b) alarmTopic() {
 // outbox's stream of new images, point-in-time recovery, and Retain so a
 // destroyed stack keeps the registry.
 func (x b) tables() {
-	for _, tb := range []struct {
-		id, kind string
-		ttl      bool
-		stream   string
-	}{
-		{"FlowTable", TableFlow, true, ""},
-		{"RegistryTable", TableRegistry, false, ""},
-		{"ChangelogTable", TableChangelog, false, ""},
-		{"OutboxTable", TableOutbox, true, "NEW_IMAGE"},
-	} {
+	for _, tb := range Tables {
 		r := &dynamodb.Table{
-			TableName:   ptr(x.n.Table(tb.kind)),
+			TableName:   ptr(x.n.Table(tb.Kind)),
 			BillingMode: ptr("PAY_PER_REQUEST"),
 			AttributeDefinitions: []dynamodb.Table_AttributeDefinition{
 				{AttributeName: "pk", AttributeType: "S"}, {AttributeName: "sk", AttributeType: "S"},
@@ -234,19 +256,19 @@ func (x b) tables() {
 			AWSCloudFormationDeletionPolicy:      policies.DeletionPolicy("Retain"),
 			AWSCloudFormationUpdateReplacePolicy: policies.UpdateReplacePolicy("Retain"),
 		}
-		if tb.ttl {
-			r.TimeToLiveSpecification = &dynamodb.Table_TimeToLiveSpecification{AttributeName: ptr(ttlAttribute), Enabled: true}
+		if tb.TTL {
+			r.TimeToLiveSpecification = &dynamodb.Table_TimeToLiveSpecification{AttributeName: ptr(TTLAttribute), Enabled: true}
 		}
-		if tb.stream != "" {
-			r.StreamSpecification = &dynamodb.Table_StreamSpecification{StreamViewType: tb.stream}
+		if tb.Stream != "" {
+			r.StreamSpecification = &dynamodb.Table_StreamSpecification{StreamViewType: tb.Stream}
 		}
-		x.add(tb.id, r)
+		x.add(tb.ID, r)
 	}
 }
 
 func (x b) bucket() {
 	x.add("SnapshotBucket", &s3.Bucket{
-		BucketName: ptr(Sub(x.n.prefix() + "snap-${AWS::AccountId}")),
+		BucketName: ptr(Sub(x.n.SnapshotBucket("${AWS::AccountId}"))),
 		BucketEncryption: &s3.Bucket_BucketEncryption{ServerSideEncryptionConfiguration: []s3.Bucket_ServerSideEncryptionRule{{
 			BucketKeyEnabled:              ptr(true),
 			ServerSideEncryptionByDefault: &s3.Bucket_ServerSideEncryptionByDefault{SSEAlgorithm: "aws:kms"},
@@ -278,14 +300,15 @@ func (x b) bucketPolicy() {
 		roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnControl)),
 		roleARN(x.n.OperatorRolePath(), "*"),
 	}
-	writer := roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnSnapshot))
+	// The control function publishes on request (POST /v1/snapshots/generate).
+	writers := []string{roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnSnapshot)), roleARN(x.n.FunctionRolePath(), x.n.FunctionRole(FnControl))}
 	doc := policy.Document{Version: policy.Version, Statement: []policy.Statement{
 		{Sid: "OnlyDispatchersAndOperatorsRead", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:GetObject", "s3:GetObjectVersion"}, Resource: []string{objects},
 			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": readers}}},
 		{Sid: "OnlySnapshotWriterWrites", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}, Resource: []string{objects},
-			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": {writer}}}},
+			Condition: policy.Condition{"ArnNotLike": {"aws:PrincipalArn": writers}}},
 		{Sid: "TLSOnly", Effect: policy.Deny, Principal: &policy.Principal{Any: true},
 			Action: []string{"s3:*"}, Resource: []string{GetAtt("SnapshotBucket", "Arn"), objects},
 			Condition: policy.Condition{"Bool": {"aws:SecureTransport": {"false"}}}},
@@ -354,7 +377,7 @@ func (x b) bus() {
 		State:        ptr("ENABLED"),
 		Targets: []events.Rule_Target{{
 			Id:               "ingest",
-			Arn:              GetAtt("IngestFunction", "Arn"),
+			Arn:              x.ingestTarget(),
 			RetryPolicy:      &events.Rule_RetryPolicy{MaximumRetryAttempts: ptr(185), MaximumEventAgeInSeconds: ptr(86400)},
 			DeadLetterConfig: &events.Rule_DeadLetterConfig{Arn: ptr(GetAtt("CommandRuleDLQ", "Arn"))},
 		}},
@@ -448,8 +471,13 @@ func (x b) statements(key string) []policy.Statement {
 			policy.Allowing("Registry", concat(ddbRead, ddbWrite), tableARN("RegistryTable", "")),
 			policy.Allowing("Changelog", []string{"dynamodb:PutItem", "dynamodb:Query"}, tableARN("ChangelogTable", "")),
 			outbox,
-			policy.Allowing("SnapshotRead", []string{"s3:GetObject", "s3:GetObjectVersion"}, snapshots),
+			// Explain's dispatcher reads the global ban list; it takes no token.
+			policy.Allowing("FlowRead", ddbRead, tableARN("FlowTable", "")),
+			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, snapshots),
 			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
+			// Registration test-routes each route's target queue
+			// (controlapi.SQSRouteQueues): attributes and policy only.
+			policy.Allowing("TestRouting", []string{"sqs:GetQueueUrl", "sqs:GetQueueAttributes"}, targetQueues),
 		}
 	}
 	panic("stack: no statements for function " + key)
@@ -487,7 +515,7 @@ func (x b) function(s fnSpec) {
 	if s.asyncDLQ {
 		x.add(s.id+"InvokeConfig", &lambda.EventInvokeConfig{
 			FunctionName:         Ref(s.id + "Function"),
-			Qualifier:            "$LATEST",
+			Qualifier:            x.qualifier(s.key),
 			MaximumRetryAttempts: ptr(2),
 			DestinationConfig: &lambda.EventInvokeConfig_DestinationConfig{
 				OnFailure: &lambda.EventInvokeConfig_OnFailure{Destination: GetAtt(s.id+"DLQ", "Arn")},
@@ -536,7 +564,14 @@ func (x b) environment(key string) map[string]string {
 		vars[envSnapshotSigning] = Ref(ParamSnapshotSigningKey)
 		vars[envSnapshotKeyID] = snapshotKeyID
 	case FnControl:
+		// Callers must be roles of the stack's account; snapshots are
+		// generated on request as the snapshot function does; delivery
+		// keys are derived from the master key.
+		vars[envAccountID] = Ref("AWS::AccountId")
 		vars[envSnapshotBucket] = Ref("SnapshotBucket")
+		vars[envSnapshotSigning] = Ref(ParamSnapshotSigningKey)
+		vars[envSnapshotKeyID] = snapshotKeyID
+		vars[envDeliveryKey] = Ref(ParamDeliveryKey)
 	}
 	return vars
 }
@@ -560,7 +595,7 @@ func spec(key string) fnSpec {
 // triggers wires the functions that are not on a schedule.
 func (x b) triggers() {
 	x.add("IngestRulePermission", &lambda.Permission{
-		Action: "lambda:InvokeFunction", FunctionName: Ref("IngestFunction"),
+		Action: "lambda:InvokeFunction", FunctionName: x.ingestTarget(),
 		Principal: "events.amazonaws.com", SourceArn: ptr(GetAtt("CommandRule", "Arn")),
 	})
 	x.add("SlowEscalations", &lambda.EventSourceMapping{

@@ -108,7 +108,12 @@ func validate(t *testing.T, doc map[string]any) []string {
 
 func render(t *testing.T, env, format string) []byte {
 	t.Helper()
-	tpl, err := Build(env)
+	return renderWith(t, env, Options{}, format)
+}
+
+func renderWith(t *testing.T, env string, o Options, format string) []byte {
+	t.Helper()
+	tpl, err := BuildWith(env, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +127,17 @@ func render(t *testing.T, env, format string) []byte {
 // TestTemplateGolden keeps the rendered template as a golden file, so
 // every change to the stack shows in review. -update rewrites it.
 func TestTemplateGolden(t *testing.T) {
-	for _, format := range []string{"json", "yaml"} {
-		got := render(t, "test", format)
-		path := filepath.Join("testdata", "template-test."+format)
+	for _, g := range []struct {
+		name, format string
+		o            Options
+	}{
+		{"template-test.json", "json", Options{}},
+		{"template-test.yaml", "yaml", Options{}},
+		{"template-test-provisioned.json", "json", Options{ProvisionedConcurrency: 3}},
+	} {
+		format := g.format
+		got := renderWith(t, "test", g.o, format)
+		path := filepath.Join("testdata", g.name)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
 				t.Fatal(err)
@@ -198,9 +211,12 @@ func refTargets(fn string, arg any) []string {
 // resource types fail. Intrinsics become placeholders first; what they
 // refer to is checked here instead: every Ref and Sub names a parameter,
 // a resource or a pseudo parameter, every GetAtt a resource.
-func TestTemplateMatchesSchema(t *testing.T) {
+func TestTemplateMatchesSchema(t *testing.T) { checkSchema(t, render(t, "test", "json")) }
+
+// checkSchema is TestTemplateMatchesSchema's check of one rendered template.
+func checkSchema(t *testing.T, rendered []byte) {
 	var doc map[string]any
-	if err := json.Unmarshal(render(t, "test", "json"), &doc); err != nil {
+	if err := json.Unmarshal(rendered, &doc); err != nil {
 		t.Fatal(err)
 	}
 	var refs []string
@@ -323,8 +339,9 @@ func TestFunctionsHaveOwnRoles(t *testing.T) {
 		if strings.Contains(string(b), `"*"`) && s.key != FnMonitor {
 			t.Errorf("%s's role has a wildcard resource: %s", s.key, b)
 		}
-		if strings.Contains(string(b), "s3:PutObject") != (s.key == FnSnapshot) {
-			t.Errorf("%s's role: s3:PutObject only for the snapshot writer", s.key)
+		// The snapshot writers: the schedule's and the control API's generate.
+		if strings.Contains(string(b), "s3:PutObject") != (s.key == FnSnapshot || s.key == FnControl) {
+			t.Errorf("%s's role: s3:PutObject only for the snapshot writers", s.key)
 		}
 	}
 }

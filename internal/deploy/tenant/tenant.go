@@ -30,23 +30,35 @@ import (
 )
 
 // Spec is a tenant's desired state: each service and the tenant role
-// that may send as it (source <tenant>/<service>).
+// that may send as it (source <tenant>/<service>), and the KMS key of its
+// telemetry queues.
 type Spec struct {
 	Tenant   string
 	Services map[string]string
+	// KMSKey encrypts the telemetry queue and its DLQ (SSE-KMS: a key id,
+	// key ARN, alias name or alias ARN, checked by CheckKMSKey; the key
+	// policy must let SNS and the tenant's roles use it, docs/deploy.md).
+	// Empty: SQS-managed encryption (SSE-SQS).
+	KMSKey string
+}
+
+// SQSAPI is the SQS calls the Onboarder makes; *sqs.Client has them.
+type SQSAPI interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
+	DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
 }
 
 // Onboarder makes and removes tenants' resources in one environment.
 type Onboarder struct {
 	IAM *iam.Client
 	SNS *sns.Client
-	SQS *sqs.Client
+	SQS SQSAPI
 	// Env, Account and Region place the resources; BusARN is the stack's
-	// BusArn output.
-	Env, Account, Region, BusARN string
-	// KMSKeyID encrypts the telemetry queues (SSE-KMS; its key policy must
-	// let SNS use it). Empty: SQS-managed encryption.
-	KMSKeyID string
+	// BusArn output. Partition is the account's ("aws" when empty).
+	Env, Account, Region, BusARN, Partition string
 }
 
 // Result lists what Apply or Delete changed: "created role ...", ...
@@ -56,32 +68,73 @@ type Result struct {
 	Changed []string `json:"changed"`
 }
 
-const permissionPolicy = "snavio-emit"
+// The inline policies of the tenant's roles.
+const (
+	permissionPolicy = "snavio-emit"
+	controlPolicy    = "snavio-control"
+)
 
-func (o *Onboarder) names(tenant string) (role, topic, queue, dlq string, err error) {
+// resources are the names of a tenant's resources.
+type resources struct {
+	emitRole, controlRole, topic, queue, dlq string
+}
+
+func (o *Onboarder) names(tenant string) (r resources, err error) {
 	n := stack.Names{Env: o.Env}
-	if role, err = n.EmitRole(tenant); err != nil {
+	if r.emitRole, err = n.EmitRole(tenant); err != nil {
 		return
 	}
-	if topic, err = n.TelemetryTopic(tenant); err != nil {
+	if r.controlRole, err = n.TenantRole(tenant); err != nil {
 		return
 	}
-	queue = topic
-	dlq = topic + "-dlq"
-	if len(dlq) > 80 {
-		err = fmt.Errorf("tenant %q: its telemetry queue name %q is over SQS's 80 characters: shorten the tenant id or the env", tenant, dlq)
+	if r.topic, err = n.TelemetryTopic(tenant); err != nil {
+		return
+	}
+	r.queue = r.topic
+	r.dlq = r.topic + "-dlq"
+	if len(r.dlq) > 80 {
+		err = fmt.Errorf("tenant %q: its telemetry queue name %q is over SQS's 80 characters: shorten the tenant id or the env", tenant, r.dlq)
 	}
 	return
 }
 
+func (o *Onboarder) partition() string {
+	if o.Partition == "" {
+		return "aws"
+	}
+	return o.Partition
+}
+
+// ControlFunctionARN is the environment's control function, which the
+// tenant's control role may invoke through its Function URL.
+func (o *Onboarder) ControlFunctionARN() string {
+	return "arn:" + o.partition() + ":lambda:" + o.Region + ":" + o.Account + ":function:" + stack.Names{Env: o.Env}.Function(stack.FnControl)
+}
+
+// ControlPermission is the tenant control role's permission policy: it
+// may call the control API's Function URL (AWS_IAM auth) and nothing
+// else; the control API maps the role's callers to the tenant.
+func ControlPermission(functionARN string) policy.Document {
+	return policy.Document{Version: policy.Version, Statement: []policy.Statement{{
+		Sid: "InvokeControlAPI", Effect: policy.Allow,
+		Action: []string{"lambda:InvokeFunctionUrl"}, Resource: []string{functionARN},
+		Condition: policy.Condition{"StringEquals": {"lambda:FunctionUrlAuthType": {"AWS_IAM"}}},
+	}}}
+}
+
 // Apply makes the tenant's resources match spec.
 func (o *Onboarder) Apply(ctx context.Context, spec Spec) (*Result, error) {
-	role, topic, queue, dlq, err := o.names(spec.Tenant)
+	names, err := o.names(spec.Tenant)
 	if err != nil {
 		return nil, err
 	}
 	if len(spec.Services) == 0 {
 		return nil, fmt.Errorf("tenant %s: no service: add one (its source and the tenant role that sends as it)", spec.Tenant)
+	}
+	if spec.KMSKey != "" {
+		if err := CheckKMSKey(spec.KMSKey); err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", spec.Tenant, err)
+		}
 	}
 	res := &Result{Tenant: spec.Tenant, Changed: []string{}}
 	var roles []string
@@ -98,15 +151,22 @@ func (o *Onboarder) Apply(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: %w", spec.Tenant, err)
 	}
-	if err := o.applyRole(ctx, role, trust, perm, res); err != nil {
+	n := stack.Names{Env: o.Env}
+	if err := o.applyRole(ctx, iamRole{name: names.emitRole, path: n.EmitRolePath(), kind: "emit", policyName: permissionPolicy}, trust, perm, res); err != nil {
 		return nil, err
 	}
+	// The control role is trusted like the emit role: the same tenant
+	// roles, each with a session named after itself.
+	if err := o.applyRole(ctx, iamRole{name: names.controlRole, path: n.TenantRolePath(), kind: "control", policyName: controlPolicy}, trust, ControlPermission(o.ControlFunctionARN()), res); err != nil {
+		return nil, err
+	}
+	topic, queue, dlq := names.topic, names.queue, names.dlq
 	t, err := o.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(topic), Tags: []snstypes.Tag{{Key: aws.String("snavio:env"), Value: aws.String(o.Env)}}})
 	if err != nil {
 		return nil, fmt.Errorf("tenant %s: create topic %s: %w", spec.Tenant, topic, err)
 	}
 	topicARN := aws.ToString(t.TopicArn)
-	_, dlqARN, err := o.applyQueue(ctx, dlq, map[string]string{}, res)
+	_, dlqARN, err := o.applyQueue(ctx, dlq, spec.KMSKey, map[string]string{}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +181,7 @@ func (o *Onboarder) Apply(ctx context.Context, spec Spec) (*Result, error) {
 	}}
 	qpJSON, _ := json.Marshal(qp)
 	attrs := map[string]string{"RedrivePolicy": string(redrive), "Policy": string(qpJSON)}
-	_, queueARN, err := o.applyQueue(ctx, queue, attrs, res)
+	_, queueARN, err := o.applyQueue(ctx, queue, spec.KMSKey, attrs, res)
 	if err != nil {
 		return nil, err
 	}
@@ -146,10 +206,17 @@ func dedupe(s []string) []string {
 }
 
 func (o *Onboarder) queueARN(name string) string {
-	return "arn:aws:sqs:" + o.Region + ":" + o.Account + ":" + name
+	return "arn:" + o.partition() + ":sqs:" + o.Region + ":" + o.Account + ":" + name
 }
 
-func (o *Onboarder) applyRole(ctx context.Context, role string, trust, perm policy.Document, res *Result) error {
+// iamRole is one of the tenant's roles: its name and path, its kind for
+// messages ("emit", "control") and the name of its inline policy.
+type iamRole struct {
+	name, path, kind, policyName string
+}
+
+func (o *Onboarder) applyRole(ctx context.Context, r iamRole, trust, perm policy.Document, res *Result) error {
+	role := r.name
 	trustJSON, _ := json.Marshal(trust)
 	permJSON, _ := json.Marshal(perm)
 	got, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
@@ -157,9 +224,9 @@ func (o *Onboarder) applyRole(ctx context.Context, role string, trust, perm poli
 	switch {
 	case errors.As(err, &nse):
 		if _, err := o.IAM.CreateRole(ctx, &iam.CreateRoleInput{
-			RoleName: aws.String(role), Path: aws.String(stack.Names{Env: o.Env}.EmitRolePath()),
+			RoleName: aws.String(role), Path: aws.String(r.path),
 			AssumeRolePolicyDocument: aws.String(string(trustJSON)), MaxSessionDuration: aws.Int32(3600),
-			Description: aws.String("snavio emit role, environment " + o.Env),
+			Description: aws.String("snavio " + r.kind + " role, environment " + o.Env),
 			Tags:        []iamtypes.Tag{{Key: aws.String("snavio:env"), Value: aws.String(o.Env)}},
 		}); err != nil {
 			return fmt.Errorf("create role %s: %w", role, err)
@@ -173,14 +240,14 @@ func (o *Onboarder) applyRole(ctx context.Context, role string, trust, perm poli
 		}
 		res.Changed = append(res.Changed, "updated the trust policy of role "+role)
 	}
-	cur, err := o.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(permissionPolicy)})
+	cur, err := o.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(r.policyName)})
 	if err == nil && sameJSON(aws.ToString(cur.PolicyDocument), permJSON) {
 		return nil
 	}
 	if err != nil && !errors.As(err, &nse) {
 		return fmt.Errorf("get policy of role %s: %w", role, err)
 	}
-	if _, err := o.IAM.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(permissionPolicy), PolicyDocument: aws.String(string(permJSON))}); err != nil {
+	if _, err := o.IAM.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(r.policyName), PolicyDocument: aws.String(string(permJSON))}); err != nil {
 		return fmt.Errorf("put policy of role %s: %w", role, err)
 	}
 	res.Changed = append(res.Changed, "set the permission policy of role "+role)
@@ -197,12 +264,12 @@ func sameJSON(got string, want []byte) bool {
 	return json.Unmarshal([]byte(got), &a) == nil && json.Unmarshal(want, &b) == nil && fmt.Sprint(a) == fmt.Sprint(b)
 }
 
-// applyQueue makes queue exist with attrs (plus encryption) and returns
-// its URL and ARN.
-func (o *Onboarder) applyQueue(ctx context.Context, name string, attrs map[string]string, res *Result) (string, string, error) {
+// applyQueue makes queue exist with attrs plus encryption (SSE-KMS with
+// kmsKey, else SSE-SQS) and returns its URL and ARN.
+func (o *Onboarder) applyQueue(ctx context.Context, name, kmsKey string, attrs map[string]string, res *Result) (string, string, error) {
 	attrs = maps.Clone(attrs)
-	if o.KMSKeyID != "" {
-		attrs["KmsMasterKeyId"] = o.KMSKeyID
+	if kmsKey != "" {
+		attrs["KmsMasterKeyId"] = kmsKey
 	} else {
 		attrs["SqsManagedSseEnabled"] = "true"
 	}
@@ -250,12 +317,13 @@ func (o *Onboarder) applyQueue(ctx context.Context, name string, attrs map[strin
 
 // Delete removes the tenant's resources; what is already gone is skipped.
 func (o *Onboarder) Delete(ctx context.Context, tenant string) (*Result, error) {
-	role, topic, queue, dlq, err := o.names(tenant)
+	names, err := o.names(tenant)
 	if err != nil {
 		return nil, err
 	}
+	topic, queue, dlq := names.topic, names.queue, names.dlq
 	res := &Result{Tenant: tenant, Changed: []string{}}
-	topicARN := "arn:aws:sns:" + o.Region + ":" + o.Account + ":" + topic
+	topicARN := "arn:" + o.partition() + ":sns:" + o.Region + ":" + o.Account + ":" + topic
 	subs, err := o.SNS.ListSubscriptionsByTopic(ctx, &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(topicARN)})
 	var nf *snstypes.NotFoundException
 	switch {
@@ -287,17 +355,27 @@ func (o *Onboarder) Delete(ctx context.Context, tenant string) (*Result, error) 
 		}
 		res.Changed = append(res.Changed, "deleted queue "+q)
 	}
-	_, err = o.IAM.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(permissionPolicy)})
+	for _, r := range [][2]string{{names.controlRole, controlPolicy}, {names.emitRole, permissionPolicy}} {
+		if err := o.deleteRole(ctx, r[0], r[1], res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// deleteRole removes role and its inline policy; a missing one is skipped.
+func (o *Onboarder) deleteRole(ctx context.Context, role, policyName string, res *Result) error {
+	_, err := o.IAM.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: aws.String(role), PolicyName: aws.String(policyName)})
 	var nse *iamtypes.NoSuchEntityException
 	if err != nil && !errors.As(err, &nse) {
-		return nil, fmt.Errorf("delete policy of role %s: %w", role, err)
+		return fmt.Errorf("delete policy of role %s: %w", role, err)
 	}
 	if _, err := o.IAM.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: aws.String(role)}); err == nil {
 		res.Changed = append(res.Changed, "deleted role "+role)
 	} else if !errors.As(err, &nse) {
-		return nil, fmt.Errorf("delete role %s: %w", role, err)
+		return fmt.Errorf("delete role %s: %w", role, err)
 	}
-	return res, nil
+	return nil
 }
 
 // queueMissing tells SQS's "no such queue", as the SDK types it or by its
@@ -308,14 +386,24 @@ func queueMissing(err error) bool {
 	return errors.As(err, &missing) || errors.As(err, &ae) && ae.ErrorCode() == "AWS.SimpleQueueService.NonExistentQueue"
 }
 
-// Get reads a tenant's Spec back from its emit role: the permission
-// policy binds each source to a role name, the trust policy names each
-// role's ARN. The policies are the record; nil when there is no role.
-func (o *Onboarder) Get(ctx context.Context, tenant string) (*Spec, error) {
-	role, _, _, _, err := o.names(tenant)
+// State is a tenant as Get reads it back: its Spec and the ARNs of its
+// roles ("" for a role that is missing, e.g. a control role of a tenant
+// created before control roles existed: tenant create makes it).
+type State struct {
+	Spec
+	EmitRoleARN, ControlRoleARN string
+}
+
+// Get reads a tenant back from AWS: the services from its emit role (the
+// permission policy binds each source to a role name, the trust policy
+// names each role's ARN), the KMS key from its telemetry queue. The
+// policies are the record; nil when there is no emit role.
+func (o *Onboarder) Get(ctx context.Context, tenant string) (*State, error) {
+	names, err := o.names(tenant)
 	if err != nil {
 		return nil, err
 	}
+	role := names.emitRole
 	r, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
 	var nse *iamtypes.NoSuchEntityException
 	if errors.As(err, &nse) {
@@ -323,6 +411,17 @@ func (o *Onboarder) Get(ctx context.Context, tenant string) (*Spec, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get role %s: %w", role, err)
+	}
+	st := &State{Spec: Spec{Tenant: tenant, Services: map[string]string{}}, EmitRoleARN: aws.ToString(r.Role.Arn)}
+	cr, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(names.controlRole)})
+	switch {
+	case err == nil:
+		st.ControlRoleARN = aws.ToString(cr.Role.Arn)
+	case !errors.As(err, &nse):
+		return nil, fmt.Errorf("get role %s: %w", names.controlRole, err)
+	}
+	if st.KMSKey, err = o.queueKMSKey(ctx, names.queue); err != nil {
+		return nil, err
 	}
 	var trust, perm policy.Document
 	if err := decodePolicy(aws.ToString(r.Role.AssumeRolePolicyDocument), &trust); err != nil {
@@ -332,31 +431,47 @@ func (o *Onboarder) Get(ctx context.Context, tenant string) (*Spec, error) {
 	if err != nil && !errors.As(err, &nse) {
 		return nil, fmt.Errorf("get policy of role %s: %w", role, err)
 	}
-	spec := &Spec{Tenant: tenant, Services: map[string]string{}}
 	if err != nil {
-		return spec, nil
+		return st, nil
 	}
 	if err := decodePolicy(aws.ToString(p.PolicyDocument), &perm); err != nil {
 		return nil, fmt.Errorf("role %s: permission policy: %w", role, err)
 	}
 	arns := map[string]string{} // role name -> ARN
-	for _, st := range trust.Statement {
-		if st.Principal != nil && len(st.Principal.AWS) == 1 {
-			if name, err := policy.RoleName(st.Principal.AWS[0]); err == nil {
-				arns[name] = st.Principal.AWS[0]
+	for _, stmt := range trust.Statement {
+		if stmt.Principal != nil && len(stmt.Principal.AWS) == 1 {
+			if name, err := policy.RoleName(stmt.Principal.AWS[0]); err == nil {
+				arns[name] = stmt.Principal.AWS[0]
 			}
 		}
 	}
-	for _, st := range perm.Statement {
-		sources := st.Condition["ForAllValues:StringEquals"]["events:source"]
-		users := st.Condition["StringLike"]["aws:userid"]
+	for _, stmt := range perm.Statement {
+		sources := stmt.Condition["ForAllValues:StringEquals"]["events:source"]
+		users := stmt.Condition["StringLike"]["aws:userid"]
 		if len(sources) != 1 || len(users) != 1 {
-			return nil, fmt.Errorf("role %s: statement %q is not an emit binding: was the policy edited by hand? Delete the tenant and create it again", role, st.Sid)
+			return nil, fmt.Errorf("role %s: statement %q is not an emit binding: was the policy edited by hand? Delete the tenant and create it again", role, stmt.Sid)
 		}
 		_, service, _ := strings.Cut(sources[0], "/")
-		spec.Services[service] = arns[strings.TrimPrefix(users[0], "*:")]
+		st.Services[service] = arns[strings.TrimPrefix(users[0], "*:")]
 	}
-	return spec, nil
+	return st, nil
+}
+
+// queueKMSKey is the KMS key of the telemetry queue; "" when it uses
+// SQS-managed encryption or does not exist.
+func (o *Onboarder) queueKMSKey(ctx context.Context, queue string) (string, error) {
+	u, err := o.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queue)})
+	if queueMissing(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get queue %s: %w", queue, err)
+	}
+	a, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameKmsMasterKeyId}})
+	if err != nil {
+		return "", fmt.Errorf("read queue %s: %w", queue, err)
+	}
+	return a.Attributes["KmsMasterKeyId"], nil
 }
 
 // decodePolicy decodes a policy as IAM returns it: URL-encoded JSON whose
@@ -406,23 +521,48 @@ func decodePolicy(s string, d *policy.Document) error {
 	return nil
 }
 
-// List returns the tenants with an emit role in the environment, sorted.
-func (o *Onboarder) List(ctx context.Context) ([]string, error) {
+// Listed is a tenant as List finds it: the names of its roles, "" for
+// one that is missing.
+type Listed struct {
+	Tenant      string `json:"tenant"`
+	EmitRole    string `json:"emit_role"`
+	ControlRole string `json:"control_role"`
+}
+
+// List returns the tenants with an emit or control role in the
+// environment, sorted.
+func (o *Onboarder) List(ctx context.Context) ([]Listed, error) {
 	n := stack.Names{Env: o.Env}
-	prefix := "snavio-" + o.Env + "-emit-"
-	var out []string
-	p := iam.NewListRolesPaginator(o.IAM, &iam.ListRolesInput{PathPrefix: aws.String(n.EmitRolePath())})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list roles under %s: %w", n.EmitRolePath(), err)
-		}
-		for _, r := range page.Roles {
-			if aws.ToString(r.Path) == n.EmitRolePath() && strings.HasPrefix(aws.ToString(r.RoleName), prefix) {
-				out = append(out, strings.TrimPrefix(aws.ToString(r.RoleName), prefix))
+	byTenant := map[string]*Listed{}
+	for _, kind := range []struct {
+		path, prefix string
+		set          func(*Listed, string)
+	}{
+		{n.EmitRolePath(), "snavio-" + o.Env + "-emit-", func(l *Listed, r string) { l.EmitRole = r }},
+		{n.TenantRolePath(), "snavio-" + o.Env + "-tenant-", func(l *Listed, r string) { l.ControlRole = r }},
+	} {
+		p := iam.NewListRolesPaginator(o.IAM, &iam.ListRolesInput{PathPrefix: aws.String(kind.path)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("list roles under %s: %w", kind.path, err)
+			}
+			for _, r := range page.Roles {
+				name := aws.ToString(r.RoleName)
+				if aws.ToString(r.Path) != kind.path || !strings.HasPrefix(name, kind.prefix) {
+					continue
+				}
+				t := strings.TrimPrefix(name, kind.prefix)
+				if byTenant[t] == nil {
+					byTenant[t] = &Listed{Tenant: t}
+				}
+				kind.set(byTenant[t], name)
 			}
 		}
 	}
-	slices.Sort(out)
+	out := []Listed{}
+	for _, t := range slices.Sorted(maps.Keys(byTenant)) {
+		out = append(out, *byTenant[t])
+	}
 	return out, nil
 }

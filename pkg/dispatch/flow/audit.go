@@ -4,18 +4,27 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // FlushRollups pushes this instance's per-source dispatch counts since the
-// last flush to the rollup store, stamped with the minute they were
-// counted in. The dispatcher runs it every 60 s; counts are drained only
-// once written, so a failed flush is retried with the next.
+// last flush to the rollup store, stamped with the minute of the flush.
+// The dispatcher runs it every 60 s; counts are drained only once
+// written, so a failed flush is retried with the next. A put replaces the
+// window's rollup, so a second flush in the same window (a Lambda's at
+// SIGTERM) writes the window's total.
 func (f *Flow) FlushRollups(ctx context.Context, retain time.Duration) error {
+	fl := &f.flushed
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
 	now := f.cfg.Clock.Now()
 	start, _ := window(now, time.Minute)
+	if !start.Equal(fl.window) {
+		fl.window, fl.stored = start, map[rollupKey]int64{}
+	}
 	var rs []Rollup
 	drained := map[RouteKey]map[string]int64{}
 	for k, u := range f.usage.all() {
@@ -25,7 +34,8 @@ func (f *Flow) FlushRollups(ctx context.Context, retain time.Duration) error {
 		}
 		drained[k] = counts
 		for src, n := range counts {
-			rs = append(rs, Rollup{Instance: f.cfg.Instance, WindowStart: start, Source: src, Target: k.Target, Command: k.Command, Dispatches: n})
+			rs = append(rs, Rollup{Instance: f.cfg.Instance, WindowStart: start, Source: src, Target: k.Target, Command: k.Command,
+				Dispatches: n + fl.stored[rollupKey{k, src}]})
 		}
 	}
 	if len(rs) == 0 {
@@ -46,7 +56,23 @@ func (f *Flow) FlushRollups(ctx context.Context, retain time.Duration) error {
 		}
 		return fmt.Errorf("flow: flush rollups: %w", err)
 	}
+	for _, r := range rs {
+		fl.stored[rollupKey{RouteKey{r.Target, r.Command}, r.Source}] = r.Dispatches
+	}
 	return nil
+}
+
+// rollupFlushes serializes FlushRollups and holds what it stored in the
+// window of the last flush.
+type rollupFlushes struct {
+	mu     sync.Mutex
+	window time.Time
+	stored map[rollupKey]int64
+}
+
+type rollupKey struct {
+	route  RouteKey
+	source string
 }
 
 // AuditConfig configures the fairness auditor.

@@ -326,6 +326,52 @@ func TestFlushRollups(t *testing.T) {
 	}
 }
 
+// TestFlushRollupsTwiceInAWindow: a put replaces the window's rollup, so
+// a second flush in the same window writes the window's total, not the
+// counts since the first (a Lambda flushes on its cadence and again at
+// SIGTERM); the next window starts from zero.
+func TestFlushRollupsTwiceInAWindow(t *testing.T) {
+	h := newSolo(t, nil)
+	ctx := context.Background()
+	sum := func(since time.Time) map[string]int64 {
+		t.Helper()
+		rs, err := h.store.ReadRollups(ctx, since, h.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, r := range rs {
+			got[r.WindowStart.Format("15:04")+" "+r.Source] += r.Dispatches
+		}
+		return got
+	}
+	flush := func() {
+		t.Helper()
+		if err := h.f.FlushRollups(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		h.dispatch(t, cmd("", "acme/a", "tg", "c"), &flow.Route{}, always)
+	}
+	flush()
+	h.clk.Advance(10 * time.Second)
+	for range 2 {
+		h.dispatch(t, cmd("", "acme/a", "tg", "c"), &flow.Route{}, always)
+	}
+	h.dispatch(t, cmd("", "acme/b", "tg", "c"), &flow.Route{}, always)
+	flush()
+	if got := sum(t0); got["12:00 acme/a"] != 5 || got["12:00 acme/b"] != 1 || len(got) != 2 {
+		t.Fatalf("after two flushes in one window: %v; want acme/a 5, acme/b 1", got)
+	}
+	h.clk.Advance(time.Minute)
+	h.dispatch(t, cmd("", "acme/a", "tg", "c"), &flow.Route{}, always)
+	flush()
+	if got := sum(t0); got["12:00 acme/a"] != 5 || got["12:01 acme/a"] != 1 || len(got) != 3 {
+		t.Fatalf("after the next window's flush: %v; want 12:00 unchanged and acme/a 1 at 12:01", got)
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	bad := []flow.Config{
 		{},

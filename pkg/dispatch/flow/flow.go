@@ -176,6 +176,7 @@ type Flow struct {
 	quotas  Quotas
 	limiter limiter
 	usage   usages
+	flushed rollupFlushes
 	bans    banView
 	seen    *seenSet
 	attempt atomic.Uint64
