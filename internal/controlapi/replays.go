@@ -208,7 +208,7 @@ func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *replay.Registr
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
 	}
-	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
+	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Signer: replay.KeySigner{Keys: view, Clock: a.o.Clock}, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
 }
 
 func (a *ReplayAPI) source(p prepared, lease time.Duration, view *replay.RegistryView) (replay.Source, error) {

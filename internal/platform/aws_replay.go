@@ -247,7 +247,7 @@ func (r *awsReplay) engine(ctx context.Context) (*replay.Engine, *replay.Registr
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the registry's keys and routes from DynamoDB: %w", err)
 	}
-	return &replay.Engine{Bus: r.put, Keys: view, Routes: view, Audits: r.audits, Clock: r.clk, Sleep: r.sleep}, view, nil
+	return &replay.Engine{Bus: r.put, Signer: replay.KeySigner{Keys: view, Clock: r.clk}, Routes: view, Audits: r.audits, Clock: r.clk, Sleep: r.sleep}, view, nil
 }
 
 // closingSource is a source with resources to delete after the run.

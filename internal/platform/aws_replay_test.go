@@ -35,7 +35,6 @@ import (
 	"github.com/snavio/snavio/pkg/dispatch/signing"
 )
 
-
 const (
 	replaySrc    = "demo/app"
 	replayTarget = "mailer"

@@ -141,7 +141,7 @@ func setup(t testing.TB, n int) (*Engine, *dlq, *bus, *clock.Fake) {
 	k := key(t)
 	b := &bus{t: t, key: k}
 	e := &Engine{
-		Bus: b, Keys: keysFor{src: k}, Routes: strictRoutes{"accounts": true}, Audits: &MemoryAudits{}, Clock: clk,
+		Bus: b, Signer: KeySigner{Keys: keysFor{src: k}, Clock: clk}, Routes: strictRoutes{"accounts": true}, Audits: &MemoryAudits{}, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return ctx.Err() },
 	}
 	return e, q, b, clk
