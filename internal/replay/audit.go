@@ -29,6 +29,10 @@ type AuditStore interface {
 // ErrNotFound is returned by Get for an unknown replay id.
 var ErrNotFound = errors.New("no such replay")
 
+// ErrNotClaimed: a replayer acts on an audit it does not hold (never
+// claimed, or its claim ran out).
+var ErrNotClaimed = errors.New("the replayer does not hold this replay's claim")
+
 // MemoryAudits keeps audits in memory.
 type MemoryAudits struct {
 	mu sync.Mutex

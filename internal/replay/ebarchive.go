@@ -62,7 +62,7 @@ type EBArchiveOptions struct {
 	// times.
 	Filter wire.ReplayFilter
 	// Verifier decides each event's Refusal.
-	Verifier *Verifier
+	Verifier ArchiveVerifier
 	// Wait is the capture queue's long poll (0: 1 s; negative: none).
 	Wait time.Duration
 }
@@ -231,6 +231,8 @@ const archiveCursor = "archive"
 // from the capture queue (the archive keeps the originals).
 func (s *EBArchive) records(ctx context.Context, msgs []sqstypes.Message) ([]Record, string, error) {
 	recs := make([]Record, 0, len(msgs))
+	var check []Archived
+	var at []int // the index in recs of each event in check
 	del := make([]sqstypes.DeleteMessageBatchRequestEntry, 0, len(msgs))
 	for i, m := range msgs {
 		del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
@@ -241,8 +243,21 @@ func (s *EBArchive) records(ctx context.Context, msgs []sqstypes.Message) ([]Rec
 			recs = append(recs, Record{Ref: aws.ToString(m.MessageId), Detail: []byte(aws.ToString(m.Body)), Refusal: RefuseNotCaptured})
 			continue
 		}
-		recs = append(recs, Record{Ref: ev.ID, Source: ev.Source, Detail: ev.Detail, At: ev.Time, Refusal: s.o.Verifier.Refusal(&Archived{
-			Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail, ReceivedAt: ev.Time})})
+		at = append(at, len(recs))
+		recs = append(recs, Record{Ref: ev.ID, Source: ev.Source, Detail: ev.Detail, At: ev.Time})
+		check = append(check, Archived{Source: ev.Source, DetailType: ev.DetailType, Detail: ev.Detail, ReceivedAt: ev.Time})
+	}
+	if len(check) > 0 {
+		why, err := s.o.Verifier.Refusals(ctx, check)
+		if err != nil {
+			return nil, archiveCursor, fmt.Errorf("verify the captured events: %w", err)
+		}
+		if len(why) != len(check) {
+			return nil, archiveCursor, fmt.Errorf("verify the captured events: %d answers for %d events", len(why), len(check))
+		}
+		for i, w := range why {
+			recs[at[i]].Refusal = w
+		}
 	}
 	if _, err := s.o.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.queueURL), Entries: del}); err != nil {
 		return nil, archiveCursor, fmt.Errorf("delete from the capture queue: %w", err)

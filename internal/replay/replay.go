@@ -50,6 +50,9 @@ type Record struct {
 	At time.Time
 	// Reason is the failure reason a DLQ message carries, if any.
 	Reason string
+	// Attributes are a DLQ message's attributes (its delivery signature),
+	// for a signer that verifies the message again.
+	Attributes map[string]string
 	// Refusal, when set, is why this record must never be replayed: the plan lists it as refused with this reason and a run never sends or acknowledges it.
 	Refusal string
 }
@@ -115,8 +118,6 @@ type Signed struct {
 type KeySigner struct {
 	Keys  Keys
 	Clock clock.Clock
-	// Check, when set, verifies each record first: its refusal, or "".
-	Check func(r *Record) string
 }
 
 // Sign implements Signer.
@@ -125,12 +126,6 @@ func (s KeySigner) Sign(_ context.Context, a *wire.ReplayAudit, recs []Record) (
 	now := s.Clock.Now()
 	for i := range recs {
 		r := recs[i]
-		if s.Check != nil {
-			if why := s.Check(&r); why != "" {
-				out[i].Refusal = why
-				continue
-			}
-		}
 		env, err := decode(&r)
 		if err != nil {
 			out[i].Refusal = RefuseNotCommand

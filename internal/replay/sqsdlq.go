@@ -58,7 +58,7 @@ type SQSDLQOptions struct {
 	// wait, which would end a pass early.
 	Wait time.Duration
 	// View says which targets dead-letter into the queue (by its ARN).
-	View *RegistryView
+	View DLQRoutes
 	// Keys gives those targets' delivery keys.
 	Keys DeliveryKeys
 }
@@ -189,7 +189,7 @@ func (s *SQSDLQ) Next(ctx context.Context, cursor string, limit int) ([]Record, 
 		body := []byte(aws.ToString(m.Body))
 		recs = append(recs, Record{
 			Ref: receipt, Source: attrs[provenance.AttrSource], Detail: body, At: sentAt(m.Attributes),
-			Reason: attrs[AttrDLQReason], Refusal: s.check.Refusal(attrs, body),
+			Reason: attrs[AttrDLQReason], Refusal: s.check.Refusal(attrs, body), Attributes: attrs,
 		})
 	}
 	if len(recs) == 0 {

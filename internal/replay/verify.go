@@ -58,14 +58,44 @@ type Archived struct {
 // signs with the version current when it started, which the dispatcher
 // accepts through the rotation overlap). It implements Keys and Routes.
 type RegistryView struct {
+	*RouteView
 	ring *keys.Keyring
 	// revoked is when a key version was revoked (its NotAfter), by source
 	// and version id.
 	revoked map[[2]string]time.Time
-	strict  map[[2]string]bool
+}
+
+// RouteView is what a run needs of the routes: the strict ones, and the
+// targets that dead-letter into each DLQ. It implements Routes and
+// DLQRoutes.
+type RouteView struct {
+	strict map[[2]string]bool
 	// dlqTargets are the targets whose routes dead-letter into a queue,
 	// by the queue's ARN.
 	dlqTargets map[string]map[string]bool
+}
+
+// DLQRoutes tells which targets dead-letter into a queue.
+type DLQRoutes interface {
+	DLQTargets(arn string) map[string]bool
+}
+
+// NewRouteView is the view of routes.
+func NewRouteView(routes []registry.Route) *RouteView {
+	v := &RouteView{strict: map[[2]string]bool{}, dlqTargets: map[string]map[string]bool{}}
+	for i := range routes {
+		rt := &routes[i]
+		if rt.Strict() {
+			v.strict[[2]string{rt.Target, rt.Command}] = true
+		}
+		if rt.DLQARN != "" {
+			if v.dlqTargets[rt.DLQARN] == nil {
+				v.dlqTargets[rt.DLQARN] = map[string]bool{}
+			}
+			v.dlqTargets[rt.DLQARN][rt.Target] = true
+		}
+	}
+	return v
 }
 
 // LoadRegistry reads the keys and routes of r as of now.
@@ -88,20 +118,7 @@ func LoadRegistry(ctx context.Context, r registry.Reader, policy keys.Policy, no
 	if err != nil {
 		return nil, err
 	}
-	v := &RegistryView{ring: ring, revoked: revoked, strict: map[[2]string]bool{}, dlqTargets: map[string]map[string]bool{}}
-	for i := range d.Routes {
-		rt := &d.Routes[i]
-		if rt.Strict() {
-			v.strict[[2]string{rt.Target, rt.Command}] = true
-		}
-		if rt.DLQARN != "" {
-			if v.dlqTargets[rt.DLQARN] == nil {
-				v.dlqTargets[rt.DLQARN] = map[string]bool{}
-			}
-			v.dlqTargets[rt.DLQARN][rt.Target] = true
-		}
-	}
-	return v, nil
+	return &RegistryView{RouteView: NewRouteView(d.Routes), ring: ring, revoked: revoked}, nil
 }
 
 // SigningKey implements Keys with the platform's copy of the key.
@@ -114,13 +131,20 @@ func (v *RegistryView) SigningKey(source string, now time.Time) (*signing.Key, e
 }
 
 // Strict implements Routes.
-func (v *RegistryView) Strict(target, command string) bool {
+func (v *RouteView) Strict(target, command string) bool {
 	return v.strict[[2]string{target, command}]
 }
 
 // DLQTargets are the targets one of whose routes dead-letters into the
 // queue of ARN arn (nil when none does).
-func (v *RegistryView) DLQTargets(arn string) map[string]bool { return v.dlqTargets[arn] }
+func (v *RouteView) DLQTargets(arn string) map[string]bool { return v.dlqTargets[arn] }
+
+// ArchiveVerifier decides, for a batch of archived events, why each must
+// never be replayed ("" when it may be): Verifier in the process holding
+// the keys, the control function's for the CLI on AWS.
+type ArchiveVerifier interface {
+	Refusals(ctx context.Context, evs []Archived) ([]string, error)
+}
 
 // Verifier re-runs the shield's checks (schema, forbidden command.source,
 // window, key version, HMAC) on an archived command as of the moment it
@@ -173,6 +197,15 @@ func (v *Verifier) Refusal(e *Archived) string {
 		return RefuseKeyRevoked
 	}
 	return ""
+}
+
+// Refusals implements ArchiveVerifier.
+func (v *Verifier) Refusals(_ context.Context, evs []Archived) ([]string, error) {
+	out := make([]string, len(evs))
+	for i := range evs {
+		out[i] = v.Refusal(&evs[i])
+	}
+	return out, nil
 }
 
 // DeliveryCheck tells a DLQ message the dispatcher delivered from one
