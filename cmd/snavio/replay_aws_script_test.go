@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,8 +19,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/deploy/stack"
-	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/internal/platform/fnurltest"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -58,6 +59,7 @@ func dynamoDBCondition() (bool, error) {
 
 // replayAWSEnv is one script's environment on the emulators.
 type replayAWSEnv struct {
+	fn     *fnurltest.Server
 	env    string
 	sqs    *sqs.Client
 	dlqURL string
@@ -68,17 +70,21 @@ var scriptSecret = bytes.Repeat([]byte("s"), 32)
 
 // replayAWS implements the script command
 //
-//	replay-aws start | dead-letter N signed|unsigned | count | id FILE
+//	replay-aws start | dead-letter N signed|unsigned | count | id FILE | requests
 //
 // for `snavio replay` on an aws profile. "start" (after [dynamodb])
 // makes an environment on the emulators: the flow and registry tables on
 // DynamoDB Local with a key for demo/app and a route to mailer, the
-// mailer queue and DLQ and the env's bus on kumo, and a delivery master
-// key file; it points the SDK's per-service endpoints and
-// SNAVIO_DELIVERY_KEY_FILE at them and sets $ENV and $DLQ. "dead-letter"
-// puts command N into the DLQ as the dispatcher delivered it, with its
+// mailer queue and DLQ and the env's bus on kumo, and the control API as
+// the control function serves it (registry, delivery keys, replayer over
+// DynamoDB Local) behind a fake Function URL that checks SigV4 and maps
+// the script's credentials to the operator role. It points the SDK's
+// SQS, EventBridge and STS endpoints at kumo (none at DynamoDB: the CLI
+// must not need it) and sets $ENV, $DLQ and $FNURL. "dead-letter" puts
+// command N into the DLQ as the dispatcher delivered it, with its
 // delivery signature or none (a planted message); "count" prints how
-// many messages the DLQ holds; "id" sets $ID from a replay's JSON output.
+// many messages the DLQ holds; "id" sets $ID from a replay's JSON
+// output; "requests" prints the control API requests since the last.
 func replayAWS(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: replay-aws start | dead-letter N signed|unsigned | count | id FILE")
@@ -115,6 +121,10 @@ func replayAWS(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("replay-aws id: %s has no id", args[1])
 		}
 		ts.Setenv("ID", a.ID)
+	case args[0] == "requests" && len(args) == 1:
+		for _, r := range e.fn.Requests() {
+			fmt.Fprintf(ts.Stdout(), "%s %s %d\n", r.Method, r.Path, r.Status)
+		}
 	default:
 		ts.Fatalf("replay-aws: bad arguments %q", args)
 	}
@@ -159,23 +169,37 @@ func startReplayAWS(ts *testscript.TestScript) *replayAWSEnv {
 		_, err := reg.Put(ctx, by, it)
 		ts.Check(err)
 	}
-	masterRaw := bytes.Repeat([]byte{5}, 32)
-	master, err := provenance.NewSigner(masterRaw)
+	master, err := provenance.NewSigner(bytes.Repeat([]byte{5}, 32))
 	ts.Check(err)
-	keyFile := ts.MkAbs("delivery.key")
-	ts.Check(os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(masterRaw)+"\n"), 0o600))
+	audits, err := awsstore.NewReplayAudits(sc, 0)
+	ts.Check(err)
+	fn, err := fnurltest.New(fnurltest.Options{Env: env, API: func(auth controlapi.Authenticator) (http.Handler, error) {
+		leftOut := map[controlapi.Resource]controlapi.Absence{}
+		for _, r := range controlapi.Resources {
+			if r != controlapi.ResourceRegistry && r != controlapi.ResourceDelivery && r != controlapi.ResourceReplayer {
+				leftOut[r] = controlapi.Absence{Code: fnurltest.NotServedCode, Why: string(r) + " is not served here", Instead: "the script serves what a replay needs"}
+			}
+		}
+		return controlapi.New(controlapi.Config{Auth: auth,
+			Registry: controlapi.RegistryOptions{Registry: reg},
+			Delivery: controlapi.DeliveryOptions{Signer: master, Registry: reg},
+			Replayer: controlapi.ReplayerOptions{Audits: audits, Registry: reg, Delivery: master},
+			LeftOut:  leftOut})
+	}})
+	ts.Check(err)
+	ts.Defer(fn.Close)
+	fn.AddKey("AKIDSCRIPT", "script", "", "arn:aws:sts::"+fnurltest.Account+":assumed-role/"+names.OperatorRole()+"/script")
 	home := ts.Getenv("HOME")
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": scriptDDB.Endpoint, "AWS_ENDPOINT_URL_SQS": k.Endpoint,
-		"AWS_ENDPOINT_URL_EVENTBRIDGE": k.Endpoint, "AWS_ENDPOINT_URL_STS": k.Endpoint,
+		"AWS_ENDPOINT_URL_SQS": k.Endpoint, "AWS_ENDPOINT_URL_EVENTBRIDGE": k.Endpoint, "AWS_ENDPOINT_URL_STS": k.Endpoint,
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDSCRIPT", "AWS_SECRET_ACCESS_KEY": "script",
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": filepath.Join(home, "aws-config"),
 		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "aws-credentials"),
-		platform.DeliveryKeyFileEnv:   keyFile, "ENV": env, "DLQ": names.Queue("mailer-dlq"),
+		"ENV":                         env, "DLQ": names.Queue("mailer-dlq"), "FNURL": fn.URL,
 	} {
 		ts.Setenv(k, v)
 	}
-	return &replayAWSEnv{env: env, sqs: sq, dlqURL: dlqURL, master: master}
+	return &replayAWSEnv{fn: fn, env: env, sqs: sq, dlqURL: dlqURL, master: master}
 }
 
 // deadLetter puts command n into the DLQ as the dispatcher delivered it.

@@ -2,10 +2,12 @@ package platform
 
 // The replay of an aws profile runs in the CLI, with the operator's
 // credentials, on the same engine as `dispatch serve` (internal/replay):
-// docs/replay.md, "On AWS", says why. It reads the registry (keys with
-// their history, routes) from DynamoDB, the DLQ from SQS or the archive
-// through an EventBridge replay into a capture queue, puts on the env's
-// bus, and keeps its audits in the flow table (awsstore.ReplayAudits).
+// docs/replay.md, "On AWS", says why. It reads the DLQ from SQS or the
+// archive through an EventBridge replay into a capture queue and puts on
+// the env's bus; what needs DynamoDB or the tenants' keys (the audits,
+// the archive's verification, re-signing) it asks of the control API's
+// replayer endpoints (controlReplayer), so the CLI links no DynamoDB
+// store and holds no tenant's HMAC secret.
 
 import (
 	"context"
@@ -16,31 +18,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strings"
+	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/google/uuid"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/replay"
-	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
-	"github.com/snavio/snavio/pkg/dispatch/keys"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/shield"
 )
-
-// DeliveryKeyFileEnv names a file holding the base64 delivery master key
-// (the one given to `snavio dispatch deploy --delivery-key-file`): with
-// it, a DLQ replay on an aws profile derives each target's verification
-// key itself instead of asking the control API for it.
-const DeliveryKeyFileEnv = "SNAVIO_DELIVERY_KEY_FILE"
 
 // replayLease is how long a DLQ message a replay received stays hidden.
 const replayLease = 30 * time.Second
@@ -54,10 +48,11 @@ type replaySQS interface {
 // awsReplay is a replayer of an aws profile: its clients and settings.
 // Tests build one on the emulators with a fake clock.
 type awsReplay struct {
-	names    stack.Names
-	bus      string // the env's command bus
-	audits   *awsstore.ReplayAudits
-	registry registry.Reader
+	names   stack.Names
+	bus     string // the env's command bus
+	control *controlReplayer
+	// routes reads the routes (strict ones, DLQs) through the control API.
+	routes   func(ctx context.Context) (*replay.RouteView, error)
 	sqs      replaySQS
 	events   replay.EventBridgeAPI
 	put      replay.Bus
@@ -70,11 +65,16 @@ type awsReplay struct {
 }
 
 // replayer builds the profile's replayer. It checks the profile first:
-// an aws profile needs its env to name the tables, bus and archive.
-func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
+// an aws profile needs its control_url (the replayer endpoints) and its
+// env to name the bus, archive and queues. what names the command.
+func (c *AWS) replayer(ctx context.Context, what string) (*awsReplay, error) {
 	t := c.target
+	api, err := c.api(what)
+	if err != nil {
+		return nil, err
+	}
 	if t.Env == "" {
-		return nil, &APIError{Status: http.StatusBadRequest, Message: "the aws profile has no env, which names the tables, bus and archive a replay uses",
+		return nil, &APIError{Status: http.StatusBadRequest, Message: "the aws profile has no env, which names the bus, archive and queues a replay uses",
 			Fix: "set it with `snavio profile set NAME --kind aws --env ENV`"}
 	}
 	if err := stack.CheckEnv(t.Env); err != nil {
@@ -84,32 +84,18 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := awsstore.Config{Env: t.Env, TablePrefix: t.TablePrefix, AWSConfig: cfg}
-	audits, err := awsstore.NewReplayAudits(sc, 0)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := awsstore.NewRegistryStore(sc)
-	if err != nil {
-		return nil, err
-	}
 	names := stack.Names{Env: t.Env}
-	// The env's bus, unless the profile names another than the default
-	// (aws profiles default bus_name to the spec's snavio-command-bus,
-	// which a deployed env does not have).
-	busName := names.Bus()
-	if t.BusName != "" && t.BusName != DefaultBusName {
-		busName = t.BusName
-	}
 	bt := t
-	bt.BusName = busName
+	bt.BusName = BusNameOf(t)
 	st := sts.NewFromConfig(cfg)
 	events := eventbridge.NewFromConfig(cfg)
-	r := &awsReplay{
-		names: names, bus: busName, audits: audits, registry: reg,
+	return &awsReplay{
+		names: names, bus: bt.BusName, control: newControlReplayer(api),
+		routes: func(ctx context.Context) (*replay.RouteView, error) { return routeView(ctx, api) },
 		sqs:    sqs.NewFromConfig(cfg),
 		events: events,
 		put:    busAdapter{operatorBus(bt, events)},
+		keys:   controlDeliveryKeys{c},
 		operator: func(ctx context.Context) (string, error) {
 			id, err := st.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 			if err != nil {
@@ -118,37 +104,23 @@ func (c *AWS) replayer(ctx context.Context) (*awsReplay, error) {
 			return awssdk.ToString(id.Arn), nil
 		},
 		clk: clock.System(), sleep: clock.Sleep, lease: replayLease,
-	}
-	r.keys, err = deliveryKeys(c)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	}, nil
 }
 
-// deliveryKeys are the targets' delivery keys: derived from the master in
-// DeliveryKeyFileEnv's file when it is set, else the control API's.
-func deliveryKeys(c *AWS) (replay.DeliveryKeys, error) {
-	path, ok := os.LookupEnv(DeliveryKeyFileEnv)
-	if !ok || path == "" {
-		return controlDeliveryKeys{c}, nil
-	}
-	b, err := os.ReadFile(path)
+// routeView reads the routes through the control API: which are strict,
+// which targets dead-letter into each DLQ.
+func routeView(ctx context.Context, api Platform) (*replay.RouteView, error) {
+	items, err := api.ListRegistry(ctx, registry.KindRoute, RegistryFilter{})
 	if err != nil {
-		return nil, &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: %v", DeliveryKeyFileEnv, err), Fix: "point it at the delivery master key file given to `snavio dispatch deploy --delivery-key-file`, or unset it"}
+		return nil, fmt.Errorf("reading the routes through the control API: %w", err)
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	if err == nil && len(raw) < provenance.MinMasterLen {
-		err = fmt.Errorf("%d bytes", len(raw))
+	routes := make([]registry.Route, 0, len(items))
+	for _, it := range items {
+		if it.Route != nil {
+			routes = append(routes, *it.Route)
+		}
 	}
-	if err != nil {
-		return nil, &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s %s: not the base64 of a delivery master key (%v)", DeliveryKeyFileEnv, path, err), Fix: fmt.Sprintf("give the file of `snavio dispatch deploy --delivery-key-file`: base64 of %d or more bytes", provenance.MinMasterLen)}
-	}
-	s, err := provenance.NewSigner(raw)
-	if err != nil {
-		return nil, err
-	}
-	return replay.MasterKeys{Signer: s}, nil
+	return replay.NewRouteView(routes), nil
 }
 
 // controlDeliveryKeys asks the control API for a target's key.
@@ -157,10 +129,6 @@ type controlDeliveryKeys struct{ c *AWS }
 func (k controlDeliveryKeys) DeliveryKey(ctx context.Context, target string) (provenance.Key, error) {
 	dk, err := k.c.DeliveryKey(ctx, target)
 	if err != nil {
-		var na *NotAvailableError
-		if errors.As(err, &na) {
-			return provenance.Key{}, fmt.Errorf("the control API cannot give it (%v): set %s to the delivery master key file (deploy's --delivery-key-file) to verify without it", err, DeliveryKeyFileEnv)
-		}
 		return provenance.Key{}, err
 	}
 	secret, err := base64.RawURLEncoding.DecodeString(dk.Key)
@@ -241,15 +209,6 @@ func (r *awsReplay) prepare(req wire.ReplayRequest, operator string) (prepared, 
 	return prepared{origin: origin, opts: opts}, nil
 }
 
-// engine returns the engine over the registry as it is now.
-func (r *awsReplay) engine(ctx context.Context) (*replay.Engine, *replay.RegistryView, error) {
-	view, err := replay.LoadRegistry(ctx, r.registry, keys.Policy{}, r.clk.Now())
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the registry's keys and routes from DynamoDB: %w", err)
-	}
-	return &replay.Engine{Bus: r.put, Signer: replay.KeySigner{Keys: view, Clock: r.clk}, Routes: view, Audits: r.audits, Clock: r.clk, Sleep: r.sleep}, view, nil
-}
-
 // closingSource is a source with resources to delete after the run.
 type closingSource interface {
 	replay.Source
@@ -260,25 +219,28 @@ type closingSource interface {
 // replay.
 const tagReplayID = "snavio:replay-id"
 
-// source opens p's source.
-func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.RegistryView) (replay.Source, error) {
+// source opens p's source, and the signer of what it reads.
+func (r *awsReplay) source(ctx context.Context, p prepared, view *replay.RouteView) (replay.Source, replay.Signer, error) {
 	if !p.origin.IsArchive() {
 		s, err := replay.NewSQSDLQ(ctx, replay.SQSDLQOptions{API: r.sqs, Queue: p.origin.Queue, Lease: r.lease, Wait: r.wait, View: view, Keys: r.keys})
-		return s, replayErr(err, "")
-	}
-	v, err := replay.NewVerifier(view, shield.Config{}, r.clk.Now())
-	if err != nil {
-		return nil, fmt.Errorf("replay: the shield configuration: %w", err)
+		if err != nil {
+			return nil, nil, replayErr(err, "")
+		}
+		return s, r.control.signer(s.ARN()), nil
 	}
 	prefix := r.names.Queue("replay-")
 	if _, err := replay.SweepCaptures(ctx, r.sqs, r.events, r.bus, prefix, r.clk.Now()); err != nil {
-		return nil, fmt.Errorf("sweeping what crashed archive replays left: %w", err)
+		return nil, nil, fmt.Errorf("sweeping what crashed archive replays left: %w", err)
 	}
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	tags := map[string]string{"snavio:env": r.names.Env, "snavio:purpose": "replay-capture"}
-	return replay.NewEBArchive(replay.EBArchiveOptions{Events: r.events, SQS: r.sqs, Bus: r.bus, Archive: r.names.Archive(),
-		Name: prefix + hex.EncodeToString(suffix[:]), Tags: tags, Filter: p.opts.Filter, Verifier: v, Wait: r.wait})
+	s, err := replay.NewEBArchive(replay.EBArchiveOptions{Events: r.events, SQS: r.sqs, Bus: r.bus, Archive: r.names.Archive(),
+		Name: prefix + hex.EncodeToString(suffix[:]), Tags: tags, Filter: p.opts.Filter, Verifier: r.control, Wait: r.wait})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, r.control.signer(""), nil
 }
 
 // closeSource deletes what an archive source created, even after an
@@ -293,11 +255,11 @@ func (r *awsReplay) closeSource(ctx context.Context, src replay.Source) error {
 // claimFor is how long a run's claim must outlast its writes: the wait
 // for leased messages and the longest pause its rate makes.
 func (r *awsReplay) claimFor(rate float64) time.Duration {
-	d := awsstore.DefaultReplayClaim + r.lease
+	d := defaultReplayClaim + r.lease
 	if rate > 0 {
 		d += time.Duration(2 * float64(time.Second) / rate)
 	}
-	return d
+	return min(d, wire.MaxReplayClaimSeconds*time.Second)
 }
 
 func (r *awsReplay) plan(ctx context.Context, req wire.ReplayRequest) (wire.ReplayPlanResponse, error) {
@@ -305,14 +267,15 @@ func (r *awsReplay) plan(ctx context.Context, req wire.ReplayRequest) (wire.Repl
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
-	e, view, err := r.engine(ctx)
+	view, err := r.routes(ctx)
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
-	src, err := r.source(ctx, p, view)
+	src, _, err := r.source(ctx, p, view)
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
+	e := &replay.Engine{Routes: view, Clock: r.clk}
 	plan, err := e.Plan(ctx, src, p.opts)
 	err = errors.Join(err, r.closeSource(ctx, src))
 	if err != nil {
@@ -330,31 +293,33 @@ func (r *awsReplay) start(ctx context.Context, req wire.ReplayRequest) (ReplaySt
 	if err != nil {
 		return nil, err
 	}
-	e, view, err := r.engine(ctx)
+	view, err := r.routes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	peek, err := r.source(ctx, p, view)
+	peek, _, err := r.source(ctx, p, view)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := e.Plan(ctx, peek, p.opts)
+	planner := &replay.Engine{Routes: view, Clock: r.clk}
+	plan, err := planner.Plan(ctx, peek, p.opts)
 	if err = errors.Join(err, r.closeSource(ctx, peek)); err != nil {
 		return nil, err
 	}
-	src, err := r.source(ctx, p, view)
+	src, sign, err := r.source(ctx, p, view)
 	if err != nil {
 		return nil, err
 	}
+	e := &replay.Engine{Bus: r.put, Signer: sign, Routes: view, Audits: r.control, Clock: r.clk, Sleep: r.sleep}
+	// The audit is created claimed for the run's whole claim.
+	r.control.setClaim("", r.claimFor(p.opts.Rate))
 	audit, err := e.Begin(ctx, p.origin.String(), p.opts, plan.Total)
 	if err != nil {
-		return nil, err
+		_ = r.closeSource(ctx, src)
+		return nil, replayErr(err, "")
 	}
 	if t, ok := src.(*replay.EBArchive); ok {
 		t.Tag(tagReplayID, audit.ID)
-	}
-	if err := r.audits.Claim(ctx, audit.ID, r.claimFor(p.opts.Rate)); err != nil {
-		return nil, replayErr(err, audit.ID)
 	}
 	return r.stream(ctx, audit, func(ctx context.Context, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
 		defer func() { _ = r.closeSource(ctx, src) }()
@@ -366,7 +331,7 @@ func (r *awsReplay) resume(ctx context.Context, id string, req wire.ReplayResume
 	if req.Limit < 0 {
 		return nil, badRequest(fmt.Sprintf("invalid --limit %d", req.Limit), "use 0 (no limit) or a positive count")
 	}
-	audit, err := r.audits.Get(ctx, id)
+	audit, err := r.control.Get(ctx, id)
 	if err != nil {
 		return nil, replayErr(err, id)
 	}
@@ -377,11 +342,11 @@ func (r *awsReplay) resume(ctx context.Context, id string, req wire.ReplayResume
 	if err != nil {
 		return nil, fmt.Errorf("replay %s has a corrupt origin: %w", id, err)
 	}
-	e, view, err := r.engine(ctx)
+	view, err := r.routes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	src, err := r.source(ctx, prepared{origin: origin, opts: replay.AuditOptions(&audit)}, view)
+	src, sign, err := r.source(ctx, prepared{origin: origin, opts: replay.AuditOptions(&audit)}, view)
 	if err != nil {
 		return nil, err
 	}
@@ -390,9 +355,11 @@ func (r *awsReplay) resume(ctx context.Context, id string, req wire.ReplayResume
 	}
 	// Claimed last: nothing after it can fail before the run, whose end
 	// releases the claim.
-	if err := r.audits.Claim(ctx, id, r.claimFor(audit.Rate)); err != nil {
+	if err := r.control.Claim(ctx, id, r.claimFor(audit.Rate)); err != nil {
+		_ = r.closeSource(ctx, src)
 		return nil, replayErr(err, id)
 	}
+	e := &replay.Engine{Bus: r.put, Signer: sign, Routes: view, Audits: r.control, Clock: r.clk, Sleep: r.sleep}
 	audit.Status = wire.ReplayRunning
 	return r.stream(ctx, audit, func(ctx context.Context, progress func(wire.ReplayAudit)) (wire.ReplayAudit, error) {
 		defer func() { _ = r.closeSource(ctx, src) }()
@@ -445,7 +412,7 @@ func (s *runStream) Close() error {
 
 // PlanReplay implements Platform.
 func (c *AWS) PlanReplay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayPlanResponse, error) {
-	r, err := c.replayer(ctx)
+	r, err := c.replayer(ctx, "replay --dry-run")
 	if err != nil {
 		return wire.ReplayPlanResponse{}, err
 	}
@@ -454,7 +421,7 @@ func (c *AWS) PlanReplay(ctx context.Context, req wire.ReplayRequest) (wire.Repl
 
 // StartReplay implements Platform.
 func (c *AWS) StartReplay(ctx context.Context, req wire.ReplayRequest) (ReplayStream, error) {
-	r, err := c.replayer(ctx)
+	r, err := c.replayer(ctx, "replay")
 	if err != nil {
 		return nil, err
 	}
@@ -463,38 +430,204 @@ func (c *AWS) StartReplay(ctx context.Context, req wire.ReplayRequest) (ReplaySt
 
 // ResumeReplay implements Platform.
 func (c *AWS) ResumeReplay(ctx context.Context, id string, req wire.ReplayResumeRequest) (ReplayStream, error) {
-	r, err := c.replayer(ctx)
+	r, err := c.replayer(ctx, "replay --resume")
 	if err != nil {
 		return nil, err
 	}
 	return r.resume(ctx, id, req)
 }
 
-// ListReplays implements Platform.
+// ListReplays implements Platform: one request to the control API.
 func (c *AWS) ListReplays(ctx context.Context) ([]wire.ReplayAudit, error) {
-	r, err := c.replayer(ctx)
+	api, err := c.api("replay list")
 	if err != nil {
 		return nil, err
 	}
-	all, err := r.audits.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range all {
-		all[i] = replay.Shown(all[i])
-	}
-	return all, nil
+	return newControlReplayer(api).List(ctx)
 }
 
-// GetReplay implements Platform.
+// GetReplay implements Platform: one request to the control API.
 func (c *AWS) GetReplay(ctx context.Context, id string) (wire.ReplayAudit, error) {
-	r, err := c.replayer(ctx)
+	api, err := c.api("replay show")
 	if err != nil {
 		return wire.ReplayAudit{}, err
 	}
-	a, err := r.audits.Get(ctx, id)
+	a, err := newControlReplayer(api).Get(ctx, id)
 	if err != nil {
-		return wire.ReplayAudit{}, replayErr(err, id)
+		return wire.ReplayAudit{}, err
 	}
 	return replay.Shown(a), nil
+}
+
+// defaultReplayClaim is how long a claim outlasts a write when nothing
+// in the run's pace asks for longer.
+const defaultReplayClaim = 5 * time.Minute
+
+// controlReplayer is the control API's replayer resource as a run needs
+// it: the audit store (replay.AuditStore, each write renewing this
+// process's claim), the archive's verifier and the re-signer.
+type controlReplayer struct {
+	api    *Local
+	runner string // this process's claim id
+
+	mu sync.Mutex
+	// stored is how many sent ids of an audit the control API holds, so
+	// a write carries only the chunk that changed.
+	stored map[string]int
+	// claims is how long each claim lasts past a write ("" is the claim
+	// of the next audit created).
+	claims map[string]time.Duration
+}
+
+var (
+	_ replay.AuditStore      = (*controlReplayer)(nil)
+	_ replay.ArchiveVerifier = (*controlReplayer)(nil)
+)
+
+func newControlReplayer(api *Local) *controlReplayer {
+	return &controlReplayer{api: api, runner: uuid.NewString(), stored: map[string]int{}, claims: map[string]time.Duration{}}
+}
+
+const pathReplayer = "/v1/replayer/"
+
+// setClaim sets how long the claim of audit id lasts past each write.
+func (c *controlReplayer) setClaim(id string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claims[id] = d
+}
+
+// claim is this process's claim of audit id.
+func (c *controlReplayer) claim(id string) wire.ReplayClaim {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.claims[id]
+	if !ok {
+		d = c.claims[""]
+	}
+	if d <= 0 {
+		d = defaultReplayClaim
+	}
+	return wire.ReplayClaim{Runner: c.runner, ClaimSeconds: int64((d + time.Second - 1) / time.Second)}
+}
+
+// Create implements replay.AuditStore.
+func (c *controlReplayer) Create(ctx context.Context, a wire.ReplayAudit) error {
+	cl := c.claim(a.ID)
+	if err := c.api.do(ctx, http.MethodPost, pathReplayer+"audits", nil, wire.ReplayAuditWrite{ReplayClaim: cl, Audit: a}, nil); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.stored[a.ID], c.claims[a.ID] = 0, cl.For()
+	c.mu.Unlock()
+	return nil
+}
+
+// Update implements replay.AuditStore: the audit and the sent ids from
+// the chunk holding the first the control API does not have.
+func (c *controlReplayer) Update(ctx context.Context, a wire.ReplayAudit) error {
+	c.mu.Lock()
+	have := c.stored[a.ID]
+	c.mu.Unlock()
+	from := min(have, len(a.Sent)) / 1000 * 1000
+	w := wire.ReplayAuditWrite{ReplayClaim: c.claim(a.ID), SentFrom: from, Audit: a}
+	w.Audit.Sent = a.Sent[from:]
+	if err := c.api.do(ctx, http.MethodPut, pathReplayer+"audits/"+a.ID, nil, w, nil); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.stored[a.ID] = len(a.Sent)
+	c.mu.Unlock()
+	return nil
+}
+
+// Get implements replay.AuditStore: the audit with its sent ids.
+func (c *controlReplayer) Get(ctx context.Context, id string) (wire.ReplayAudit, error) {
+	var a wire.ReplayAudit
+	if err := c.api.do(ctx, http.MethodGet, pathReplayer+"audits/"+id, nil, nil, &a); err != nil {
+		return wire.ReplayAudit{}, err
+	}
+	c.mu.Lock()
+	c.stored[id] = len(a.Sent)
+	c.mu.Unlock()
+	return a, nil
+}
+
+// List implements replay.AuditStore.
+func (c *controlReplayer) List(ctx context.Context) ([]wire.ReplayAudit, error) {
+	var l wire.ReplayList
+	if err := c.api.do(ctx, http.MethodGet, pathReplayer+"audits", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Replays, nil
+}
+
+// Claim makes this process the runner of audit id, for d past each
+// write (409 while another replayer holds it).
+func (c *controlReplayer) Claim(ctx context.Context, id string, d time.Duration) error {
+	c.setClaim(id, d)
+	return c.api.do(ctx, http.MethodPost, pathReplayer+"audits/"+id+"/claim", nil, c.claim(id), nil)
+}
+
+// Refusals implements replay.ArchiveVerifier: the control function
+// verifies the events against the registry's key history.
+func (c *controlReplayer) Refusals(ctx context.Context, evs []replay.Archived) ([]string, error) {
+	out := make([]string, 0, len(evs))
+	for len(evs) > 0 {
+		n := min(len(evs), wire.MaxReplaySignRecords)
+		req := wire.ReplayVerifyRequest{Records: make([]wire.ReplayRecord, n)}
+		for i, e := range evs[:n] {
+			req.Records[i] = wire.ReplayRecord{Source: e.Source, DetailType: e.DetailType, Detail: string(e.Detail), ReceivedAt: e.ReceivedAt}
+		}
+		var res wire.ReplayVerifyResponse
+		if err := c.api.do(ctx, http.MethodPost, pathReplayer+"archive/verify", nil, req, &res); err != nil {
+			return nil, err
+		}
+		if len(res.Refusals) != n {
+			return nil, fmt.Errorf("the control API answered %d verdicts for %d events", len(res.Refusals), n)
+		}
+		out = append(out, res.Refusals...)
+		evs = evs[n:]
+	}
+	return out, nil
+}
+
+// signer re-signs through the control API the records of a DLQ of ARN
+// queueARN, or of the archive ("").
+func (c *controlReplayer) signer(queueARN string) replay.Signer {
+	return controlSigner{c: c, queueARN: queueARN}
+}
+
+type controlSigner struct {
+	c        *controlReplayer
+	queueARN string
+}
+
+// Sign implements replay.Signer.
+func (s controlSigner) Sign(ctx context.Context, a *wire.ReplayAudit, recs []replay.Record) ([]replay.Signed, error) {
+	out := make([]replay.Signed, 0, len(recs))
+	for len(recs) > 0 {
+		n := min(len(recs), wire.MaxReplaySignRecords)
+		req := wire.ReplaySignRequest{ReplayID: a.ID, Runner: s.c.runner, QueueARN: s.queueARN, Records: make([]wire.ReplayRecord, n)}
+		for i, r := range recs[:n] {
+			req.Records[i] = wire.ReplayRecord{Source: r.Source, Detail: string(r.Detail), ReceivedAt: r.At, Attributes: r.Attributes}
+			if s.queueARN == "" {
+				// Only commands reach the signer: the verifier refused
+				// any other detail-type.
+				req.Records[i].DetailType = envelope.EventType
+			}
+		}
+		var res wire.ReplaySignResponse
+		if err := s.c.api.do(ctx, http.MethodPost, pathReplayer+"sign", nil, req, &res); err != nil {
+			return nil, fmt.Errorf("replay: re-sign %d command(s) through the control API: %w", n, err)
+		}
+		if len(res.Results) != n {
+			return nil, fmt.Errorf("replay: the control API answered %d signatures for %d commands", len(res.Results), n)
+		}
+		for _, r := range res.Results {
+			out = append(out, replay.Signed{Event: replay.Event{Source: r.Source, DetailType: r.DetailType, Detail: []byte(r.Detail)}, Refusal: r.Refusal})
+		}
+		recs = recs[n:]
+	}
+	return out, nil
 }

@@ -3,13 +3,11 @@ package platform
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,12 +15,15 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/deploy/stack"
+	"github.com/snavio/snavio/internal/platform/fnurltest"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
@@ -48,6 +49,8 @@ var replaySecret = bytes.Repeat([]byte("k"), 32)
 type replayFixture struct {
 	t      *testing.T
 	r      *awsReplay
+	reg    *awsstore.RegistryStore
+	fn     *fnurltest.Server // the control API's Function URL
 	clk    *clock.Fake
 	sqs    *sqs.Client
 	dlqURL string
@@ -115,7 +118,35 @@ func newReplayFixture(t *testing.T) *replayFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The sink is the profile's Bus, as the CLI builds it.
+	// The control API as the control function serves it to the operator:
+	// the registry, delivery keys and the replayer over DynamoDB Local,
+	// behind a fake Function URL that checks SigV4.
+	fn, err := fnurltest.New(fnurltest.Options{Env: env, Clock: clk, API: func(auth controlapi.Authenticator) (http.Handler, error) {
+		leftOut := map[controlapi.Resource]controlapi.Absence{}
+		for _, r := range controlapi.Resources {
+			if r != controlapi.ResourceRegistry && r != controlapi.ResourceDelivery && r != controlapi.ResourceReplayer {
+				leftOut[r] = controlapi.Absence{Code: fnurltest.NotServedCode, Why: string(r) + " is not served here", Instead: "the test serves what a replay needs"}
+			}
+		}
+		return controlapi.New(controlapi.Config{Auth: auth, Clock: clk,
+			Registry: controlapi.RegistryOptions{Registry: reg},
+			Delivery: controlapi.DeliveryOptions{Signer: master, Registry: reg},
+			Replayer: controlapi.ReplayerOptions{Audits: audits, Registry: reg, Delivery: master},
+			LeftOut:  leftOut})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fn.Close)
+	fn.AddKey(opKey, opSecret, opToken, "arn:aws:sts::"+fnurltest.Account+":assumed-role/"+names.OperatorRole()+"/cli")
+	c := NewAWS(Target{Kind: "aws", Profile: "prod", Region: fn.Region, Env: env, ControlURL: fn.URL},
+		AWSOptions{HTTPClient: fn.Client(), Clock: clk, LoadOptions: []func(*awsconfig.LoadOptions) error{staticCreds(opKey, opSecret, opToken)}})
+	api, err := c.api("replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sink is the env's bus with the operator's client, as the CLI
+	// builds it.
 	dir := t.TempDir()
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "snavioTest", "AWS_SECRET_ACCESS_KEY": "snavioTest", "AWS_REGION": "us-east-1",
 		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"), "AWS_EC2_METADATA_DISABLED": "true"} {
@@ -123,14 +154,15 @@ func newReplayFixture(t *testing.T) *replayFixture {
 	}
 	bus := &recordingBus{inner: busAdapter{operatorBus(Target{Kind: "aws", Endpoint: k.Endpoint, BusName: names.Bus()}, eb)}}
 	r := &awsReplay{
-		names: names, bus: names.Bus(), audits: audits, registry: reg, sqs: sq, events: eb, put: bus,
-		keys:     replay.MasterKeys{Signer: master},
+		names: names, bus: names.Bus(), control: newControlReplayer(api), sqs: sq, events: eb, put: bus,
+		routes:   func(ctx context.Context) (*replay.RouteView, error) { return routeView(ctx, api) },
+		keys:     controlDeliveryKeys{c},
 		operator: func(context.Context) (string, error) { return "arn:aws:iam::000000000000:user/operator", nil },
 		clk:      clk,
 		sleep:    func(_ context.Context, d time.Duration) error { clk.Advance(d); return nil },
 		lease:    time.Second, wait: -1,
 	}
-	return &replayFixture{t: t, r: r, clk: clk, sqs: sq, dlqURL: dlqURL, bus: bus, master: master, calls: calls}
+	return &replayFixture{t: t, r: r, reg: reg, fn: fn, clk: clk, sqs: sq, dlqURL: dlqURL, bus: bus, master: master, calls: calls}
 }
 
 // recordingBus keeps the commands kumo's PutEvents accepted (kumo's own
@@ -297,7 +329,7 @@ func TestAWSDLQReplay(t *testing.T) {
 		t.Errorf("replayed metadata = %+v", e.Metadata)
 	}
 	detail, _ := e.AppendJSON(nil)
-	view, err := replay.LoadRegistry(ctx, f.r.registry, keys.Policy{}, f.clk.Now())
+	view, err := replay.LoadRegistry(ctx, f.reg, keys.Policy{}, f.clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +353,7 @@ func TestAWSDLQReplay(t *testing.T) {
 	}
 
 	// The audit is in DynamoDB: show and list answer it.
-	shown, err := f.r.audits.Get(ctx, a.ID)
+	shown, err := f.r.control.Get(ctx, a.ID)
 	if err != nil || shown.Status != wire.ReplayDone || len(shown.Sent) != 1 || shown.Sent[0] != genuine {
 		t.Errorf("audit = %+v, %v", shown, err)
 	}
@@ -393,7 +425,11 @@ func TestAWSReplayRefusesBadInput(t *testing.T) {
 	if _, err := f.r.resume(ctx, "0f8fad5b-d9cb-469f-a165-70867728950e", wire.ReplayResumeRequest{}); !isStatus(err, http.StatusNotFound) {
 		t.Errorf("unknown replay: %v, want 404", err)
 	}
-	if _, err := (&AWS{target: Target{Kind: "aws"}}).ListReplays(ctx); !isStatus(err, http.StatusBadRequest) {
+	var na *NotAvailableError
+	if _, err := (&AWS{target: Target{Kind: "aws", Env: "prod"}}).ListReplays(ctx); !errors.As(err, &na) || !strings.Contains(err.Error(), "control_url") {
+		t.Errorf("a profile without control_url: %v, want it named", err)
+	}
+	if _, err := (&AWS{target: Target{Kind: "aws", ControlURL: f.fn.URL}}).StartReplay(ctx, wire.ReplayRequest{From: "archive"}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "no env") {
 		t.Errorf("a profile without env: %v, want 400", err)
 	}
 }
@@ -403,9 +439,11 @@ func isStatus(err error, status int) bool {
 	return errors.As(err, &ae) && ae.Status == status
 }
 
-// TestAWSDLQReplayCalls measures the AWS calls of a DLQ replay of 20
-// commands (plan and run): per batch of 10, one ReceiveMessage, one
-// PutEvents and two audit writes; one DeleteMessage per command.
+// TestAWSDLQReplayCalls measures the AWS calls and control API requests
+// of a DLQ replay of 20 commands (plan and run): per batch of 10, one
+// ReceiveMessage, one PutEvents, one signing request and two audit
+// writes; one DeleteMessage per command. DynamoDB is the control
+// function's alone.
 func TestAWSDLQReplayCalls(t *testing.T) {
 	f := newReplayFixture(t)
 	ctx := context.Background()
@@ -413,15 +451,29 @@ func TestAWSDLQReplayCalls(t *testing.T) {
 		f.deadLetter(i, f.master)
 	}
 	f.calls.Take()
+	f.fn.Requests()
 	fin := f.follow(f.r.start(ctx, wire.ReplayRequest{From: "dlq:" + f.r.names.Queue("mailer-dlq"), Reason: "load"}))
 	got := f.calls.Take().Ops()
+	requests := map[string]int{}
+	for _, r := range f.fn.Requests() {
+		p := r.Path
+		if strings.HasPrefix(p, "/v1/replayer/audits/") {
+			p = "/v1/replayer/audits/{id}"
+		} else if strings.HasPrefix(p, "/v1/delivery-keys/") {
+			p = "/v1/delivery-keys/{target}"
+		}
+		requests[r.Method+" "+p]++
+	}
 	puts := len(f.bus.take())
-	t.Logf("AWS calls of `replay --from dlq:` for 20 commands (plan and run): %v, PutEvents entries %d", got, puts)
+	t.Logf("AWS calls of `replay --from dlq:` for 20 commands (plan and run; DynamoDB's are the control function's): %v, PutEvents entries %d; control API requests %v", got, puts, requests)
 	if fin.Replay.SentCount != 20 || puts != 20 {
 		t.Fatalf("sent %d (bus %d), want 20", fin.Replay.SentCount, puts)
 	}
-	if got["DeleteMessage"] != 20 || got["TransactWriteItems"] > 2*4+1 || got["Scan"] != 1 || got["PutItem"] != 1 {
-		t.Errorf("calls %v: want 20 DeleteMessage, at most 9 TransactWriteItems (2 per batch of the run), 1 Scan, 1 PutItem", got)
+	if got["DeleteMessage"] != 20 || got["PutEvents"] != 2 || got["TransactWriteItems"] > 2*4+1 || got["PutItem"] != 1 {
+		t.Errorf("calls %v: want 20 DeleteMessage, 2 PutEvents, at most 9 TransactWriteItems (2 per batch of the run), 1 PutItem", got)
+	}
+	if requests["POST /v1/replayer/sign"] != 2 || requests["POST /v1/replayer/audits"] != 1 || requests["PUT /v1/replayer/audits/{id}"] > 2*4+1 {
+		t.Errorf("control API requests %v: want 2 signing requests, 1 audit created, at most 9 audit writes", requests)
 	}
 }
 
@@ -449,7 +501,7 @@ func TestAWSDLQReplayInterrupted(t *testing.T) {
 	if a.Status != wire.ReplayInterrupted || a.SentCount != 1 || !strings.Contains(fin.Error, "--resume "+a.ID) {
 		t.Fatalf("interrupted run = %s with %d sent (%s), want interrupted after 1", a.Status, a.SentCount, fin.Error)
 	}
-	stored, err := f.r.audits.Get(context.Background(), a.ID)
+	stored, err := f.r.control.Get(context.Background(), a.ID)
 	if err != nil || stored.Status != wire.ReplayInterrupted || len(stored.Sent) != 1 {
 		t.Fatalf("stored audit = %+v, %v", stored, err)
 	}
@@ -483,41 +535,5 @@ func TestAWSDLQReplayKeepsRefusedEntries(t *testing.T) {
 	}
 	if left := f.drain(f.dlqURL); len(left) != 1 || left[0].Metadata.ID != id {
 		t.Fatalf("the DLQ holds %d message(s), want the refused one", len(left))
-	}
-}
-
-// TestDeliveryKeyFile: SNAVIO_DELIVERY_KEY_FILE gives the targets' keys
-// derived from the master; a missing or malformed file is a usage error.
-func TestDeliveryKeyFile(t *testing.T) {
-	dir := t.TempDir()
-	master := bytes.Repeat([]byte{3}, 32)
-	good := filepath.Join(dir, "good.key")
-	short := filepath.Join(dir, "short.key")
-	if err := errors.Join(os.WriteFile(good, []byte(base64.StdEncoding.EncodeToString(master)+"\n"), 0o600),
-		os.WriteFile(short, []byte(base64.StdEncoding.EncodeToString(master[:16])), 0o600)); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(DeliveryKeyFileEnv, good)
-	k, err := deliveryKeys(&AWS{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := provenance.NewSigner(master)
-	want, _ := s.Key("mailer")
-	got, err := k.DeliveryKey(context.Background(), "mailer")
-	if err != nil || got.ID != want.ID || !bytes.Equal(got.Secret, want.Secret) {
-		t.Errorf("key = %+v, %v; want %+v", got, err, want)
-	}
-	for _, path := range []string{short, filepath.Join(dir, "missing.key")} {
-		t.Setenv(DeliveryKeyFileEnv, path)
-		if _, err := deliveryKeys(&AWS{}); !isStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), DeliveryKeyFileEnv) {
-			t.Errorf("%s: %v, want a 400 naming %s", path, err, DeliveryKeyFileEnv)
-		}
-	}
-	t.Setenv(DeliveryKeyFileEnv, "")
-	if k, err := deliveryKeys(&AWS{}); err != nil {
-		t.Fatal(err)
-	} else if _, ok := k.(controlDeliveryKeys); !ok {
-		t.Errorf("without the file: %T, want the control API's keys", k)
 	}
 }

@@ -5,22 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/google/uuid"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 )
-
-var _ replay.AuditStore = (*ReplayAudits)(nil)
 
 // Replay audits live in the flow table (docs/store/aws.md, "Replay
 // audits"): one item per audit in the partition replayPK, and the ids a
@@ -37,6 +33,9 @@ const (
 	attrRunnerUntil = "runner_until_ns"
 	// DefaultReplayClaim is how long a claim lasts without an update.
 	DefaultReplayClaim = 5 * time.Minute
+	// SentChunk is how many sent ids one chunk item holds: a write's sent
+	// ids start at a multiple of it.
+	SentChunk = sentChunk
 	// sentChunk ids per chunk item: 1000 UUIDs are about 37 KB, far
 	// under DynamoDB's 400 KB item limit.
 	sentChunk = 1000
@@ -56,24 +55,16 @@ type ReplayAuditsAPI interface {
 	TransactWriteItemsAPI
 }
 
-// ReplayAudits is replay.AuditStore on the flow table, for a replayer
-// that runs with the operator's credentials (the CLI on an aws profile).
-// Safe for concurrent use.
+// ReplayAudits keeps replay audits in the flow table for the control
+// function, which writes them for the replayer (the CLI on an aws
+// profile) that runs each: every write names the replayer's claim, so the
+// store holds no state of its own between requests. Safe for concurrent
+// use.
 type ReplayAudits struct {
 	table     string
 	api       ReplayAuditsAPI
 	clk       clock.Clock
 	retention time.Duration
-
-	// runner names this store's claims.
-	runner string
-
-	mu sync.Mutex
-	// stored is how many sent ids of an audit this store knows are in
-	// its chunks, so an update writes only the chunks that changed.
-	stored map[string]int
-	// claims are how long each claim this store holds lasts past a write.
-	claims map[string]time.Duration
 }
 
 // NewReplayAudits returns the audit store of cfg's environment. retention
@@ -90,7 +81,7 @@ func NewReplayAudits(cfg Config, retention time.Duration) (*ReplayAudits, error)
 		return nil, fmt.Errorf("awsstore: replay audit retention %v: give an hour or more", retention)
 	}
 	return &ReplayAudits{table: cfg.FlowTable(), api: dynamodb.NewFromConfig(cfg.AWSConfig, cfg.ClientOptions...), clk: cfg.Clock,
-		retention: retention, runner: uuid.NewString(), stored: map[string]int{}, claims: map[string]time.Duration{}}, nil
+		retention: retention}, nil
 }
 
 func auditKey(id string) map[string]types.AttributeValue {
@@ -108,9 +99,9 @@ func checkAuditID(id string) error {
 	return nil
 }
 
-// auditItem is a's item, without its sent ids (they are in chunks).
-func (s *ReplayAudits) auditItem(a wire.ReplayAudit) (map[string]types.AttributeValue, error) {
-	n := len(a.Sent)
+// auditItem is a's item recording n sent ids (they are in chunks),
+// claimed by c while it runs.
+func (s *ReplayAudits) auditItem(a wire.ReplayAudit, n int, c wire.ReplayClaim) (map[string]types.AttributeValue, error) {
 	a.Sent = nil
 	b, err := jsonv2.Marshal(a)
 	if err != nil {
@@ -122,13 +113,7 @@ func (s *ReplayAudits) auditItem(a wire.ReplayAudit) (map[string]types.Attribute
 	now := s.clk.Now()
 	item[attrExpiresAt], item[attrExpiresAtNS] = expiry(now.Add(s.retention))
 	if a.Status == wire.ReplayRunning {
-		s.mu.Lock()
-		d, ok := s.claims[a.ID]
-		s.mu.Unlock()
-		if !ok {
-			d = DefaultReplayClaim
-		}
-		item[attrRunner], item[attrRunnerUntil] = str(s.runner), num(now.Add(d).UnixNano())
+		item[attrRunner], item[attrRunnerUntil] = str(c.Runner), num(now.Add(c.For()).UnixNano())
 	}
 	return item, nil
 }
@@ -136,18 +121,22 @@ func (s *ReplayAudits) auditItem(a wire.ReplayAudit) (map[string]types.Attribute
 // mine is the condition that no other replayer holds a live claim.
 const mine = "attribute_exists(pk) AND (attribute_not_exists(runner) OR runner = :me OR runner_until_ns <= :now)"
 
-// Claim makes this store the runner of audit id for d past each write, so
-// that no other replayer runs it meanwhile (replay.ErrRunning when one
-// does; replay.ErrNotFound when there is no such audit).
-func (s *ReplayAudits) Claim(ctx context.Context, id string, d time.Duration) error {
+// Claim makes c's replayer the runner of audit id, so that no other
+// replayer runs it meanwhile (replay.ErrRunning when one does;
+// replay.ErrNotFound when there is no such audit).
+func (s *ReplayAudits) Claim(ctx context.Context, id string, c wire.ReplayClaim) error {
 	if err := checkAuditID(id); err != nil {
 		return err
 	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	d := c.For()
 	now := s.clk.Now()
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: auditKey(id),
 		UpdateExpression:    aws.String("SET runner = :me, runner_until_ns = :until"),
 		ConditionExpression: aws.String(mine),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(s.runner), ":now": num(now.UnixNano()),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(c.Runner), ":now": num(now.UnixNano()),
 			":until": num(now.Add(d).UnixNano())},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -165,20 +154,17 @@ func (s *ReplayAudits) Claim(ctx context.Context, id string, d time.Duration) er
 	if err != nil {
 		return fmt.Errorf("awsstore: claim replay %s in %s: %w", id, s.table, err)
 	}
-	s.mu.Lock()
-	s.claims[id] = d
-	s.mu.Unlock()
 	return nil
 }
 
-// chunkItems are the items of a's sent-id chunks from the one holding id
-// number from on.
-func (s *ReplayAudits) chunkItems(a *wire.ReplayAudit, from int) []map[string]types.AttributeValue {
+// chunkItems are the items of audit id's sent-id chunks holding ids,
+// the sent ids from number from (a multiple of sentChunk) on.
+func (s *ReplayAudits) chunkItems(id string, from int, ids []string) []map[string]types.AttributeValue {
 	var out []map[string]types.AttributeValue
 	ttl, exact := expiry(s.clk.Now().Add(s.retention))
-	for c := from / sentChunk; c*sentChunk < len(a.Sent); c++ {
-		ids := a.Sent[c*sentChunk : min(len(a.Sent), (c+1)*sentChunk)]
-		item := sentKey(a.ID, c)
+	for i := 0; i < len(ids); i += sentChunk {
+		item := sentKey(id, (from+i)/sentChunk)
+		ids := ids[i:min(len(ids), i+sentChunk)]
 		item[attrIDs] = str(strings.Join(ids, "\n"))
 		item[attrExpiresAt], item[attrExpiresAtNS] = ttl, exact
 		out = append(out, item)
@@ -186,16 +172,19 @@ func (s *ReplayAudits) chunkItems(a *wire.ReplayAudit, from int) []map[string]ty
 	return out
 }
 
-// Create implements replay.AuditStore: one PutItem (a new audit has no
-// sent ids).
-func (s *ReplayAudits) Create(ctx context.Context, a wire.ReplayAudit) error {
+// Create records a new audit claimed by c: one PutItem (a new audit has
+// no sent ids).
+func (s *ReplayAudits) Create(ctx context.Context, a wire.ReplayAudit, c wire.ReplayClaim) error {
 	if err := checkAuditID(a.ID); err != nil {
 		return err
 	}
-	if len(a.Sent) > 0 {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if len(a.Sent) > 0 || a.SentCount > 0 {
 		return fmt.Errorf("replay %s: a new audit has no sent ids", a.ID)
 	}
-	item, err := s.auditItem(a)
+	item, err := s.auditItem(a, 0, c)
 	if err != nil {
 		return err
 	}
@@ -207,57 +196,73 @@ func (s *ReplayAudits) Create(ctx context.Context, a wire.ReplayAudit) error {
 	if err != nil {
 		return fmt.Errorf("awsstore: record replay audit %s in %s: %w", a.ID, s.table, err)
 	}
-	s.mu.Lock()
-	s.stored[a.ID] = 0
-	s.mu.Unlock()
 	return nil
 }
 
-// Update implements replay.AuditStore: the chunks holding new sent ids
-// and the audit item in one TransactWriteItems (more chunks than fit in
-// one go first, the audit last: readers read only sent_n ids). An update
-// after the sent ids were recorded is one call.
-func (s *ReplayAudits) Update(ctx context.Context, a wire.ReplayAudit) error {
+// Write records a progress of audit a by c's replayer, whose claim it
+// renews: a.Sent holds the sent ids from number from (a multiple of
+// SentChunk) on, which the audit must already hold up to. The chunks
+// holding them and the audit item go in one TransactWriteItems (more
+// chunks than fit in one go first, the audit last: readers read only
+// sent_n ids). replay.ErrRunning when another replayer holds the audit.
+func (s *ReplayAudits) Write(ctx context.Context, a wire.ReplayAudit, from int, c wire.ReplayClaim) error {
 	if err := checkAuditID(a.ID); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	from, known := s.stored[a.ID]
-	s.mu.Unlock()
-	if !known {
-		from = 0 // not read by this store: write every chunk
+	if err := c.Validate(); err != nil {
+		return err
 	}
-	from = min(from, len(a.Sent))
-	item, err := s.auditItem(a)
+	if from < 0 || from%sentChunk != 0 {
+		return fmt.Errorf("replay %s: sent ids written from %d: start at a multiple of %d", a.ID, from, sentChunk)
+	}
+	n := from + len(a.Sent)
+	if a.SentCount > n {
+		return fmt.Errorf("replay %s: %d sent, and %d sent ids", a.ID, a.SentCount, n)
+	}
+	item, err := s.auditItem(a, n, c)
 	if err != nil {
 		return err
 	}
 	var puts []types.TransactWriteItem
-	for _, c := range s.chunkItems(&a, from) {
-		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: c}})
+	for _, ch := range s.chunkItems(a.ID, from, a.Sent) {
+		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: ch}})
 	}
 	puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item,
-		ConditionExpression:       aws.String(mine),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(s.runner), ":now": num(s.clk.Now().UnixNano())}}})
+		ConditionExpression: aws.String(mine + " AND sent_n >= :from"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(c.Runner), ":now": num(s.clk.Now().UnixNano()),
+			":from": num(int64(from))}}})
 	for len(puts) > 0 {
 		n := min(len(puts), maxTransactItems)
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts[:n]})
 		if err != nil {
 			var tc *types.TransactionCanceledException
 			if n == len(puts) && errors.As(err, &tc) && conditionalCancel(tc) {
-				if _, gerr := s.Get(ctx, a.ID); gerr != nil {
-					return gerr
-				}
-				return fmt.Errorf("replay %s: %w", a.ID, replay.ErrRunning)
+				return s.writeRefused(ctx, a.ID, from)
 			}
 			return fmt.Errorf("awsstore: record replay audit %s in %s: %w", a.ID, s.table, err)
 		}
 		puts = puts[n:]
 	}
-	s.mu.Lock()
-	s.stored[a.ID] = len(a.Sent)
-	s.mu.Unlock()
 	return nil
+}
+
+// writeRefused says why a write's condition failed: no such audit, ids
+// that do not follow those it holds, or another replayer's claim.
+func (s *ReplayAudits) writeRefused(ctx context.Context, id string, from int) error {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: auditKey(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("awsstore: read replay audit %s from %s: %w", id, s.table, err)
+	}
+	_, n, ok, err := s.decodeAudit(out.Item)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("replay %s: %w: see `snavio replay list`", id, replay.ErrNotFound)
+	case n < from:
+		return fmt.Errorf("replay %s holds %d sent ids: a write from %d would leave a gap; write from %d", id, n, from, n/sentChunk*sentChunk)
+	}
+	return fmt.Errorf("replay %s: %w", id, replay.ErrRunning)
 }
 
 // conditionalCancel reports a transaction cancelled by a failed condition.
@@ -270,31 +275,57 @@ func conditionalCancel(tc *types.TransactionCanceledException) bool {
 	return false
 }
 
-// Get implements replay.AuditStore: a GetItem, and a Query of the sent
-// chunks when the run sent anything.
-func (s *ReplayAudits) Get(ctx context.Context, id string) (wire.ReplayAudit, error) {
-	if err := checkAuditID(id); err != nil {
+// Head is audit id without its sent ids: one GetItem.
+func (s *ReplayAudits) Head(ctx context.Context, id string) (wire.ReplayAudit, error) {
+	a, _, _, err := s.head(ctx, id)
+	return a, err
+}
+
+// Claimed is audit id without its sent ids when runner holds a live
+// claim of it (one GetItem); replay.ErrNotClaimed otherwise.
+func (s *ReplayAudits) Claimed(ctx context.Context, id, runner string) (wire.ReplayAudit, error) {
+	a, _, item, err := s.head(ctx, id)
+	if err != nil {
 		return wire.ReplayAudit{}, err
+	}
+	who, _ := getS(item, attrRunner)
+	until, uerr := getN(item, attrRunnerUntil)
+	if who != runner || uerr != nil || until <= s.clk.Now().UnixNano() {
+		return wire.ReplayAudit{}, fmt.Errorf("replay %s: %w", id, replay.ErrNotClaimed)
+	}
+	return a, nil
+}
+
+func (s *ReplayAudits) head(ctx context.Context, id string) (wire.ReplayAudit, int, map[string]types.AttributeValue, error) {
+	if err := checkAuditID(id); err != nil {
+		return wire.ReplayAudit{}, 0, nil, err
 	}
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: auditKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return wire.ReplayAudit{}, fmt.Errorf("awsstore: read replay audit %s from %s: %w", id, s.table, err)
+		return wire.ReplayAudit{}, 0, nil, fmt.Errorf("awsstore: read replay audit %s from %s: %w", id, s.table, err)
 	}
 	a, n, ok, err := s.decodeAudit(out.Item)
 	if err != nil {
-		return wire.ReplayAudit{}, err
+		return wire.ReplayAudit{}, 0, nil, err
 	}
 	if !ok {
-		return wire.ReplayAudit{}, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, replay.ErrNotFound)
+		return wire.ReplayAudit{}, 0, nil, fmt.Errorf("replay %s: %w: see `snavio replay list`", id, replay.ErrNotFound)
+	}
+	return a, n, out.Item, nil
+}
+
+// Get is audit id with its sent ids: a GetItem, and a Query of the sent
+// chunks when the run sent anything.
+func (s *ReplayAudits) Get(ctx context.Context, id string) (wire.ReplayAudit, error) {
+	a, n, _, err := s.head(ctx, id)
+	if err != nil {
+		return wire.ReplayAudit{}, err
 	}
 	if n > 0 {
 		if a.Sent, err = s.readSent(ctx, id, n); err != nil {
 			return wire.ReplayAudit{}, err
 		}
 	}
-	s.mu.Lock()
-	s.stored[id] = n
-	s.mu.Unlock()
 	return a, nil
 }
 
@@ -401,7 +432,7 @@ func DecodeAuditItem(item map[string]types.AttributeValue) (wire.ReplayAudit, in
 	return a, int(n), nil
 }
 
-// List implements replay.AuditStore: a Query of the audits' partition,
+// List is every live audit: a Query of the audits' partition,
 // newest first. The audits come without their sent ids (Get has them).
 func (s *ReplayAudits) List(ctx context.Context) ([]wire.ReplayAudit, error) {
 	var out []wire.ReplayAudit

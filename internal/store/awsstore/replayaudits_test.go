@@ -3,6 +3,7 @@ package awsstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,88 +42,97 @@ func commandIDs(n int) []string {
 	return out
 }
 
-// TestReplayAudits: create, update with sent ids spanning chunks, get
-// them back from a fresh store (a resumed run in a new process), list,
-// unknown ids, expiry; and one call per progress update.
+// TestReplayAudits: create, writes of sent ids spanning chunks (each
+// write carries the ids from the chunk it starts in), get them back, the
+// claim of one replayer against another, list, unknown ids, gaps,
+// expiry; and one call per progress write.
 func TestReplayAudits(t *testing.T) {
 	ctx := context.Background()
 	var calls awstest.Calls
 	s, clk := newReplayAudits(t, &calls)
+	first := wire.ReplayClaim{Runner: uuid.NewString(), ClaimSeconds: int64(DefaultReplayClaim / time.Second)}
+	second := wire.ReplayClaim{Runner: uuid.NewString(), ClaimSeconds: 60}
 	a := wire.ReplayAudit{ID: uuid.NewString(), Origin: "dlq:mailer-dlq", Reason: "incident 7", Operator: "arn:aws:iam::123456789012:user/op",
 		Dedupe: wire.DedupeKeepID, Status: wire.ReplayRunning, StartedAt: t0, Planned: 2500}
-	if err := s.Create(ctx, a); err != nil {
+	if err := s.Create(ctx, a, first); err != nil {
 		t.Fatal(err)
 	}
 	if got := calls.Take().Ops(); got.Total() != 1 || got["PutItem"] != 1 {
 		t.Errorf("Create: %v, want 1 PutItem", got)
 	}
-	if err := s.Create(ctx, a); err == nil {
+	if err := s.Create(ctx, a, first); err == nil {
 		t.Error("a second Create of the same id succeeded")
 	}
 	calls.Take()
-	a.Sent = commandIDs(10)
-	a.SentCount = 10
-	if err := s.Update(ctx, a); err != nil {
+	sent := commandIDs(10)
+	a.Sent, a.SentCount = sent, 10
+	if err := s.Write(ctx, a, 0, first); err != nil {
 		t.Fatal(err)
 	}
 	if got := calls.Take().Ops(); got.Total() != 1 || got["TransactWriteItems"] != 1 {
-		t.Errorf("Update with a batch of sent ids: %v, want 1 TransactWriteItems", got)
+		t.Errorf("Write of a batch of sent ids: %v, want 1 TransactWriteItems", got)
 	}
-	a.Sent = append(a.Sent, commandIDs(2490)...)
-	a.SentCount, a.Status, a.Cursor = 2500, wire.ReplayInterrupted, "dlq"
-	if err := s.Update(ctx, a); err != nil {
+	sent = append(sent, commandIDs(2490)...)
+	a.Sent, a.SentCount, a.Status, a.Cursor = sent, 2500, wire.ReplayInterrupted, "dlq"
+	if err := s.Write(ctx, a, 0, first); err != nil {
 		t.Fatal(err)
 	}
-
-	fresh, err := NewReplayAudits(Config{Env: "x", TablePrefix: s.table[:len(s.table)-len("flow")], AWSConfig: emu.DynamoDB(t).Config(),
-		ClientOptions: append(emu.DynamoDB(t).ClientOptions(), calls.DynamoDB), Clock: clk}, 0)
+	got, err := s.Get(ctx, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fresh.Get(ctx, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Sent) != 2500 || got.Sent[0] != a.Sent[0] || got.Sent[2499] != a.Sent[2499] || got.SentCount != 2500 || got.Status != wire.ReplayInterrupted || got.Cursor != "dlq" || got.Reason != a.Reason {
+	if len(got.Sent) != 2500 || got.Sent[0] != sent[0] || got.Sent[2499] != sent[2499] || got.SentCount != 2500 || got.Status != wire.ReplayInterrupted || got.Cursor != "dlq" || got.Reason != a.Reason {
 		t.Errorf("Get = %d sent, status %s, cursor %q; want 2500, interrupted, dlq", len(got.Sent), got.Status, got.Cursor)
 	}
 	// A second replayer cannot run it while the first holds it; once the
-	// first stops updating past its claim, it can, and the first cannot.
-	a.Status = wire.ReplayRunning
-	if err := s.Update(ctx, a); err != nil {
+	// first stops writing past its claim, it can, and the first cannot.
+	a.Status, a.Sent = wire.ReplayRunning, sent[2000:]
+	if err := s.Write(ctx, a, 2000, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := fresh.Claim(ctx, a.ID, time.Minute); !errors.Is(err, replay.ErrRunning) {
+	if err := s.Claim(ctx, a.ID, second); !errors.Is(err, replay.ErrRunning) {
 		t.Fatalf("Claim of a running replay = %v, want ErrRunning", err)
 	}
-	if got, _ := fresh.Get(ctx, a.ID); got.Status != wire.ReplayRunning {
+	if got, _ := s.Head(ctx, a.ID); got.Status != wire.ReplayRunning {
 		t.Errorf("status while claimed = %s, want running", got.Status)
 	}
 	clk.Advance(DefaultReplayClaim)
-	if got, _ := fresh.Get(ctx, a.ID); got.Status != wire.ReplayInterrupted || got.Error == "" {
+	if got, _ := s.Head(ctx, a.ID); got.Status != wire.ReplayInterrupted || got.Error == "" {
 		t.Errorf("status after the claim ran out = %s %q, want interrupted with a hint", got.Status, got.Error)
 	}
-	if err := fresh.Claim(ctx, a.ID, time.Minute); err != nil {
+	if err := s.Claim(ctx, a.ID, second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(ctx, a); !errors.Is(err, replay.ErrRunning) {
-		t.Errorf("Update by the replayer that lost its claim = %v, want ErrRunning", err)
+	if err := s.Write(ctx, a, 2000, first); !errors.Is(err, replay.ErrRunning) {
+		t.Errorf("Write by the replayer that lost its claim = %v, want ErrRunning", err)
 	}
-	if err := fresh.Claim(ctx, uuid.NewString(), time.Minute); !errors.Is(err, replay.ErrNotFound) {
+	if err := s.Claim(ctx, uuid.NewString(), second); !errors.Is(err, replay.ErrNotFound) {
 		t.Errorf("Claim of an unknown replay = %v, want ErrNotFound", err)
 	}
-	// The fresh store read the chunks: its next update writes the last only.
+	// A write from the last chunk on is one call; one past the ids the
+	// audit holds would leave a gap.
 	calls.Take()
-	got.Sent = append(got.Sent, commandIDs(1)...)
-	if err := fresh.Update(ctx, got); err != nil {
+	a.Sent, a.SentCount = append(sent[2000:], commandIDs(1)...), 2501
+	if err := s.Write(ctx, a, 2000, second); err != nil {
 		t.Fatal(err)
 	}
 	if got := calls.Take().Ops(); got.Total() != 1 {
-		t.Errorf("an update after a Get: %v, want 1 TransactWriteItems", got)
+		t.Errorf("a write of the last chunk: %v, want 1 TransactWriteItems", got)
+	}
+	if err := s.Write(ctx, wire.ReplayAudit{ID: a.ID, Status: wire.ReplayRunning}, 3000, second); err == nil || !strings.Contains(err.Error(), "gap") {
+		t.Errorf("a write past the held ids = %v, want a gap refused", err)
+	}
+	for _, bad := range []struct {
+		from int
+		c    wire.ReplayClaim
+	}{{10, second}, {-1000, second}, {0, wire.ReplayClaim{Runner: "me", ClaimSeconds: 60}}, {0, wire.ReplayClaim{Runner: second.Runner, ClaimSeconds: 2 * wire.MaxReplayClaimSeconds}}} {
+		if err := s.Write(ctx, wire.ReplayAudit{ID: a.ID}, bad.from, bad.c); err == nil {
+			t.Errorf("Write from %d as %+v was accepted", bad.from, bad.c)
+		}
 	}
 
 	b := wire.ReplayAudit{ID: uuid.NewString(), Origin: "archive", Reason: "later", Status: wire.ReplayDone, StartedAt: t0.Add(time.Minute)}
-	if err := s.Create(ctx, b); err != nil {
+	if err := s.Create(ctx, b, first); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.List(ctx)
@@ -137,8 +147,8 @@ func TestReplayAudits(t *testing.T) {
 	if _, err := s.Get(ctx, unknown); !errors.Is(err, replay.ErrNotFound) {
 		t.Errorf("Get(unknown) = %v, want ErrNotFound", err)
 	}
-	if err := s.Update(ctx, wire.ReplayAudit{ID: unknown}); !errors.Is(err, replay.ErrNotFound) {
-		t.Errorf("Update(unknown) = %v, want ErrNotFound", err)
+	if err := s.Write(ctx, wire.ReplayAudit{ID: unknown}, 0, first); !errors.Is(err, replay.ErrNotFound) {
+		t.Errorf("Write(unknown) = %v, want ErrNotFound", err)
 	}
 	if _, err := s.Get(ctx, "../x"); err == nil {
 		t.Error("Get accepted an invalid id")
