@@ -149,8 +149,8 @@ func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.C
 (running, paused, interrupted, done, failed), origin, counts, operator,
 start and reason. A replay whose server (or, on an aws profile, whose
 CLI) stopped under it shows as interrupted; continue it with snavio
-replay --resume ID. On an aws profile the audits are in the env's
-DynamoDB flow table.`,
+replay --resume ID. On an aws profile the control API keeps the audits
+(in the env's DynamoDB flow table).`,
 		Example: `  snavio replay list
   snavio replay list --status interrupted -o json`,
 		Args: cmdutil.NoArgs,

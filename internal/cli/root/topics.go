@@ -114,10 +114,6 @@ Every setting resolves with the precedence:
   SNAVIO_CREDENTIALS_FILE ingress credentials (AWS shared-credentials format) a
                           local profile signs PutEvents with (like the
                           profile's credentials_file)
-  SNAVIO_DELIVERY_KEY_FILE
-                          replay --from dlq: on an aws profile: the delivery
-                          master key file (as deploy's --delivery-key-file)
-                          to verify DLQ messages without the control API
   SNAVIO_TOKEN            bearer token for the control API of a local profile
                           (a tenant token; default: the operator token in the
                           data directory)
