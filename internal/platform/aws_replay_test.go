@@ -537,3 +537,72 @@ func TestAWSDLQReplayKeepsRefusedEntries(t *testing.T) {
 		t.Fatalf("the DLQ holds %d message(s), want the refused one", len(left))
 	}
 }
+
+// TestAWSReplaySignRefuses: the control function re-signs only genuine
+// commands of a replay the caller holds: a forged archived command and
+// an unsigned DLQ message are refused by reason, a replayer without the
+// claim and a finished replay get 409, and the genuine command comes back
+// signed with the source's current key.
+func TestAWSReplaySignRefuses(t *testing.T) {
+	f := newReplayFixture(t)
+	ctx := context.Background()
+	command := func(n int, secret []byte) []byte {
+		e := envelope.New(fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), f.clk.Now().Add(-time.Minute), replayTarget, "send", []byte(`{}`))
+		e.Metadata.VersionID = "hmac-v1"
+		k, _ := signing.NewKey("hmac-v1", secret)
+		if err := k.SignEnvelope(&e, replaySrc); err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a := wire.ReplayAudit{ID: "7d444840-9dc0-41d3-a8a1-6f3e4b1d2c3a", Origin: wire.ReplayOriginArchive, Reason: "incident 12", Dedupe: wire.DedupeKeepID,
+		DedupeTTLSeconds: 300, Status: wire.ReplayRunning, StartedAt: f.clk.Now()}
+	if err := f.r.control.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	recs := []replay.Record{
+		{Source: replaySrc, Detail: command(1, replaySecret), At: f.clk.Now()},
+		{Source: replaySrc, Detail: command(2, bytes.Repeat([]byte("f"), 32)), At: f.clk.Now()}, // forged
+	}
+	got, err := f.r.control.signer("").Sign(ctx, &a, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Refusal != "" || got[1].Refusal != "bad_signature" {
+		t.Fatalf("signed = %+v, want the genuine one signed and the forged one refused bad_signature", got)
+	}
+	var e envelope.Envelope
+	if err := json.Unmarshal(got[0].Event.Detail, &e); err != nil || !e.Metadata.Replay || e.Metadata.ReplayID != a.ID || got[0].Event.Source != replaySrc {
+		t.Errorf("re-signed entry %s (%v)", got[0].Event.Detail, err)
+	}
+
+	// A DLQ message without its delivery signature, for a DLQ replay (the
+	// audit's origin says which check applies, not the request).
+	d := a
+	d.ID, d.Origin = "7d444840-9dc0-41d3-a8a1-6f3e4b1d2c3b", "dlq:"+f.r.names.Queue("mailer-dlq")
+	if err := f.r.control.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	dlq := f.r.control.signer("arn:aws:sqs:us-east-1:000000000000:" + f.r.names.Queue("mailer-dlq"))
+	got, err = dlq.Sign(ctx, &d, []replay.Record{{Source: replaySrc, Detail: command(3, replaySecret), At: f.clk.Now()}})
+	if err != nil || len(got) != 1 || got[0].Refusal != provenance.ReasonUnsigned {
+		t.Errorf("an unsigned DLQ message: %+v, %v; want refused %s", got, err, provenance.ReasonUnsigned)
+	}
+
+	// Another replayer, and a replay that ended.
+	other := newControlReplayer(f.r.control.api)
+	if _, err := other.signer("").Sign(ctx, &a, recs[:1]); !isStatus(err, http.StatusConflict) {
+		t.Errorf("signing without the claim: %v, want 409", err)
+	}
+	a.Status, a.EndedAt = wire.ReplayDone, f.clk.Now()
+	if err := f.r.control.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.r.control.signer("").Sign(ctx, &a, recs[:1]); !isStatus(err, http.StatusConflict) {
+		t.Errorf("signing for a finished replay: %v, want 409", err)
+	}
+}
