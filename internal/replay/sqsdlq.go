@@ -30,14 +30,6 @@ type DeliveryKeys interface {
 	DeliveryKey(ctx context.Context, target string) (provenance.Key, error)
 }
 
-// MasterKeys derives targets' keys from the delivery master secret.
-type MasterKeys struct{ Signer *provenance.Signer }
-
-// DeliveryKey implements DeliveryKeys.
-func (m MasterKeys) DeliveryKey(_ context.Context, target string) (provenance.Key, error) {
-	return m.Signer.Key(target)
-}
-
 // AttrDLQReason is the failure reason a dead-lettered message may carry
 // (the embedded store sets it; SQS's redrive adds no attribute).
 const AttrDLQReason = "snavio.dlq.reason"
