@@ -31,6 +31,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/sivchari/kumo"
 
+	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/platform"
 )
 
@@ -161,14 +162,14 @@ func awsCLI(ts *testscript.TestScript, neg bool, args []string) {
 		fmt.Fprintln(ts.Stdout(), a.Attributes["ApproximateNumberOfMessages"])
 	case args[0] == "stale-queue" && len(args) == 2:
 		old := time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
-		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1]),
+		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(st.tailPrefix(ts) + args[1]),
 			Tags: map[string]string{platform.TagTail: "crashed@host pid 1", platform.TagTailCreated: old, platform.TagTailAlive: old, platform.TagTailTenant: st.tenant}})
 		ts.Check(err)
 	case args[0] == "foreign-queue" && len(args) == 2:
-		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1])})
+		_, err := st.sqs().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(st.tailPrefix(ts) + args[1])})
 		ts.Check(err)
 	case args[0] == "queue-exists" && len(args) == 2:
-		_, err := st.sqs().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(platform.TailQueuePrefix + st.env + "-" + args[1])})
+		_, err := st.sqs().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(st.tailPrefix(ts) + args[1])})
 		if (err == nil) == neg {
 			ts.Fatalf("aws-cli queue-exists %s: exists %v", args[1], err == nil)
 		}
@@ -297,11 +298,18 @@ func awsCLIRespond(ts *testscript.TestScript, st *awsCLIState) {
 	}()
 }
 
+// tailPrefix starts the names of the tenant's temporary tail queues.
+func (st *awsCLIState) tailPrefix(ts *testscript.TestScript) string {
+	p, err := stack.Names{Env: st.env}.TailQueuePrefix(st.tenant)
+	ts.Check(err)
+	return p
+}
+
 // tailQueues are the temporary queues set up for the tenant's topic: named
 // and tagged as tail makes them, with a subscription to the topic.
 func (st *awsCLIState) tailQueues(ts *testscript.TestScript) []string {
 	ctx := context.Background()
-	lq, err := st.sqs().ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(platform.TailQueuePrefix)})
+	lq, err := st.sqs().ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(st.tailPrefix(ts))})
 	ts.Check(err)
 	var out []string
 	for _, u := range lq.QueueUrls {

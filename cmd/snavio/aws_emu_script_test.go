@@ -20,6 +20,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/snavio/snavio/internal/build"
+	"github.com/snavio/snavio/internal/deploy/cfnfake"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
@@ -67,8 +69,10 @@ func dynamoDBLocalCondition() (bool, error) {
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_S3 at them. "deploy"
 // makes ENV's resources as the stack names them (stack.Names): the bus on
 // kumo, the four tables (TTL on where the stack has it, unless -no-ttl),
-// the snapshot bucket in kumo's account and a full snapshot published
-// now. "sqs-send" sends BODY to QUEUE with String message attributes.
+// the snapshot bucket in kumo's account, a full snapshot published now,
+// and the env's stack, deployed by this snavio, on a CloudFormation fake
+// (cfnfake; kumo's stacks have no outputs) at
+// AWS_ENDPOINT_URL_CLOUDFORMATION. "sqs-send" sends BODY to QUEUE with String message attributes.
 func awsEmu(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: aws-emu dynamodb | s3 | deploy ENV [-no-ttl] | sqs-send QUEUE BODY [NAME=VALUE...]")
@@ -125,6 +129,11 @@ func awsEmu(ts *testscript.TestScript, neg bool, args []string) {
 		key := strings.TrimPrefix(snapshot.DefaultPaths().Full, "/")
 		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("{}")})
 		ts.Check(err)
+		cfn := cfnfake.New()
+		cfn.PutStack(n.Stack(), "UPDATE_COMPLETE", map[string]string{stack.VersionOutput: build.Current().Version})
+		srv := httptest.NewServer(cfn)
+		ts.Defer(srv.Close)
+		ts.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", srv.URL)
 	case "sqs-send":
 		if len(args) < 3 {
 			ts.Fatalf("aws-emu sqs-send QUEUE BODY [NAME=VALUE...]")

@@ -179,7 +179,7 @@ func (a *QueueAPI) info(s embedded.QueueStats) wire.QueueInfo {
 	return wire.QueueInfo{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
-		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(),
+		Visible: s.Visible, InFlight: s.InFlight, OldestAgeSeconds: wire.SecondsMS(s.OldestAge),
 	}
 }
 

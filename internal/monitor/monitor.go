@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/snavio/snavio/internal/controlapi/wire"
 )
 
 // Health is a route queue's state.
@@ -147,7 +149,7 @@ func (m *Monitor) Observe(q Queue, s Sample) (Status, *Event) {
 	var ev *Event
 	if health != st.health {
 		ev = &Event{Target: q.Target, CommandName: q.Command, QueueARN: q.QueueARN, Health: health, Previous: st.health,
-			Reason: reason, OldestAgeSeconds: s.OldestAge.Round(time.Millisecond).Seconds(), Depth: s.Depth, At: s.At}
+			Reason: reason, OldestAgeSeconds: wire.SecondsMS(s.OldestAge), Depth: s.Depth, At: s.At}
 		st.health, st.since = health, s.At
 	}
 	st.reason = reason

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
 )
 
 // printTable lays v out as a borderless, left-aligned table in the style of

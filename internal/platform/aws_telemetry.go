@@ -24,6 +24,7 @@ import (
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/deploy/policy"
+	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -32,8 +33,6 @@ import (
 // subscribed to the tenant's telemetry topic, never the tenant's own
 // queue (docs/aws-cli.md). Its conventions:
 const (
-	// TailQueuePrefix starts every temporary queue's name.
-	TailQueuePrefix = "snavio-tail-"
 	// TagTail marks a temporary queue and names its owner
 	// (user@host pid N). A queue without it is never swept.
 	TagTail = "snavio:tail"
@@ -116,6 +115,9 @@ type AWSTelemetry struct {
 	sns      *sns.Client
 	tenant   string
 	topicARN string
+	// prefix starts the names of the tenant's temporary queues
+	// (stack.Names.TailQueuePrefix), which its control role may manage.
+	prefix   string
 	queueURL string
 	queue    string
 	subARN   string
@@ -161,13 +163,17 @@ func OpenAWSTelemetry(ctx context.Context, t Target, tenant string, o AWSTelemet
 	if err != nil {
 		return nil, err
 	}
+	prefix, err := stack.Names{Env: role.Env}.TailQueuePrefix(tenant)
+	if err != nil {
+		return nil, err
+	}
 	if err := callerCredentials(ctx, cfg, t); err != nil {
 		return nil, err
 	}
 	if o.HTTPClient != nil {
 		cfg.HTTPClient = o.HTTPClient
 	}
-	a := &AWSTelemetry{tenant: tenant, topicARN: topicARN, clock: o.Clock, opts: o, order: reorder{window: o.Reorder, held: map[uint64]held{}}}
+	a := &AWSTelemetry{tenant: tenant, topicARN: topicARN, prefix: prefix, clock: o.Clock, opts: o, order: reorder{window: o.Reorder, held: map[uint64]held{}}}
 	if o.Unordered {
 		a.order.seen = map[uint64]bool{}
 	}
@@ -183,13 +189,13 @@ func OpenAWSTelemetry(ctx context.Context, t Target, tenant string, o AWSTelemet
 		}
 		so.APIOptions = append(so.APIOptions, o.APIOptions...)
 	})
-	swept, err := SweepTailQueues(ctx, a.sqs, a.sns, a.clock.Now(), o.StaleAfter)
+	swept, err := SweepTailQueues(ctx, a.sqs, a.sns, prefix, a.clock.Now(), o.StaleAfter)
 	a.Swept = swept
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		a.notice(fmt.Sprintf("could not sweep stale %s* queues: %v", TailQueuePrefix, err))
+		a.notice(fmt.Sprintf("could not sweep stale %s* queues: %v", prefix, err))
 	}
 	if err := a.setUp(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -231,9 +237,9 @@ func (a *AWSTelemetry) notice(msg string) {
 }
 
 func (a *AWSTelemetry) setUp(ctx context.Context) error {
-	var rnd [6]byte
+	var rnd [stack.TailQueueSuffixLen / 2]byte
 	_, _ = rand.Read(rnd[:])
-	a.queue = TailQueuePrefix + hex.EncodeToString(rnd[:])
+	a.queue = a.prefix + hex.EncodeToString(rnd[:])
 	now := a.clock.Now().UTC().Format(time.RFC3339)
 	cq, err := a.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  awssdk.String(a.queue),
@@ -241,7 +247,7 @@ func (a *AWSTelemetry) setUp(ctx context.Context) error {
 		Tags:       map[string]string{TagTail: a.opts.Owner, TagTailCreated: now, TagTailAlive: now, TagTailTenant: a.tenant},
 	})
 	if err != nil {
-		return awsStep("CreateQueue", "creating the temporary queue "+a.queue+" (tail needs sqs:CreateQueue and sqs:TagQueue on snavio-tail-* queues)", err)
+		return awsStep("CreateQueue", "creating the temporary queue "+a.queue+" (tail needs sqs:CreateQueue and sqs:TagQueue on "+a.prefix+"* queues: the tenant's control role has them)", err)
 	}
 	a.queueURL = awssdk.ToString(cq.QueueUrl)
 	a.alive = a.clock.Now()
@@ -440,21 +446,22 @@ func notFound(err error) bool {
 }
 
 // SweepTailQueues deletes (and unsubscribes) the temporary queues of
-// tails that stopped without removing them: named TailQueuePrefix*,
+// tails that stopped without removing them: named prefix* (one tenant's,
+// stack.Names.TailQueuePrefix),
 // tagged TagTail, and not refreshed (TagTailAlive, else TagTailCreated)
 // for staleAfter. A queue without the tag, or whose times cannot be read,
 // is left alone. It returns the names it deleted.
-func SweepTailQueues(ctx context.Context, sq *sqs.Client, sn *sns.Client, now time.Time, staleAfter time.Duration) ([]string, error) {
+func SweepTailQueues(ctx context.Context, sq *sqs.Client, sn *sns.Client, prefix string, now time.Time, staleAfter time.Duration) ([]string, error) {
 	var swept []string
 	var token *string
 	for {
-		out, err := sq.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: awssdk.String(TailQueuePrefix), MaxResults: awssdk.Int32(1000), NextToken: token})
+		out, err := sq.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: awssdk.String(prefix), MaxResults: awssdk.Int32(1000), NextToken: token})
 		if err != nil {
-			return swept, awsStep("ListQueues", "listing "+TailQueuePrefix+"* queues", err)
+			return swept, awsStep("ListQueues", "listing "+prefix+"* queues", err)
 		}
 		for _, u := range out.QueueUrls {
 			name := u[strings.LastIndexByte(u, '/')+1:]
-			if !strings.HasPrefix(name, TailQueuePrefix) {
+			if !strings.HasPrefix(name, prefix) {
 				continue
 			}
 			tags, err := sq.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: awssdk.String(u)})

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -107,7 +108,8 @@ func TestAWSTelemetryReadsATemporaryQueue(t *testing.T) {
 			break
 		}
 	}
-	if a.TopicARN() != tt.topicARN || !strings.HasPrefix(a.Queue(), TailQueuePrefix) {
+	prefix, _ := (stack.Names{Env: tt.env}).TailQueuePrefix("acme")
+	if a.TopicARN() != tt.topicARN || !strings.HasPrefix(a.Queue(), prefix) || len(a.Queue()) != len(prefix)+stack.TailQueueSuffixLen {
 		t.Fatalf("topic %s queue %s", a.TopicARN(), a.Queue())
 	}
 	qurl, err := tt.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: awssdk.String(a.Queue())})
@@ -224,7 +226,8 @@ func TestAWSTelemetryNamesWhatIsMissing(t *testing.T) {
 	}
 	// The queue made before the subscription failed is removed.
 	sq := sqs.NewFromConfig(k.Config(), k.SQSOptions()...)
-	lq, _ := sq.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: awssdk.String(TailQueuePrefix)})
+	acmeTail, _ := stack.Names{Env: env}.TailQueuePrefix("acme")
+	lq, _ := sq.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: awssdk.String(acmeTail)})
 	for _, u := range lq.QueueUrls {
 		tags, _ := sq.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: awssdk.String(u)})
 		if tags != nil && tags.Tags[TagTailTenant] == "acme" && strings.Contains(tags.Tags[TagTail], "pid") && tags.Tags[TagTailSubscription] == "" {
@@ -253,31 +256,37 @@ func TestSweepTailQueues(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	ago := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339) }
 	id := emu.UniqueName()
+	prefix, err := stack.Names{Env: id}.TailQueuePrefix("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := stack.Names{Env: id}.TailQueuePrefix("acme-x")
 	tp, _ := sn.CreateTopic(ctx, &sns.CreateTopicInput{Name: awssdk.String("sweep-" + id)})
-	mk := func(name string, tags map[string]string) string {
-		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(TailQueuePrefix + id + name), Tags: tags})
+	mkNamed := func(name string, tags map[string]string) string {
+		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(name), Tags: tags})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return awssdk.ToString(q.QueueUrl)
 	}
-	sub, _ := sn.Subscribe(ctx, &sns.SubscribeInput{TopicArn: tp.TopicArn, Protocol: awssdk.String("sqs"), Endpoint: awssdk.String("arn:aws:sqs:us-east-1:000000000000:" + TailQueuePrefix + id + "stale"), ReturnSubscriptionArn: true})
+	mk := func(name string, tags map[string]string) string { return mkNamed(prefix+name, tags) }
+	sub, _ := sn.Subscribe(ctx, &sns.SubscribeInput{TopicArn: tp.TopicArn, Protocol: awssdk.String("sqs"), Endpoint: awssdk.String("arn:aws:sqs:us-east-1:000000000000:" + prefix + "stale"), ReturnSubscriptionArn: true})
 	stale := mk("stale", map[string]string{TagTail: "bob@h pid 9", TagTailCreated: ago(3 * time.Hour), TagTailAlive: ago(time.Hour), TagTailSubscription: awssdk.ToString(sub.SubscriptionArn)})
 	staleCreated := mk("stale-created", map[string]string{TagTail: "bob@h pid 8", TagTailCreated: ago(time.Hour)})
 	live := mk("live", map[string]string{TagTail: "ann@h pid 7", TagTailCreated: ago(3 * time.Hour), TagTailAlive: ago(5 * time.Minute)})
 	foreign := mk("foreign", map[string]string{TagTailCreated: ago(48 * time.Hour)})
 	untagged := mk("untagged", nil)
 	unreadable := mk("unreadable", map[string]string{TagTail: "x", TagTailAlive: "yesterday"})
+	// Another tenant's stale queue, whose name starts like this tenant's.
+	otherStale := mkNamed(other+"stale", map[string]string{TagTail: "eve@h pid 6", TagTailCreated: ago(3 * time.Hour)})
 
-	swept, err := SweepTailQueues(ctx, sq, sn, now, DefaultTailStaleAfter)
+	swept, err := SweepTailQueues(ctx, sq, sn, prefix, now, DefaultTailStaleAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mine []string
 	for _, s := range swept {
-		if strings.HasPrefix(s, TailQueuePrefix+id) {
-			mine = append(mine, strings.TrimPrefix(s, TailQueuePrefix+id))
-		}
+		mine = append(mine, strings.TrimPrefix(s, prefix))
 	}
 	if strings.Join(mine, ",") != "stale,stale-created" && strings.Join(mine, ",") != "stale-created,stale" {
 		t.Errorf("swept %v, want stale and stale-created", mine)
@@ -291,7 +300,7 @@ func TestSweepTailQueues(t *testing.T) {
 			t.Errorf("%s not deleted", u)
 		}
 	}
-	for _, u := range []string{live, foreign, untagged, unreadable} {
+	for _, u := range []string{live, foreign, untagged, unreadable, otherStale} {
 		if !exists(u) {
 			t.Errorf("%s deleted, but it is not a stale tail queue", u)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/spf13/cobra"
 
+	"github.com/snavio/snavio/internal/build"
 	"github.com/snavio/snavio/internal/cli/cmdutil"
 	"github.com/snavio/snavio/internal/deploy"
 	"github.com/snavio/snavio/internal/deploy/lambdazip"
@@ -280,7 +281,7 @@ func runDeploy(ctx context.Context, f *cmdutil.Factory, o *DeployOptions) error 
 	if err := stack.CheckEnv(o.Env); err != nil {
 		return cmdutil.Usagef("--env: %v", err)
 	}
-	tpl, err := stack.BuildWith(o.Env, stack.Options{ProvisionedConcurrency: o.ProvisionedConcurrency})
+	tpl, err := stack.BuildWith(o.Env, stack.Options{ProvisionedConcurrency: o.ProvisionedConcurrency, Version: build.Current().Version})
 	if err != nil {
 		return cmdutil.Usagef("--provisioned-concurrency: %v", err)
 	}

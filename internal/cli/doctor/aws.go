@@ -10,6 +10,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/snavio/snavio/internal/build"
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/platform"
@@ -28,7 +30,7 @@ import (
 
 // The checks of an aws profile after config and profile, in order
 // (docs/deploy.md, "Checking a profile: snavio doctor").
-var awsChecks = []string{"credentials", "role", "clock skew", "bus", "tables", "snapshot", "control api", "emit role"}
+var awsChecks = []string{"credentials", "role", "clock skew", "bus", "stack", "tables", "snapshot", "control api", "emit role"}
 
 // Snapshot age bounds: fresh up to the spec's stale_ttl (the routing
 // cache's default, two missed runs of the one-minute schedule), a warning
@@ -124,6 +126,7 @@ func checkAWS(ctx context.Context, o *Options, s *config.Settings, pc platform.P
 	}
 	add(skew)
 	add(a.checkBus(ctx))
+	add(a.checkStack(ctx))
 	add(a.checkTables(ctx))
 	add(a.checkSnapshot(ctx))
 	add(a.checkControl(ctx))
@@ -257,6 +260,48 @@ func (a *awsRun) checkBus(ctx context.Context) Check {
 		return Check{Name: "bus", Status: Fail, Detail: fmt.Sprintf("no event bus %s in %s", name, a.eff.Region), Fix: a.deployFix("bus_name")}
 	}
 	return Check{Name: "bus", Status: Fail, Detail: "EventBridge DescribeEventBus " + name + ": " + a.explain(err), Fix: "the profile's identity (" + awssdk.ToString(a.who.Arn) + ") needs events:DescribeEventBus on it"}
+}
+
+// checkStack compares the snavio version that deployed the env's stack
+// (its SnavioVersion output) with this CLI's.
+func (a *awsRun) checkStack(ctx context.Context) Check {
+	if a.tgt.Env == "" {
+		return Check{Name: "stack", Status: Skip, Detail: "no env in the profile: the stack is snavio-<env>", Fix: "set it with `snavio profile set " + a.s.ProfileName + " --env ENV`"}
+	}
+	c, cancel := a.ctx(ctx)
+	defer cancel()
+	name := stack.Names{Env: a.tgt.Env}.Stack()
+	out, err := cloudformation.NewFromConfig(a.eff, func(o *cloudformation.Options) { o.BaseEndpoint = a.endpoint(o.BaseEndpoint) }).
+		DescribeStacks(c, &cloudformation.DescribeStacksInput{StackName: awssdk.String(name)})
+	var api smithy.APIError
+	switch {
+	case err != nil && errors.As(err, &api) && (api.ErrorCode() == "ValidationError" && strings.Contains(api.ErrorMessage(), "does not exist") || api.ErrorCode() == "StackNotFoundException"):
+		return Check{Name: "stack", Status: Fail, Detail: fmt.Sprintf("no stack %s in %s", name, a.eff.Region), Fix: a.deployFix("env")}
+	case err != nil:
+		return Check{Name: "stack", Status: Fail, Detail: "CloudFormation DescribeStacks " + name + ": " + a.explain(err), Fix: "the profile's identity (" + awssdk.ToString(a.who.Arn) + ") needs cloudformation:DescribeStacks on it"}
+	case len(out.Stacks) == 0:
+		return Check{Name: "stack", Status: Fail, Detail: fmt.Sprintf("no stack %s in %s", name, a.eff.Region), Fix: a.deployFix("env")}
+	}
+	st := out.Stacks[0]
+	status := string(st.StackStatus)
+	if !strings.HasSuffix(status, "_COMPLETE") || strings.Contains(status, "ROLLBACK") && status != "UPDATE_ROLLBACK_COMPLETE" {
+		return Check{Name: "stack", Status: Fail, Detail: name + " is " + status, Fix: "see its events (`aws cloudformation describe-stack-events --stack-name " + name + "`) and deploy again"}
+	}
+	deployed := ""
+	for _, o := range st.Outputs {
+		if awssdk.ToString(o.OutputKey) == stack.VersionOutput {
+			deployed = awssdk.ToString(o.OutputValue)
+		}
+	}
+	mine := build.Current().Version
+	switch {
+	case deployed == "":
+		return Check{Name: "stack", Status: Warn, Detail: name + " (" + status + ") does not say which snavio deployed it (an older snavio did)", Fix: "deploy with this snavio (`snavio dispatch deploy --env " + a.tgt.Env + "`)"}
+	case deployed != mine:
+		return Check{Name: "stack", Status: Warn, Detail: fmt.Sprintf("%s (%s) was deployed by snavio %s; this is snavio %s", name, status, deployed, mine),
+			Fix: "deploy with this snavio (`snavio dispatch deploy --env " + a.tgt.Env + "`), or use snavio " + deployed}
+	}
+	return Check{Name: "stack", Status: OK, Detail: fmt.Sprintf("%s (%s), deployed by this snavio (%s)", name, status, mine)}
 }
 
 // tableName is a table of the profile: table_prefix and the kind, else

@@ -21,8 +21,10 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/snavio/snavio/internal/build"
 	"github.com/snavio/snavio/internal/config"
 	"github.com/snavio/snavio/internal/controlapi/wire"
+	"github.com/snavio/snavio/internal/deploy/cfnfake"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/lambda"
 	"github.com/snavio/snavio/internal/platform"
@@ -51,6 +53,9 @@ type awsDeployment struct {
 	noBus, noTTL, noTable bool
 	noBucket, noSnapshot  bool
 	snapshotAt            time.Time
+	// stackVersion is the SnavioVersion output of the env's stack (on
+	// the CloudFormation fake); "-" deploys no stack, "" this snavio's.
+	stackVersion string
 }
 
 // deploy makes d's resources and points the SDK's environment at the
@@ -74,6 +79,18 @@ func deploy(t *testing.T, d awsDeployment, stsURL string) {
 		t.Setenv("AWS_ENDPOINT_URL_STS", k.Endpoint)
 	}
 	n := stack.Names{Env: d.env}
+	// CloudFormation is the deploy package's fake (kumo's has no outputs).
+	cfn := cfnfake.New()
+	cfnSrv := httptest.NewServer(cfn)
+	t.Cleanup(cfnSrv.Close)
+	t.Setenv("AWS_ENDPOINT_URL_CLOUDFORMATION", cfnSrv.URL)
+	switch d.stackVersion {
+	case "-":
+	case "":
+		cfn.PutStack(n.Stack(), "UPDATE_COMPLETE", map[string]string{stack.VersionOutput: build.Current().Version})
+	default:
+		cfn.PutStack(n.Stack(), "UPDATE_COMPLETE", map[string]string{stack.VersionOutput: d.stackVersion})
+	}
 	if !d.noBus {
 		eb := eventbridge.NewFromConfig(k.Config(), func(o *eventbridge.Options) { o.BaseEndpoint = awssdk.String(k.Endpoint) })
 		if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: awssdk.String(n.Bus())}); err != nil {
@@ -165,14 +182,14 @@ func TestAWSDoctorAllOK(t *testing.T) {
 	}
 	r := check(context.Background(), o)
 	// GetCallerIdentity, AssumeRole of role_arn by doctor and again by the
-	// SDK's provider for the checks after it, DescribeEventBus, 4
-	// DescribeTable, 2 DescribeTimeToLive, HeadBucket, HeadObject,
-	// AssumeRole of the emit role.
-	if c := calls.Take(); c.Total() != 13 {
+	// SDK's provider for the checks after it, DescribeEventBus,
+	// DescribeStacks, 4 DescribeTable, 2 DescribeTimeToLive, HeadBucket,
+	// HeadObject, AssumeRole of the emit role.
+	if c := calls.Take(); c.Total() != 14 {
 		t.Errorf("%d AWS calls: %s", c.Total(), c)
 	}
 	got := statuses(r)
-	want := []string{"config", "profile", "credentials", "role", "clock skew", "bus", "tables", "snapshot", "control api", "emit role"}
+	want := []string{"config", "profile", "credentials", "role", "clock skew", "bus", "stack", "tables", "snapshot", "control api", "emit role"}
 	if len(r.Checks) != len(want) {
 		t.Fatalf("%d checks: %+v", len(r.Checks), r.Checks)
 	}
@@ -223,6 +240,10 @@ func TestAWSDoctorFailures(t *testing.T) {
 			want: map[string]string{"snapshot": Warn}, detail: map[string]string{"snapshot": "older than the stale TTL (3m0s)"}},
 		{name: "expired snapshot", d: awsDeployment{snapshotAt: now.Add(-time.Hour)},
 			want: map[string]string{"snapshot": Fail}, detail: map[string]string{"snapshot": "cold starts refuse it"}},
+		{name: "no stack", d: awsDeployment{stackVersion: "-"},
+			want: map[string]string{"stack": Fail, "bus": OK}, detail: map[string]string{"stack": "no stack snavio-"}},
+		{name: "stack of another snavio", d: awsDeployment{stackVersion: "v0.0.1"},
+			want: map[string]string{"stack": Warn}, detail: map[string]string{"stack": "was deployed by snavio v0.0.1; this is snavio "}},
 		{name: "clock skew", clock: 55 * time.Second,
 			want: map[string]string{"clock skew": Fail, "bus": OK}, detail: map[string]string{"clock skew": "ahead of AWS"}},
 		{name: "control api refuses", whoErr: &platform.Error{Msg: "the control API refused the caller (403)"},

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/output"
 	"github.com/snavio/snavio/internal/platform"
+	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
 
 // Deps are what every queue command needs, as lazy providers.
@@ -190,13 +193,15 @@ func age(secs float64) string {
 type ListOptions struct {
 	Deps
 	Prefix string
+	// Registered lists the queues routes name instead of every queue.
+	Registered bool
 }
 
 // NewCmdList builds `snavio queue list`.
 func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.Command {
 	opts := &ListOptions{Deps: d}
 	cmd := &cobra.Command{
-		Use:     "list [--prefix P]",
+		Use:     "list [--prefix P | --registered]",
 		Aliases: []string{"ls"},
 		Short:   "List the queues with their visible, in-flight and oldest-message counts",
 		Long: `List every queue (or those whose name starts with --prefix) with its counts
@@ -207,9 +212,18 @@ and settings.
 On an aws profile: the SQS queues of the profile's account and region
 (ListQueues with --prefix as QueueNamePrefix, every page), each with
 GetQueueAttributes. SQS's API has no oldest-message age (it is a CloudWatch
-metric) and no depth limit: both show "-".`,
+metric) and no depth limit: both show "-".
+
+--registered lists the queues the registry's routes name instead, target
+queues and dead-letter queues, on both kinds of profile: the routes the
+credential may read (a tenant's own), each queue read by name and held to
+the route's ARN. A queue that cannot be read, or whose ARN is not the
+route's (another account or region than the profile's), is named on
+stderr with its routes, and the command exits 1 after printing the others.`,
 		Example: `  snavio queue list
-  snavio queue list --prefix mailer -o json`,
+  snavio queue list --prefix mailer -o json
+  snavio queue list --registered
+  snavio queue list --registered --profile prod -o json`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Prefix != "" {
@@ -217,14 +231,73 @@ metric) and no depth limit: both show "-".`,
 					return &cmdutil.UsageError{Err: err}
 				}
 			}
+			if opts.Prefix != "" && opts.Registered {
+				return cmdutil.Usagef("--prefix and --registered: give one (--registered lists the queues the routes name)")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
+			}
+			if opts.Registered {
+				return runListRegistered(cmd.Context(), opts)
 			}
 			return runList(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Prefix, "prefix", "", "only the queues whose name starts with this")
+	cmd.Flags().BoolVar(&opts.Registered, "registered", false, "list the queues the routes name (targets and DLQs) instead")
 	return cmd
+}
+
+// runListRegistered lists the target and dead-letter queues of the routes
+// the credential may read, each read by name and held to the route's ARN.
+func runListRegistered(ctx context.Context, o *ListOptions) error {
+	api, err := o.Platform()
+	if err != nil {
+		return err
+	}
+	routes, err := api.ListRegistry(ctx, registry.KindRoute, platform.RegistryFilter{})
+	if err != nil {
+		return cmdutil.MapAPIError(err, "snavio queue list --registered")
+	}
+	named := map[string][]string{} // queue ARN -> "target/command" of its routes
+	for _, it := range routes {
+		rt := it.Route
+		if rt == nil {
+			continue
+		}
+		for _, arn := range []string{rt.QueueARN, rt.DLQARN} {
+			if arn != "" {
+				named[arn] = append(named[arn], rt.Target+"/"+rt.Command)
+			}
+		}
+	}
+	out := Queues{}
+	var unreadable []string
+	for _, arn := range slices.Sorted(maps.Keys(named)) {
+		name := arn[strings.LastIndexByte(arn, ':')+1:]
+		q, err := api.GetQueue(ctx, name)
+		switch {
+		case err != nil:
+			fmt.Fprintf(o.ErrOut, "queue %s (routes %s): %v\n", arn, strings.Join(named[arn], ", "), cmdutil.MapAPIError(err, "snavio queue list --registered"))
+			unreadable = append(unreadable, name)
+		case q.ARN != arn:
+			fmt.Fprintf(o.ErrOut, "queue %s (routes %s): the profile's queue %s is %s, another queue: read it with a profile of the route's account and region\n", arn, strings.Join(named[arn], ", "), name, q.ARN)
+			unreadable = append(unreadable, name)
+		default:
+			out = append(out, q)
+		}
+	}
+	p, err := o.Printer()
+	if err != nil {
+		return err
+	}
+	if err := p.Print(out); err != nil {
+		return err
+	}
+	if len(unreadable) > 0 {
+		return fmt.Errorf("%d of %d registered queues could not be read here: %s", len(unreadable), len(named), strings.Join(unreadable, ", "))
+	}
+	return nil
 }
 
 func runList(ctx context.Context, o *ListOptions) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -138,7 +139,7 @@ func TestTailOnAWSPrintsNDJSONAndDeletesItsQueue(t *testing.T) {
 		t.Fatalf("stderr:\n%s", errOut)
 	}
 	queue, _, _ := strings.Cut(m[1], " ")
-	if !strings.HasPrefix(queue, platform.TailQueuePrefix) {
+	if !regexp.MustCompile(`^snavio-[a-z0-9-]+-tail-acme_q[0-9a-f]{12}$`).MatchString(queue) {
 		t.Fatalf("queue %q from stderr:\n%s", queue, errOut)
 	}
 	if _, err := sq.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: awssdk.String(queue)}); err == nil {

@@ -191,3 +191,10 @@ type QueuePurgeResult struct {
 	Queue  string `json:"queue"`
 	Purged int    `json:"purged"`
 }
+
+// SecondsMS is d in seconds to the millisecond, as the wire's
+// *_seconds fields carry it: 1.128, never 1.1280000000000001 (which
+// Duration.Seconds gives, adding the fraction to the whole seconds).
+func SecondsMS(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond).Milliseconds()) / 1000
+}

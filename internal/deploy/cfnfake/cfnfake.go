@@ -65,6 +65,22 @@ func (f *Fake) FailResource(logicalID string) {
 	f.failResource = logicalID
 }
 
+// PutStack adds a stack as if deployed earlier: in status, its outputs
+// those given (its template holds nothing else).
+func (f *Fake) PutStack(name, status string, outputs map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	outs := map[string]any{}
+	for k, v := range outputs {
+		outs[k] = map[string]any{"Value": v}
+	}
+	f.seq++
+	s := &stack{name: name, id: fmt.Sprintf("arn:aws:cloudformation:us-east-1:123456789012:stack/%s/%d", name, f.seq), status: status,
+		template: map[string]any{"Outputs": outs}, changeSets: map[string]*changeSet{}}
+	f.stacks[name] = s
+	f.byID[s.id] = s
+}
+
 // New returns an empty fake.
 func New() *Fake {
 	return &Fake{stacks: map[string]*stack{}, byID: map[string]*stack{}, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/cloudformation/lambda"
@@ -17,7 +18,16 @@ type Options struct {
 	// gets a published version and the alias IngestAlias holding the
 	// provisioned concurrency, and the command rule invokes the alias.
 	ProvisionedConcurrency int
+	// Version is the snavio version deploying (build.Current): each
+	// function's description names it and the output VersionOutput
+	// carries it, for `snavio doctor` to compare with its own. Empty
+	// leaves both out.
+	Version string
 }
+
+// VersionOutput is the output that names the snavio version which
+// deployed the stack.
+const VersionOutput = "SnavioVersion"
 
 // MaxProvisionedConcurrency bounds --provisioned-concurrency: Lambda's
 // default account concurrency is 1000 and it keeps 100 unreserved.
@@ -34,6 +44,9 @@ const IngestAlias = "live"
 
 // Check validates o.
 func (o Options) Check() error {
+	if len(o.Version) > 64 || strings.ContainsAny(o.Version, " \t\n") {
+		return fmt.Errorf("version %.70q: give a version string such as v1.2.3 (up to 64 characters, no blanks)", o.Version)
+	}
 	if o.ProvisionedConcurrency < 0 || o.ProvisionedConcurrency > MaxProvisionedConcurrency {
 		return fmt.Errorf("provisioned concurrency %d: give 0 (none) to %d; AWS also keeps 100 of the account's concurrency unreserved", o.ProvisionedConcurrency, MaxProvisionedConcurrency)
 	}

@@ -102,8 +102,32 @@ func (n Names) TelemetryTopic(tenant string) (string, error) {
 	if !telemetry.ValidStream(tenant) {
 		return "", fmt.Errorf("tenant %.80q: give %s", tenant, telemetry.StreamRule)
 	}
+	return n.TelemetryTopicPrefix() + escapeTenant(tenant), nil
+}
+
+// TailQueuePrefix starts the name of every temporary queue `snavio tail`
+// makes for tenant (the escaped tenant, then "_q", which no escaped
+// tenant contains: so a tenant's control role, allowed this prefix, can
+// never touch another tenant's queues). A random suffix of
+// TailQueueSuffixLen characters completes it within SQS's 80.
+func (n Names) TailQueuePrefix(tenant string) (string, error) {
+	if !telemetry.ValidStream(tenant) {
+		return "", fmt.Errorf("tenant %.80q: give %s", tenant, telemetry.StreamRule)
+	}
+	p := n.prefix() + "tail-" + escapeTenant(tenant) + "_q"
+	if len(p)+TailQueueSuffixLen > 80 {
+		return "", fmt.Errorf("tenant %q: its tail queues %q... would be over SQS's 80 characters: shorten the tenant id or the env", tenant, p)
+	}
+	return p, nil
+}
+
+// TailQueueSuffixLen is the length of a tail queue's random suffix.
+const TailQueueSuffixLen = 12
+
+// escapeTenant writes a tenant id in SNS and SQS names' characters: '_'
+// as "__" and '.' as "_d", so every '_' is followed by '_' or 'd'.
+func escapeTenant(tenant string) string {
 	var b strings.Builder
-	b.WriteString(n.TelemetryTopicPrefix())
 	for i := 0; i < len(tenant); i++ {
 		switch c := tenant[i]; c {
 		case '_':
@@ -114,5 +138,5 @@ func (n Names) TelemetryTopic(tenant string) (string, error) {
 			b.WriteByte(c)
 		}
 	}
-	return b.String(), nil
+	return b.String()
 }

@@ -228,6 +228,9 @@ func BuildWith(env string, o Options) (*Template, error) {
 	out("SnapshotBucket", "The registry snapshot bucket", Ref("SnapshotBucket"))
 	out("EscalationQueueUrl", "The fast-to-slow hand-off queue", Ref("EscalationQueue"))
 	out("AlarmTopicArn", "Subscribe operators here: every alarm notifies it", Ref("AlarmTopic"))
+	if o.Version != "" {
+		out(VersionOutput, "The snavio version that deployed the stack (snavio doctor compares it with its own)", o.Version)
+	}
 	return t, nil
 }
 
@@ -503,9 +506,15 @@ func (x b) function(s fnSpec) {
 		Policies:                 []iam.Role_Policy{{PolicyName: s.key, PolicyDocument: policy.Document{Version: policy.Version, Statement: stmts}}},
 		Tags:                     stackTags(x.n.Env),
 	})
+	desc := s.description
+	if x.o.Version != "" {
+		// A new version of snavio is a change of every function, so the
+		// version output below is never the only change of an update.
+		desc += " (snavio " + x.o.Version + ")"
+	}
 	x.add(s.id+"Function", &lambda.Function{
 		FunctionName:  ptr(name),
-		Description:   ptr(s.description),
+		Description:   ptr(desc),
 		Runtime:       ptr("provided.al2023"),
 		Handler:       ptr("bootstrap"),
 		Architectures: []string{Ref(ParamArchitecture)},

@@ -390,3 +390,30 @@ func TestLongestEnvFitsNameLimits(t *testing.T) {
 		t.Errorf("checked %d names, want every named resource", checked)
 	}
 }
+
+// A deploy names its snavio version: in the SnavioVersion output that
+// doctor compares, and in every function's description, so that a new
+// version is never an output-only update.
+func TestVersionIsNamed(t *testing.T) {
+	tpl, err := BuildWith("test", Options{Version: "v1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tpl.Outputs[VersionOutput].Value; got != "v1.2.3" {
+		t.Errorf("output %s = %v", VersionOutput, got)
+	}
+	b, err := Render(tpl, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "(snavio v1.2.3)"); n != len(Functions) {
+		t.Errorf("%d function descriptions name the version, want %d", n, len(Functions))
+	}
+	plain, _ := Build("test")
+	if _, ok := plain.Outputs[VersionOutput]; ok {
+		t.Error("a template built without a version has the version output")
+	}
+	if _, err := BuildWith("test", Options{Version: "v1 beta"}); err == nil {
+		t.Error("a version with a blank was accepted")
+	}
+}

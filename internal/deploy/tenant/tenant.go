@@ -77,6 +77,8 @@ const (
 // resources are the names of a tenant's resources.
 type resources struct {
 	emitRole, controlRole, topic, queue, dlq string
+	// tailQueues prefixes the tenant's temporary tail queues.
+	tailQueues string
 }
 
 func (o *Onboarder) names(tenant string) (r resources, err error) {
@@ -88,6 +90,9 @@ func (o *Onboarder) names(tenant string) (r resources, err error) {
 		return
 	}
 	if r.topic, err = n.TelemetryTopic(tenant); err != nil {
+		return
+	}
+	if r.tailQueues, err = n.TailQueuePrefix(tenant); err != nil {
 		return
 	}
 	r.queue = r.topic
@@ -112,13 +117,27 @@ func (o *Onboarder) ControlFunctionARN() string {
 }
 
 // ControlPermission is the tenant control role's permission policy: it
-// may call the control API's Function URL (AWS_IAM auth) and nothing
-// else; the control API maps the role's callers to the tenant.
-func ControlPermission(functionARN string) policy.Document {
+// may call the control API's Function URL (AWS_IAM auth), which maps the
+// role's callers to the tenant, and follow its own telemetry as `snavio
+// tail` and `send --wait` do: subscribe temporary queues named
+// tailQueues* (the tenant's own prefix, stack.Names.TailQueuePrefix) to
+// its topic. ListQueues cannot be limited to a prefix by IAM.
+func ControlPermission(functionARN, topicARN, tailQueues string) policy.Document {
 	return policy.Document{Version: policy.Version, Statement: []policy.Statement{{
 		Sid: "InvokeControlAPI", Effect: policy.Allow,
 		Action: []string{"lambda:InvokeFunctionUrl"}, Resource: []string{functionARN},
 		Condition: policy.Condition{"StringEquals": {"lambda:FunctionUrlAuthType": {"AWS_IAM"}}},
+	}, {
+		Sid: "TailSubscribe", Effect: policy.Allow,
+		Action: []string{"sns:Subscribe", "sns:Unsubscribe"}, Resource: []string{topicARN},
+	}, {
+		Sid: "TailQueues", Effect: policy.Allow,
+		Action: []string{"sqs:CreateQueue", "sqs:TagQueue", "sqs:ListQueueTags", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
+			"sqs:SetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:DeleteQueue"},
+		Resource: []string{tailQueues + "*"},
+	}, {
+		Sid: "TailList", Effect: policy.Allow,
+		Action: []string{"sqs:ListQueues"}, Resource: []string{"*"},
 	}}}
 }
 
@@ -157,7 +176,7 @@ func (o *Onboarder) Apply(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	// The control role is trusted like the emit role: the same tenant
 	// roles, each with a session named after itself.
-	if err := o.applyRole(ctx, iamRole{name: names.controlRole, path: n.TenantRolePath(), kind: "control", policyName: controlPolicy}, trust, ControlPermission(o.ControlFunctionARN()), res); err != nil {
+	if err := o.applyRole(ctx, iamRole{name: names.controlRole, path: n.TenantRolePath(), kind: "control", policyName: controlPolicy}, trust, ControlPermission(o.ControlFunctionARN(), o.topicARN(names.topic), o.queueARN(names.tailQueues)), res); err != nil {
 		return nil, err
 	}
 	topic, queue, dlq := names.topic, names.queue, names.dlq
@@ -203,6 +222,10 @@ func dedupe(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+func (o *Onboarder) topicARN(name string) string {
+	return "arn:" + o.partition() + ":sns:" + o.Region + ":" + o.Account + ":" + name
 }
 
 func (o *Onboarder) queueARN(name string) string {
@@ -323,7 +346,7 @@ func (o *Onboarder) Delete(ctx context.Context, tenant string) (*Result, error) 
 	}
 	topic, queue, dlq := names.topic, names.queue, names.dlq
 	res := &Result{Tenant: tenant, Changed: []string{}}
-	topicARN := "arn:" + o.partition() + ":sns:" + o.Region + ":" + o.Account + ":" + topic
+	topicARN := o.topicARN(topic)
 	subs, err := o.SNS.ListSubscriptionsByTopic(ctx, &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(topicARN)})
 	var nf *snstypes.NotFoundException
 	switch {

@@ -24,7 +24,9 @@ import (
 	"github.com/sivchari/kumo"
 
 	"github.com/snavio/snavio/internal/deploy/policy"
+	"github.com/snavio/snavio/internal/deploy/policy/iamsim"
 	"github.com/snavio/snavio/internal/deploy/ssefake"
+	"github.com/snavio/snavio/internal/deploy/stack"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -105,7 +107,9 @@ func TestApplyIsIdempotentAndDeleteUndoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCP, _ := json.Marshal(ControlPermission("arn:aws:lambda:us-east-1:000000000000:function:snavio-test-control"))
+	tail, _ := stack.Names{Env: "test"}.TailQueuePrefix(tenant)
+	wantCP, _ := json.Marshal(ControlPermission("arn:aws:lambda:us-east-1:000000000000:function:snavio-test-control",
+		"arn:aws:sns:us-east-1:000000000000:snavio-test-telemetry-"+tenant, "arn:aws:sqs:us-east-1:000000000000:"+tail))
 	if !sameJSON(aws.ToString(cp.PolicyDocument), wantCP) {
 		t.Errorf("control permission %s, want %s", aws.ToString(cp.PolicyDocument), wantCP)
 	}
@@ -303,7 +307,8 @@ func FuzzCheckKMSKey(f *testing.F) {
 // TestControlPermissionGolden keeps the control role's policy in
 // testdata (-update rewrites it, as the policy package's goldens).
 func TestControlPermissionGolden(t *testing.T) {
-	got, err := ControlPermission("arn:aws:lambda:eu-west-1:123456789012:function:snavio-prod-control").JSON()
+	got, err := ControlPermission("arn:aws:lambda:eu-west-1:123456789012:function:snavio-prod-control",
+		"arn:aws:sns:eu-west-1:123456789012:snavio-prod-telemetry-acme", "arn:aws:sqs:eu-west-1:123456789012:snavio-prod-tail-acme_q").JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,5 +327,62 @@ func TestControlPermissionGolden(t *testing.T) {
 	}
 	if string(want) != string(got)+"\n" {
 		t.Errorf("control permission:\n%s\nwant (testdata):\n%s", got, want)
+	}
+}
+
+// TestControlPermissionEvaluation evaluates the tenant control role's
+// policy with iam-simulate: acme's role may call the control API's
+// Function URL and run tail on its own topic and its own temporary
+// queues, and not on another tenant's (acme-x's names start like acme's).
+func TestControlPermissionEvaluation(t *testing.T) {
+	const acct = "123456789012"
+	n := stack.Names{Env: "prod"}
+	acmeTail, _ := n.TailQueuePrefix("acme")
+	otherTail, _ := n.TailQueuePrefix("acme-x")
+	fn := "arn:aws:lambda:eu-west-1:" + acct + ":function:snavio-prod-control"
+	topic := func(tenant string) string {
+		name, _ := n.TelemetryTopic(tenant)
+		return "arn:aws:sns:eu-west-1:" + acct + ":" + name
+	}
+	perm := ControlPermission(fn, topic("acme"), "arn:aws:sqs:eu-west-1:"+acct+":"+acmeTail)
+	sim := func(action, resource string, ctx map[string]any) iamsim.Simulation {
+		var s iamsim.Simulation
+		s.Request.Principal = "arn:aws:sts::" + acct + ":assumed-role/snavio-prod-tenant-acme/ci"
+		s.Request.Action = action
+		s.Request.Resource.Resource = resource
+		s.Request.Resource.AccountID = acct
+		s.Request.ContextVariables = map[string]any{"aws:PrincipalArn": "arn:aws:iam::" + acct + ":role/snavio/prod/tenant/snavio-prod-tenant-acme", "aws:PrincipalAccount": acct}
+		for k, v := range ctx {
+			s.Request.ContextVariables[k] = v
+		}
+		s.IdentityPolicies = []iamsim.NamedPolicy{{Name: "control", Policy: perm}}
+		s.ServiceControlPolicies, s.ResourceControlPolicies = []any{}, []any{}
+		return s
+	}
+	queue := func(prefix string) string { return "arn:aws:sqs:eu-west-1:" + acct + ":" + prefix + "0123456789ab" }
+	cases := []struct {
+		name string
+		sim  iamsim.Simulation
+		want string
+	}{
+		{"invoke the control API", sim("lambda:InvokeFunctionUrl", fn, map[string]any{"lambda:FunctionUrlAuthType": "AWS_IAM"}), "Allowed"},
+		{"invoke without IAM auth", sim("lambda:InvokeFunctionUrl", fn, map[string]any{"lambda:FunctionUrlAuthType": "NONE"}), "ImplicitlyDenied"},
+		{"subscribe to its topic", sim("sns:Subscribe", topic("acme"), nil), "Allowed"},
+		{"subscribe to another tenant's topic", sim("sns:Subscribe", topic("acme-x"), nil), "ImplicitlyDenied"},
+		{"create its tail queue", sim("sqs:CreateQueue", queue(acmeTail), nil), "Allowed"},
+		{"delete its tail queue", sim("sqs:DeleteQueue", queue(acmeTail), nil), "Allowed"},
+		{"delete another tenant's tail queue", sim("sqs:DeleteQueue", queue(otherTail), nil), "ImplicitlyDenied"},
+		{"read the tenant's own telemetry queue", sim("sqs:ReceiveMessage", "arn:aws:sqs:eu-west-1:"+acct+":snavio-prod-telemetry-acme", nil), "ImplicitlyDenied"},
+		{"put on the bus", sim("events:PutEvents", "arn:aws:events:eu-west-1:"+acct+":event-bus/snavio-prod-command-bus", nil), "ImplicitlyDenied"},
+	}
+	var sims []iamsim.Simulation
+	for _, c := range cases {
+		sims = append(sims, c.sim)
+	}
+	got := iamsim.Run(t, sims)
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got[i], c.want)
+		}
 	}
 }
