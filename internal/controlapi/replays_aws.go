@@ -41,9 +41,9 @@ import (
 const (
 	// maxAuditWriteBody holds an audit and two chunks of sent ids.
 	maxAuditWriteBody = 1 << 20
-	// maxSignBody holds MaxReplaySignRecords details of EventBridge's
-	// largest entry (256 KB) with room for their attributes.
-	maxSignBody = 4 << 20
+	// maxSignBody is a Function URL's largest request (6 MB): ten of
+	// EventBridge's largest entries (256 KB), JSON-escaped, fit.
+	maxSignBody = 6 << 20
 	// DefaultReplayerViewTTL is how long the registry's keys and routes,
 	// read once, serve the following requests of a warm function.
 	DefaultReplayerViewTTL = 30 * time.Second
