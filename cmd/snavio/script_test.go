@@ -55,6 +55,7 @@ func TestScripts(t *testing.T) {
 			"fnurl":       fnurl,
 			"aws-cli":     awsCLI,
 			"aws-emu":     awsEmu,
+			"replay-aws":  replayAWS,
 		},
 		Condition: condition,
 		Setup: func(env *testscript.Env) error {
@@ -280,6 +281,8 @@ func storeSend(ts *testscript.TestScript, neg bool, args []string) {
 // the script fails under CI=true (CI runs as root and must run it).
 func condition(cond string) (bool, error) {
 	switch cond {
+	case "dynamodb":
+		return dynamoDBCondition()
 	case "mountable":
 	case "awscli":
 		// [awscli]: the AWS CLI is on PATH. In CI (CI=true) its absence

@@ -33,6 +33,21 @@ var forbidden = []string{
 // allowed are exceptions inside a forbidden tree.
 var allowed = []string{"internal/controlapi/wire"}
 
+// platformOnly may be linked through internal/platform and nothing else:
+// on an aws profile the platform replays in the CLI with the operator's
+// credentials, on the replay engine (docs/replay.md, "On AWS"); its
+// audits and signatures come from the control API, so the AWS store stays
+// forbidden. A command importing the engine itself is still a violation.
+var platformOnly = []string{"internal/replay"}
+
+// throughPlatform reports whether the import of imp by p is one the
+// platform may make.
+func throughPlatform(p, imp string) bool {
+	from, _ := strings.CutPrefix(p, module)
+	to, _ := strings.CutPrefix(imp, module)
+	return from == "internal/platform" && slices.Contains(platformOnly, to)
+}
+
 // hosts are the CLI packages that may link the server: internal/cli/dispatchcmd
 // hosts `snavio dispatch serve` (and `dispatch deploy`), the one command
 // that runs a server instead of talking to one. Nothing reached only
@@ -94,7 +109,7 @@ func violations(graph map[string][]string, cli []string) []string {
 				continue
 			}
 			for _, imp := range graph[p] {
-				if _, seen := from[imp]; seen || isHost(imp) {
+				if _, seen := from[imp]; seen || isHost(imp) || throughPlatform(p, imp) {
 					continue
 				}
 				from[imp] = p
@@ -143,13 +158,18 @@ func TestLayeringRuleFails(t *testing.T) {
 		m("internal/cli/root"):        {m("internal/cli/dispatchcmd"), m("internal/cli/token")},
 		m("internal/cli/dispatchcmd"): {m("internal/devserver")},
 		m("internal/cli/routetest"):   {m("internal/server")},
-		m("internal/platform"):        {m("internal/controlapi/wire")},
+		m("internal/platform"):        {m("internal/controlapi/wire"), m("internal/replay"), m("internal/store/awsstore")},
+		m("internal/cli/key"):         {m("internal/platform"), m("internal/replay")},
 	}
-	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatchcmd"), m("internal/cli/routetest")}
+	cli := []string{m("internal/cli/route"), m("internal/cli/queue"), m("internal/cli/token"), m("internal/cli/root"), m("internal/cli/dispatchcmd"), m("internal/cli/routetest"), m("internal/cli/key")}
 	got := violations(graph, cli)
 	want := []string{
 		m("internal/cli/route") + " -> " + m("internal/controlapi"),
+		// The platform may link the replay engine, not the AWS store.
+		m("internal/cli/route") + " -> " + m("internal/platform") + " -> " + m("internal/store/awsstore"),
 		m("internal/cli/queue") + " -> " + m("internal/cli/cmdutil") + " -> " + m("internal/store/embedded"),
+		m("internal/cli/key") + " -> " + m("internal/replay"),
+		m("internal/cli/key") + " -> " + m("internal/platform") + " -> " + m("internal/store/awsstore"),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("violations:\n got %q\nwant %q", got, want)

@@ -24,6 +24,7 @@ const (
 	ResourceExplain     Resource = "explain"
 	ResourceQueues      Resource = "queues"
 	ResourceReplays     Resource = "replays"
+	ResourceReplayer    Resource = "replayer"
 	ResourceSnapshots   Resource = "snapshots"
 	ResourceTelemetry   Resource = "telemetry"
 	ResourceTokens      Resource = "tokens"
@@ -31,7 +32,7 @@ const (
 
 // Resources lists every resource in Handler's order.
 var Resources = []Resource{ResourceRegistry, ResourceArchive, ResourceCredentials, ResourceDelivery, ResourceExplain,
-	ResourceQueues, ResourceReplays, ResourceSnapshots, ResourceTelemetry, ResourceTokens}
+	ResourceQueues, ResourceReplays, ResourceReplayer, ResourceSnapshots, ResourceTelemetry, ResourceTokens}
 
 // CodeNotOnAWS is the error code of a resource the AWS host leaves out.
 const CodeNotOnAWS = "not_on_aws"
@@ -62,6 +63,8 @@ func shape(r Resource) *Handler {
 		return &Handler{Queues: &QueueAPI{}}
 	case ResourceReplays:
 		return &Handler{Replays: &ReplayAPI{}}
+	case ResourceReplayer:
+		return &Handler{Replayer: &ReplayerAPI{}}
 	case ResourceSnapshots:
 		return &Handler{Snapshots: &SnapshotAPI{}}
 	case ResourceTelemetry:
@@ -76,6 +79,7 @@ func shape(r Resource) *Handler {
 func (c *Config) options(r Resource) any {
 	return map[Resource]any{ResourceRegistry: c.Registry, ResourceArchive: c.Archive, ResourceCredentials: c.Credentials,
 		ResourceDelivery: c.Delivery, ResourceExplain: c.Explain, ResourceQueues: c.Queues, ResourceReplays: c.Replays,
+		ResourceReplayer:  c.Replayer,
 		ResourceSnapshots: c.Snapshots, ResourceTelemetry: c.Telemetry, ResourceTokens: c.Tokens}[r]
 }
 

@@ -29,14 +29,15 @@ type Config struct {
 	Explain     ExplainOptions
 	Queues      QueueOptions
 	Replays     ReplayOptions
+	Replayer    ReplayerOptions
 	Snapshots   SnapshotOptions
 	Telemetry   TelemetryOptions
 	Tokens      TokenOptions
 
 	// LeftOut are the resources this host leaves out on purpose, each
 	// with why and what to use instead: their options stay empty and
-	// their routes answer 501 (absent.go). The local server leaves none
-	// out.
+	// their routes answer 501 (absent.go). The local server leaves the
+	// replayer out (it runs replays itself); the AWS host the rest.
 	LeftOut map[Resource]Absence
 
 	// Alerts and Stats serve the host's GET /v1/alerts and GET
@@ -55,6 +56,7 @@ type Handler struct {
 	Explain     *ExplainAPI
 	Queues      *QueueAPI
 	Replays     *ReplayAPI
+	Replayer    *ReplayerAPI
 	Snapshots   *SnapshotAPI
 	Telemetry   *TelemetryAPI
 	Tokens      *TokenAPI
@@ -82,13 +84,13 @@ func New(c Config) (*Handler, error) {
 	if c.Auth == nil {
 		c.Auth = ContextAuth{}
 	}
-	for _, clk := range []*clock.Clock{&c.Registry.Clock, &c.Delivery.Clock, &c.Queues.Clock, &c.Replays.Clock, &c.Telemetry.Clock} {
+	for _, clk := range []*clock.Clock{&c.Registry.Clock, &c.Delivery.Clock, &c.Queues.Clock, &c.Replays.Clock, &c.Replayer.Clock, &c.Telemetry.Clock} {
 		if *clk == nil {
 			*clk = c.Clock
 		}
 	}
 	for _, log := range []**slog.Logger{&c.Registry.Logger, &c.Archive.Logger, &c.Credentials.Logger, &c.Delivery.Logger,
-		&c.Queues.Logger, &c.Replays.Logger, &c.Snapshots.Logger, &c.Telemetry.Logger, &c.Tokens.Logger} {
+		&c.Queues.Logger, &c.Replays.Logger, &c.Replayer.Logger, &c.Snapshots.Logger, &c.Telemetry.Logger, &c.Tokens.Logger} {
 		if *log == nil {
 			*log = c.Logger
 		}
@@ -111,6 +113,7 @@ func New(c Config) (*Handler, error) {
 	build(ResourceExplain, func() (err error) { h.Explain, err = NewExplainAPI(c.Explain); return err })
 	build(ResourceQueues, func() (err error) { h.Queues, err = NewQueueAPI(c.Queues); return err })
 	build(ResourceReplays, func() (err error) { h.Replays, err = NewReplayAPI(c.Replays); return err })
+	build(ResourceReplayer, func() (err error) { h.Replayer, err = NewReplayerAPI(c.Replayer); return err })
 	build(ResourceSnapshots, func() (err error) { h.Snapshots, err = NewSnapshotAPI(c.Snapshots); return err })
 	build(ResourceTelemetry, func() (err error) { h.Telemetry, err = NewTelemetryAPI(c.Telemetry); return err })
 	build(ResourceTokens, func() (err error) { h.Tokens, err = NewTokenAPI(c.Tokens); return err })
@@ -223,6 +226,16 @@ func (h *Handler) endpoints() []endpoint {
 			endpoint{"POST /v1/replays/{id}/resume", a.ep.Handle(Operator, a.resume)},
 			endpoint{"GET /v1/replays", a.ep.Handle(Operator, a.list)},
 			endpoint{"GET /v1/replays/{id}", a.ep.Handle(Operator, a.get)})
+	}
+	if a := h.Replayer; a != nil {
+		use(&a.ep)
+		add(endpoint{"GET /v1/replayer/audits", a.ep.Handle(Operator, a.list)},
+			endpoint{"GET /v1/replayer/audits/{id}", a.ep.Handle(Operator, a.get)},
+			endpoint{"POST /v1/replayer/audits", a.ep.Handle(Operator, a.create)},
+			endpoint{"PUT /v1/replayer/audits/{id}", a.ep.Handle(Operator, a.write)},
+			endpoint{"POST /v1/replayer/audits/{id}/claim", a.ep.Handle(Operator, a.claim)},
+			endpoint{"POST /v1/replayer/archive/verify", a.ep.Handle(Operator, a.verify)},
+			endpoint{"POST /v1/replayer/sign", a.ep.Handle(Operator, a.sign)})
 	}
 	if a := h.Archive; a != nil {
 		use(&a.ep)

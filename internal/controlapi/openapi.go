@@ -45,6 +45,8 @@ var goTypes = sync.OnceValue(func() map[string]reflect.Type {
 		reflect.TypeFor[wire.SnapshotList](), reflect.TypeFor[wire.SnapshotPublicKey](), reflect.TypeFor[wire.ReplayRequest](),
 		reflect.TypeFor[wire.ReplayPlanResponse](), reflect.TypeFor[wire.ReplayUpdate](), reflect.TypeFor[wire.ReplayResumeRequest](),
 		reflect.TypeFor[wire.ReplayList](), reflect.TypeFor[wire.ReplayAudit](), reflect.TypeFor[wire.DeliveryKey](),
+		reflect.TypeFor[wire.ReplayAuditWrite](), reflect.TypeFor[wire.ReplayClaim](), reflect.TypeFor[wire.ReplayVerifyRequest](),
+		reflect.TypeFor[wire.ReplayVerifyResponse](), reflect.TypeFor[wire.ReplaySignRequest](), reflect.TypeFor[wire.ReplaySignResponse](),
 		reflect.TypeFor[wire.ExplainRequest](), reflect.TypeFor[dispatch.Trace](), reflect.TypeFor[ArchivePage](),
 		reflect.TypeFor[registry.Item](), reflect.TypeFor[registry.Change](), reflect.TypeFor[keys.TenantConfig](),
 	} {

@@ -185,59 +185,35 @@ type prepared struct {
 }
 
 func (a *ReplayAPI) prepare(ctx context.Context, req wire.ReplayRequest, operator string) (prepared, error) {
-	origin, err := wire.ParseReplayOrigin(req.From)
+	origin, opts, err := replay.Prepare(req, operator, a.o.Clock.Now(), a.o.DedupeTTL)
+	var bad *replay.BadRequest
+	if errors.As(err, &bad) {
+		return prepared{}, BadRequest(bad.Msg, bad.Fix)
+	}
 	if err != nil {
-		return prepared{}, BadRequest(err.Error(), "pass --from archive or --from dlq:QUEUE")
-	}
-	now := a.o.Clock.Now()
-	mode, err := wire.ParseReplayDedupeMode(req.Dedupe)
-	if err != nil {
-		return prepared{}, BadRequest(err.Error(), "pass --dedupe keep-id or --dedupe new-id")
-	}
-	opts := replay.Options{
-		Filter: wire.ReplayFilter{Source: req.Source, Target: req.Target, Command: req.Command, Reason: req.FailureReason,
-			Start: req.Start.UTC(), End: req.End.UTC()},
-		Reason: req.Reason, Operator: operator, Dedupe: mode, DedupeTTL: a.o.DedupeTTL, Rate: req.Rate, Limit: req.Limit,
-	}
-	if req.Start.IsZero() {
-		opts.Filter.Start = time.Time{}
-	}
-	if req.End.IsZero() {
-		opts.Filter.End = time.Time{}
-	}
-	if origin.IsArchive() {
-		if opts.Filter.Start.IsZero() {
-			return prepared{}, BadRequest("replaying the archive needs --start", "give the start of the range, such as --start 1h or --start 2026-11-21T12:00:00Z")
-		}
-		if opts.Filter.Reason != "" {
-			return prepared{}, BadRequest("--reason filters a DLQ by failure reason; archived events have none", "drop --reason, or replay --from dlq:QUEUE")
-		}
-		if opts.Filter.End.IsZero() || opts.Filter.End.After(now) {
-			// A replay never reads what it (or anything after it) put.
-			opts.Filter.End = now
-		}
-	} else if _, err := a.o.Queues.GetQueue(ctx, origin.Queue); err != nil {
 		return prepared{}, err
 	}
-	if err := opts.Validate(); err != nil {
-		return prepared{}, BadRequest(err.Error(), "fix the flag named; see `snavio replay --help`")
+	if !origin.IsArchive() {
+		if _, err := a.o.Queues.GetQueue(ctx, origin.Queue); err != nil {
+			return prepared{}, err
+		}
 	}
 	return prepared{origin: origin, opts: opts}, nil
 }
 
 // engine returns a replay engine over the registry as it is now, and its
 // view of the registry for the sources.
-func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *registryView, error) {
-	view, err := loadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
+func (a *ReplayAPI) engine(ctx context.Context) (*replay.Engine, *replay.RegistryView, error) {
+	view, err := replay.LoadRegistry(ctx, a.o.Registry, a.o.KeyPolicy, a.o.Clock.Now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the registry's keys and routes: %w", err)
 	}
-	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Keys: view, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
+	return &replay.Engine{Bus: pipelineBus{a.o.Pipeline}, Signer: replay.KeySigner{Keys: view, Clock: a.o.Clock}, Routes: view, Audits: a.o.Audits, Clock: a.o.Clock, Sleep: a.o.Sleep}, view, nil
 }
 
-func (a *ReplayAPI) source(p prepared, lease time.Duration, view *registryView) (replay.Source, error) {
+func (a *ReplayAPI) source(p prepared, lease time.Duration, view *replay.RegistryView) (replay.Source, error) {
 	if p.origin.IsArchive() {
-		v, err := newVerifier(view, a.o.Shield, a.o.Clock.Now())
+		v, err := replay.NewVerifier(view, a.o.Shield, a.o.Clock.Now())
 		if err != nil {
 			return nil, fmt.Errorf("replay: the shield configuration: %w", err)
 		}
@@ -317,7 +293,7 @@ func stream(w http.ResponseWriter) func(wire.ReplayUpdate) {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	return func(u wire.ReplayUpdate) {
-		u.Replay = strip(u.Replay)
+		u.Replay = replay.Shown(u.Replay)
 		_ = enc.Encode(u)
 		_ = rc.Flush()
 	}
@@ -452,13 +428,7 @@ func (a *ReplayAPI) view(au wire.ReplayAudit) wire.ReplayAudit {
 			au.Error = "the server stopped during the replay: resume it with --resume " + au.ID
 		}
 	}
-	return strip(au)
-}
-
-func strip(au wire.ReplayAudit) wire.ReplayAudit {
-	au.Sent = nil
-	au.Cursor = ""
-	return au
+	return replay.Shown(au)
 }
 
 func (a *ReplayAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/devserver"
+	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -171,7 +171,7 @@ func TestArchiveReplayRefusesForgeries(t *testing.T) {
 		"shield:timestamp_too_old":      1,
 		"shield:unknown_key_version":    1,
 		"shield:command_source_present": 1,
-		controlapi.RefuseNotCommand:     1,
+		replay.RefuseNotCommand:         1,
 	}
 	if pr.Plan.Total != 1 || pr.Plan.Refused != 6 || fmt.Sprint(pr.Plan.RefusedBy) != fmt.Sprint(want) {
 		t.Fatalf("plan: total %d, refused %d %v; want 1, 6 %v", pr.Plan.Total, pr.Plan.Refused, pr.Plan.RefusedBy, want)

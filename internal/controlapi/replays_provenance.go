@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -45,12 +46,6 @@ func (c *deliveryCheck) load(ctx context.Context, queue string) error {
 
 // refusal is why a message must not be replayed ("" when it may be).
 func (c *deliveryCheck) refusal(attrs map[string]string, body []byte) string {
-	m := provenance.FromAttributes(attrs, body)
-	if err := c.signer.Verify(&m); err != nil {
-		return provenance.Reason(err)
-	}
-	if !c.targets[m.Target] {
-		return provenance.ReasonForeignTarget
-	}
-	return ""
+	check := replay.DeliveryCheck{Verify: c.signer.Verify, Targets: c.targets}
+	return check.Refusal(attrs, body)
 }

@@ -9,15 +9,7 @@ import (
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
-	"github.com/snavio/snavio/pkg/dispatch/clock"
-	"github.com/snavio/snavio/pkg/dispatch/envelope"
-	"github.com/snavio/snavio/pkg/dispatch/keys"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
-	"github.com/snavio/snavio/pkg/dispatch/reason"
-	"github.com/snavio/snavio/pkg/dispatch/registry"
-	"github.com/snavio/snavio/pkg/dispatch/shield"
-	"github.com/snavio/snavio/pkg/dispatch/signing"
-	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
 
 // ReplayArchive is the embedded store's archive query.
@@ -42,7 +34,7 @@ const archiveEnd = "end"
 type archiveSource struct {
 	a ReplayArchive
 	f wire.ReplayFilter
-	v *verifier
+	v *replay.Verifier
 }
 
 func (s *archiveSource) Name() string { return wire.ReplayOriginArchive }
@@ -65,7 +57,10 @@ func (s *archiveSource) Next(ctx context.Context, cursor string, limit int) ([]r
 		if len(evs) > 0 || next == archiveEnd {
 			out := make([]replay.Record, len(evs))
 			for i, e := range evs {
-				out[i] = replay.Record{Ref: e.EventID, Source: e.Source, Detail: e.Detail, At: e.ReceivedAt, Refusal: s.v.refusal(&e)}
+				out[i] = replay.Record{Ref: e.EventID, Source: e.Source, Detail: e.Detail, At: e.ReceivedAt, Refusal: s.v.Refusal(&replay.Archived{
+					Source: e.Source, DetailType: e.DetailType, Detail: e.Detail, ReceivedAt: e.ReceivedAt,
+					Verdict: string(e.Verdict), Reason: e.Reason, KeyVersion: e.KeyVersion,
+				})}
 			}
 			return out, next, nil
 		}
@@ -75,76 +70,6 @@ func (s *archiveSource) Next(ctx context.Context, cursor string, limit int) ([]r
 }
 
 func (s *archiveSource) Ack(context.Context, replay.Record) error { return nil }
-
-// Refusals of archived records (docs/replay.md, "What a replay refuses").
-// A re-verification failure is refused with the shield's own reason code.
-const (
-	// RefuseNotCommand: an event whose detail-type the dispatcher does not
-	// consume.
-	RefuseNotCommand = "not_a_command"
-	// refuseShieldPrefix prefixes the reason the shield rejected a command
-	// with when it was received ("shield:bad_signature").
-	refuseShieldPrefix = "shield:"
-	// RefuseKeyVersionMismatch: the command verifies now with another key
-	// version than the one the shield recorded.
-	RefuseKeyVersionMismatch = "key_version_mismatch"
-	// RefuseKeyRevoked: the key version it was signed with has been
-	// revoked since (NotAfter): a leaked key could have signed it.
-	RefuseKeyRevoked = "key_revoked"
-	// RefuseUnverifiable: the re-verification itself failed (a bug).
-	RefuseUnverifiable = "unverifiable"
-)
-
-// verifier re-runs the shield's checks (schema, forbidden command.source,
-// window, key version, HMAC) on an archived command as of the moment it
-// was received, against the registry's key history. Not safe for
-// concurrent use: a source uses it from one goroutine.
-type verifier struct {
-	at   time.Time // the time the shield reads: the record's ReceivedAt
-	now  time.Time // when the replay runs
-	sh   *shield.Shield
-	view *registryView
-}
-
-func newVerifier(view *registryView, cfg shield.Config, now time.Time) (*verifier, error) {
-	v := &verifier{now: now, view: view}
-	cfg.SampleRate, cfg.NoticeInterval = -1, -1 // no telemetry to sample or throttle
-	sh, err := shield.New(cfg, shield.Deps{Clock: clock.Func(func() time.Time { return v.at }), Keys: view.ring, Telemetry: telemetry.Discard{}})
-	if err != nil {
-		return nil, err
-	}
-	v.sh = sh
-	return v, nil
-}
-
-// refusal is why e must never be replayed, or "" when it may be: only a
-// command the shield accepted (or, archived before verdicts were
-// recorded, one that passes the shield's checks again) whose original
-// signature verifies against the key version valid when it was received.
-func (v *verifier) refusal(e *embedded.ArchivedEvent) string {
-	switch {
-	case e.Verdict == embedded.VerdictNotCommand || e.DetailType != envelope.EventType:
-		return RefuseNotCommand
-	case e.Verdict == embedded.VerdictRejected:
-		return refuseShieldPrefix + e.Reason
-	}
-	v.at = e.ReceivedAt
-	acc, err := v.sh.Check(e.Source, e.Detail)
-	if err != nil {
-		if c := reason.Of(err); c != "" {
-			return string(c)
-		}
-		return RefuseUnverifiable
-	}
-	version := acc.Envelope.Metadata.VersionID
-	if e.Verdict == embedded.VerdictAccepted && e.KeyVersion != "" && version != e.KeyVersion {
-		return RefuseKeyVersionMismatch
-	}
-	if at, ok := v.view.revoked[[2]string{e.Source, version}]; ok && !v.now.Before(at) {
-		return RefuseKeyRevoked
-	}
-	return ""
-}
 
 // attrSource is the message attribute internal/devserver's sender sets to the
 // command's bus source.
@@ -240,58 +165,4 @@ func (b pipelineBus) PutEvents(ctx context.Context, evs []replay.Event) ([]repla
 		out[i] = replay.Result{EventID: r.EventID, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage}
 	}
 	return out, nil
-}
-
-// registryView is the registry's keys (with their history, for
-// re-verification) and strict routes, loaded once per run (a replay signs
-// with the version current when it started, which the dispatcher accepts
-// through the rotation overlap).
-type registryView struct {
-	ring *keys.Keyring
-	// revoked is when a key version was revoked (its NotAfter), by source
-	// and version id.
-	revoked map[[2]string]time.Time
-	strict  map[[2]string]bool
-}
-
-func loadRegistry(ctx context.Context, r registry.Reader, policy keys.Policy, now time.Time) (*registryView, error) {
-	d, err := r.Load(ctx, now, registry.KindKey, registry.KindRoute)
-	if err != nil {
-		return nil, err
-	}
-	versions := map[string][]keys.Version{}
-	revoked := map[[2]string]time.Time{}
-	for _, k := range d.Keys {
-		for _, v := range k.Versions {
-			versions[k.Source] = append(versions[k.Source], keys.Version{ID: v.ID, Secret: v.Secret, ActivatedAt: v.ActivatedAt, NotAfter: v.NotAfter})
-			if !v.NotAfter.IsZero() {
-				revoked[[2]string{k.Source, v.ID}] = v.NotAfter
-			}
-		}
-	}
-	ring, err := keys.NewKeyring(policy, versions)
-	if err != nil {
-		return nil, err
-	}
-	v := &registryView{ring: ring, revoked: revoked, strict: map[[2]string]bool{}}
-	for i := range d.Routes {
-		if d.Routes[i].Strict() {
-			v.strict[[2]string{d.Routes[i].Target, d.Routes[i].Command}] = true
-		}
-	}
-	return v, nil
-}
-
-// SigningKey implements replay.Keys with the platform's copy of the key.
-func (v *registryView) SigningKey(source string, now time.Time) (*signing.Key, error) {
-	cur, ok := v.ring.Current(source, now)
-	if !ok {
-		return nil, errors.New("no current HMAC key is registered for " + source + ": create one with `snavio key create --source " + source + "`")
-	}
-	return signing.NewKey(cur.ID, cur.Secret)
-}
-
-// Strict implements replay.Routes.
-func (v *registryView) Strict(target, command string) bool {
-	return v.strict[[2]string{target, command}]
 }

@@ -578,7 +578,7 @@ func TestArchiveRecordsWithoutVerdictAreVerifiedAgain(t *testing.T) {
 	w := e.op("POST", "/v1/replays/plan", wire.ReplayRequest{From: "archive", Reason: "r", Start: t0.Add(-time.Minute)})
 	var pr wire.ReplayPlanResponse
 	_ = json.Unmarshal(w.Body.Bytes(), &pr)
-	want := map[string]int{"bad_signature": 1, "timestamp_too_old": 1, "shield:source_banned": 1, RefuseKeyVersionMismatch: 1}
+	want := map[string]int{"bad_signature": 1, "timestamp_too_old": 1, "shield:source_banned": 1, replay.RefuseKeyVersionMismatch: 1}
 	if pr.Plan.Total != 1 || pr.Plan.Refused != 4 || fmt.Sprint(pr.Plan.RefusedBy) != fmt.Sprint(want) {
 		t.Fatalf("plan = %s", w.Body)
 	}
@@ -615,7 +615,7 @@ func TestArchiveReplayRefusesARevokedKeysCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = json.Unmarshal(e.op("POST", "/v1/replays/plan", req).Body.Bytes(), &pr)
-	if pr.Plan.Total != 0 || pr.Plan.RefusedBy[RefuseKeyRevoked] != 1 {
+	if pr.Plan.Total != 0 || pr.Plan.RefusedBy[replay.RefuseKeyRevoked] != 1 {
 		t.Fatalf("after the revocation: %+v", pr.Plan)
 	}
 }

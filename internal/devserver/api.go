@@ -60,6 +60,7 @@ func (s *Serve) mountAPI(registry controlapi.RegistryOptions) (http.Handler, err
 		Snapshots:   controlapi.SnapshotOptions{Store: s.store.Snapshots(), Generator: d.Generator, KeyID: SnapshotKeyID, PublicKey: d.SigningKey.Public().(ed25519.PublicKey)},
 		Telemetry:   controlapi.TelemetryOptions{Store: d.Store, Changed: d.Changed},
 		Tokens:      controlapi.TokenOptions{Tokens: d.Tokens},
+		LeftOut:     map[controlapi.Resource]controlapi.Absence{controlapi.ResourceReplayer: controlapi.ReplayerInServer},
 		Alerts:      s.recentAlerts,
 		Stats:       s.stats,
 	})

@@ -139,8 +139,8 @@ var ControlLeftOut = map[controlapi.Resource]controlapi.Absence{
 		Why:     "the control API hosts no queues on AWS: target queues are SQS queues",
 		Instead: "use SQS directly (aws sqs ...), and register routes with the queues' ARNs"},
 	controlapi.ResourceReplays: {Code: controlapi.CodeNotOnAWS,
-		Why:     "replays are not built on AWS yet",
-		Instead: "replay from the command bus's archive with EventBridge (aws events start-replay); the dispatcher re-verifies what it reads"},
+		Why:     "the control function does not run replays: a replay outlasts a Lambda invocation, so the CLI runs it and asks the replayer endpoints (/v1/replayer/) for its audits and signatures",
+		Instead: "run `snavio replay` with an aws profile as the operator"},
 	controlapi.ResourceArchive: {Code: controlapi.CodeNotOnAWS,
 		Why:     "the control API keeps no archive on AWS: the command bus archives every command",
 		Instead: "inspect the bus's archive (snavio-<env>-commands) with EventBridge (aws events describe-archive)"},
@@ -156,8 +156,9 @@ type Control struct {
 
 // NewControl builds the control API on the AWS store: the registry,
 // delivery keys, explain (a dispatcher loaded on first use), snapshots
-// (the snapshot function's generator), whoami and openapi; the rest is
-// ControlLeftOut.
+// (the snapshot function's generator), the replayer (audits in the flow
+// table, verification and re-signing for a replay the CLI runs), whoami
+// and openapi; the rest is ControlLeftOut.
 func NewControl(ctx context.Context, cfg ControlConfig) (*Control, error) {
 	if err := cfg.validate(true); err != nil {
 		return nil, err
@@ -180,6 +181,10 @@ func NewControl(ctx context.Context, cfg ControlConfig) (*Control, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvDeliveryKey, err)
 	}
+	audits, err := awsstore.NewReplayAudits(cfg.Store, 0)
+	if err != nil {
+		return nil, err
+	}
 	pub := cfg.SnapshotKey.Public().(ed25519.PublicKey)
 	explain := &lazyExplainer{build: func(ctx context.Context) (*dispatch.Dispatcher, error) {
 		return explainDispatcher(ctx, cfg, reg, pub)
@@ -192,6 +197,7 @@ func NewControl(ctx context.Context, cfg ControlConfig) (*Control, error) {
 		Delivery:  controlapi.DeliveryOptions{Signer: signer, Registry: reg},
 		Explain:   controlapi.ExplainOptions{Dispatcher: explain},
 		Snapshots: controlapi.SnapshotOptions{Store: snaps, Generator: job, KeyID: cfg.SnapshotKeyID, PublicKey: pub},
+		Replayer:  controlapi.ReplayerOptions{Audits: audits, Registry: reg, Delivery: signer},
 		LeftOut:   ControlLeftOut,
 	})
 	if err != nil {

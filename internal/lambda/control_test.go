@@ -23,6 +23,7 @@ import (
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
+	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -253,6 +254,35 @@ func TestControlFunctionURL(t *testing.T) {
 	c.do(t, urlEvent("POST", "/v1/explain", "", explain, acme), 200, &tr)
 	if calls := c.c.Take(); calls.Total() != 0 {
 		t.Errorf("a warm explain made %s; want none", calls)
+	}
+
+	// The replayer (a replay the CLI runs): the operator records an audit
+	// in the flow table and has an archived command verified and
+	// re-signed; a tenant may do neither.
+	const runner, id = "3b241101-e2bb-4255-8caf-4136c566a962", "7d444840-9dc0-41d3-a8a1-6f3e4b1d2c3a"
+	audit := wire.ReplayAuditWrite{ReplayClaim: wire.ReplayClaim{Runner: runner, ClaimSeconds: 300},
+		Audit: wire.ReplayAudit{ID: id, Origin: wire.ReplayOriginArchive, Reason: "incident 1", Dedupe: wire.DedupeKeepID, Status: wire.ReplayRunning, StartedAt: c.clk.Now()}}
+	c.do(t, urlEvent("POST", "/v1/replayer/audits", "", mustJSON(t, audit), acme), 403, nil)
+	c.c.Take()
+	c.do(t, urlEvent("POST", "/v1/replayer/audits", "", mustJSON(t, audit), op), 204, nil)
+	t.Logf("POST /v1/replayer/audits: calls %s", c.c.Take())
+	record := wire.ReplayRecord{Source: source, DetailType: envelope.EventType, Detail: string(ev.Detail), ReceivedAt: c.clk.Now()}
+	var verdicts wire.ReplayVerifyResponse
+	c.do(t, urlEvent("POST", "/v1/replayer/archive/verify", "", mustJSON(t, wire.ReplayVerifyRequest{Records: []wire.ReplayRecord{record}}), op), 200, &verdicts)
+	if len(verdicts.Refusals) != 1 || verdicts.Refusals[0] != "" {
+		t.Errorf("verify: %+v, want the command accepted", verdicts)
+	}
+	var signed wire.ReplaySignResponse
+	c.c.Take()
+	c.do(t, urlEvent("POST", "/v1/replayer/sign", "", mustJSON(t, wire.ReplaySignRequest{ReplayID: id, Runner: runner, Records: []wire.ReplayRecord{record}}), op), 200, &signed)
+	t.Logf("POST /v1/replayer/sign (1 command): calls %s", c.c.Take())
+	if len(signed.Results) != 1 || signed.Results[0].Refusal != "" || !strings.Contains(signed.Results[0].Detail, id) {
+		t.Errorf("sign: %+v, want the command re-signed for replay %s", signed, id)
+	}
+	var got wire.ReplayAudit
+	c.do(t, urlEvent("GET", "/v1/replayer/audits/"+id, "", "", op), 200, &got)
+	if got.Reason != "incident 1" || got.Status != wire.ReplayRunning {
+		t.Errorf("audit %+v", got)
 	}
 }
 

@@ -251,31 +251,6 @@ func (c *AWS) GenerateSnapshot(ctx context.Context) (wire.SnapshotGenerated, err
 	return api.GenerateSnapshot(ctx)
 }
 
-// PlanReplay implements Platform.
-func (c *AWS) PlanReplay(context.Context, wire.ReplayRequest) (wire.ReplayPlanResponse, error) {
-	return wire.ReplayPlanResponse{}, notAvailable("replay --dry-run")
-}
-
-// StartReplay implements Platform.
-func (c *AWS) StartReplay(context.Context, wire.ReplayRequest) (ReplayStream, error) {
-	return nil, notAvailable("replay")
-}
-
-// ResumeReplay implements Platform.
-func (c *AWS) ResumeReplay(context.Context, string, wire.ReplayResumeRequest) (ReplayStream, error) {
-	return nil, notAvailable("replay --resume")
-}
-
-// ListReplays implements Platform.
-func (c *AWS) ListReplays(context.Context) ([]wire.ReplayAudit, error) {
-	return nil, notAvailable("replay list")
-}
-
-// GetReplay implements Platform.
-func (c *AWS) GetReplay(context.Context, string) (wire.ReplayAudit, error) {
-	return wire.ReplayAudit{}, notAvailable("replay show")
-}
-
 // Explain implements Platform.
 func (c *AWS) Explain(ctx context.Context, req wire.ExplainRequest) (dispatch.Trace, error) {
 	api, err := c.api("send --explain")

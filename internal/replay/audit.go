@@ -29,6 +29,10 @@ type AuditStore interface {
 // ErrNotFound is returned by Get for an unknown replay id.
 var ErrNotFound = errors.New("no such replay")
 
+// ErrNotClaimed: a replayer acts on an audit it does not hold (never
+// claimed, or its claim ran out).
+var ErrNotClaimed = errors.New("the replayer does not hold this replay's claim")
+
 // MemoryAudits keeps audits in memory.
 type MemoryAudits struct {
 	mu sync.Mutex
@@ -79,8 +83,15 @@ func (s *MemoryAudits) List(context.Context) ([]wire.ReplayAudit, error) {
 	for _, a := range s.m {
 		out = append(out, clone(a))
 	}
-	newestFirst(out)
+	NewestFirst(out)
 	return out, nil
+}
+
+// Shown is an audit as the APIs show it: without the sent ids and the
+// cursor (a resume reads them from the store).
+func Shown(a wire.ReplayAudit) wire.ReplayAudit {
+	a.Sent, a.Cursor = nil, ""
+	return a
 }
 
 func clone(a wire.ReplayAudit) wire.ReplayAudit {
@@ -88,7 +99,8 @@ func clone(a wire.ReplayAudit) wire.ReplayAudit {
 	return a
 }
 
-func newestFirst(as []wire.ReplayAudit) {
+// NewestFirst sorts audits newest first (ties by id).
+func NewestFirst(as []wire.ReplayAudit) {
 	sort.Slice(as, func(i, j int) bool {
 		if !as[i].StartedAt.Equal(as[j].StartedAt) {
 			return as[i].StartedAt.After(as[j].StartedAt)
@@ -189,7 +201,7 @@ func (s *FileAudits) List(ctx context.Context) ([]wire.ReplayAudit, error) {
 		}
 		out = append(out, a)
 	}
-	newestFirst(out)
+	NewestFirst(out)
 	return out, nil
 }
 
@@ -204,3 +216,6 @@ func unmarshalDelivered(b []byte, env *envelope.Envelope) error {
 	}
 	return nil
 }
+
+// ErrRunning is returned for a replay another run holds.
+var ErrRunning = errors.New("the replay is running elsewhere: wait for it, or stop the replayer running it and resume")

@@ -50,6 +50,9 @@ type Record struct {
 	At time.Time
 	// Reason is the failure reason a DLQ message carries, if any.
 	Reason string
+	// Attributes are a DLQ message's attributes (its delivery signature),
+	// for a signer that verifies the message again.
+	Attributes map[string]string
 	// Refusal, when set, is why this record must never be replayed: the plan lists it as refused with this reason and a run never sends or acknowledges it.
 	Refusal string
 }
@@ -95,6 +98,51 @@ type Bus interface {
 // Keys gives the platform's signing key of a source.
 type Keys interface {
 	SigningKey(source string, now time.Time) (*signing.Key, error)
+}
+
+// Signer re-signs the records a run sends, for the run's audit a: per
+// record the entry to put, or why it is refused (never sent, never
+// acknowledged). KeySigner signs in this process; on AWS the CLI asks the
+// control function, which holds the keys.
+type Signer interface {
+	Sign(ctx context.Context, a *wire.ReplayAudit, recs []Record) ([]Signed, error)
+}
+
+// Signed is one record's re-signed entry, or its refusal.
+type Signed struct {
+	Event   Event
+	Refusal string
+}
+
+// KeySigner is Signer with the platform's copies of the keys at hand.
+type KeySigner struct {
+	Keys  Keys
+	Clock clock.Clock
+}
+
+// Sign implements Signer.
+func (s KeySigner) Sign(_ context.Context, a *wire.ReplayAudit, recs []Record) ([]Signed, error) {
+	out := make([]Signed, len(recs))
+	now := s.Clock.Now()
+	for i := range recs {
+		r := recs[i]
+		env, err := decode(&r)
+		if err != nil {
+			out[i].Refusal = RefuseNotCommand
+			continue
+		}
+		if r.Source == "" {
+			return nil, fmt.Errorf("replay: command %s names no source", env.Metadata.ID)
+		}
+		key, err := s.Keys.SigningKey(r.Source, now)
+		if err != nil {
+			return nil, fmt.Errorf("replay: key of %s: %w", r.Source, err)
+		}
+		if out[i].Event, err = Resign(&env, r.Source, a, key, now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Routes tells which routes are strict.
@@ -179,7 +227,7 @@ func (o *Options) Validate() error {
 // Engine runs replays.
 type Engine struct {
 	Bus    Bus
-	Keys   Keys
+	Signer Signer
 	Routes Routes // optional: without it no command is considered strict
 	Audits AuditStore
 	Clock  clock.Clock
@@ -448,14 +496,13 @@ func (e *Engine) Run(ctx context.Context, src Source, a wire.ReplayAudit, limit 
 		}
 		inHand = true
 		var batch []Record
-		var events []Event
 		flush := func() error {
-			if len(events) == 0 {
+			if len(batch) == 0 {
 				return nil
 			}
-			acc, err := e.put(keep, src, &a, sent, batch, events)
+			acc, err := e.signAndPut(keep, src, &a, sent, batch)
 			sentNow += acc
-			batch, events = nil, nil
+			batch = nil
 			if progress != nil {
 				progress(a)
 			}
@@ -519,13 +566,8 @@ func (e *Engine) Run(ctx context.Context, src Source, a wire.ReplayAudit, limit 
 				}
 				return finish(wire.ReplayInterrupted, interrupted(&a))
 			}
-			ev, err := e.resign(&env, r.Source, &a, &opts)
-			if err != nil {
-				_ = flush()
-				return finish(wire.ReplayFailed, err)
-			}
 			last = e.Clock.Now()
-			batch, events = append(batch, *r), append(events, ev)
+			batch = append(batch, *r)
 		}
 		if err := flush(); err != nil {
 			return finish(wire.ReplayFailed, err)
@@ -536,6 +578,35 @@ func (e *Engine) Run(ctx context.Context, src Source, a wire.ReplayAudit, limit 
 			return finish(wire.ReplayFailed, fmt.Errorf("replay: record progress: %w", err))
 		}
 	}
+}
+
+// signAndPut re-signs a batch (a refused record is counted and left in
+// its source) and puts what was signed.
+func (e *Engine) signAndPut(ctx context.Context, src Source, a *wire.ReplayAudit, sent map[string]bool, batch []Record) (int, error) {
+	signed, err := e.Signer.Sign(ctx, a, batch)
+	if err != nil {
+		return 0, err
+	}
+	if len(signed) != len(batch) {
+		return 0, fmt.Errorf("replay: the signer answered %d result(s) for %d command(s)", len(signed), len(batch))
+	}
+	recs := make([]Record, 0, len(batch))
+	events := make([]Event, 0, len(batch))
+	for i, sg := range signed {
+		if sg.Refusal != "" {
+			a.Refused++
+			if a.RefusedBy == nil {
+				a.RefusedBy = map[string]int{}
+			}
+			a.RefusedBy[sg.Refusal]++
+			continue
+		}
+		recs, events = append(recs, batch[i]), append(events, sg.Event)
+	}
+	if len(events) == 0 {
+		return 0, nil
+	}
+	return e.put(ctx, src, a, sent, recs, events)
 }
 
 // put sends a batch, records every accepted command as sent in one audit
@@ -585,23 +656,15 @@ func originalID(r Record) string {
 	return env.Metadata.ID
 }
 
-// resign re-timestamps env, sets the replay metadata, picks the id per the
-// dedupe mode, and signs it with the platform's copy of the source's key.
-func (e *Engine) resign(env *envelope.Envelope, source string, a *wire.ReplayAudit, opts *Options) (Event, error) {
-	now := e.Clock.Now()
-	if source == "" {
-		return Event{}, fmt.Errorf("replay: command %s names no source", env.Metadata.ID)
-	}
-	key, err := e.Keys.SigningKey(source, now)
-	if err != nil {
-		return Event{}, fmt.Errorf("replay: key of %s: %w", source, err)
-	}
+// Resign re-timestamps env as of now, sets the replay metadata of a,
+// picks the id per a's dedupe mode, and signs it with key for source.
+func Resign(env *envelope.Envelope, source string, a *wire.ReplayAudit, key *signing.Key, now time.Time) (Event, error) {
 	out := *env
 	out.Command.Source = ""
 	out.Metadata.Timestamp = envelope.FormatTimestamp(now)
-	out.Metadata.Replay, out.Metadata.ReplayReason, out.Metadata.ReplayID = true, opts.Reason, a.ID
+	out.Metadata.Replay, out.Metadata.ReplayReason, out.Metadata.ReplayID = true, a.Reason, a.ID
 	out.Metadata.VersionID = key.VersionID()
-	if opts.Dedupe == wire.DedupeNewID {
+	if a.Dedupe == wire.DedupeNewID {
 		out.Metadata.ID = derivedID(a.ID, env.Metadata.ID)
 	}
 	if err := key.SignEnvelope(&out, source); err != nil {

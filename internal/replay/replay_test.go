@@ -141,7 +141,7 @@ func setup(t testing.TB, n int) (*Engine, *dlq, *bus, *clock.Fake) {
 	k := key(t)
 	b := &bus{t: t, key: k}
 	e := &Engine{
-		Bus: b, Keys: keysFor{src: k}, Routes: strictRoutes{"accounts": true}, Audits: &MemoryAudits{}, Clock: clk,
+		Bus: b, Signer: KeySigner{Keys: keysFor{src: k}, Clock: clk}, Routes: strictRoutes{"accounts": true}, Audits: &MemoryAudits{}, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return ctx.Err() },
 	}
 	return e, q, b, clk
@@ -391,5 +391,40 @@ func TestParsedRatesValidate(t *testing.T) {
 		if err := o.Validate(); err != nil {
 			t.Errorf("a parsed rate %v (%s) is refused by Validate: %v", r, s, err)
 		}
+	}
+}
+
+// refusingSigner refuses the records whose ref it names, and signs the
+// rest with inner.
+type refusingSigner struct {
+	inner Signer
+	refs  map[string]string
+}
+
+func (s refusingSigner) Sign(ctx context.Context, a *wire.ReplayAudit, recs []Record) ([]Signed, error) {
+	out, err := s.inner.Sign(ctx, a, recs)
+	for i := range recs {
+		if why := s.refs[recs[i].Ref]; why != "" && err == nil {
+			out[i] = Signed{Refusal: why}
+		}
+	}
+	return out, err
+}
+
+// TestSignerRefusals: a record the signer refuses (the control function's
+// check on AWS) is counted by reason, never sent and never acknowledged;
+// the rest of its batch goes on.
+func TestSignerRefusals(t *testing.T) {
+	e, q, b, _ := setup(t, 3)
+	e.Signer = refusingSigner{inner: e.Signer, refs: map[string]string{"r2": "bad_signature"}}
+	a, err := e.Start(context.Background(), q, Options{Reason: "incident 43"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != wire.ReplayDone || a.SentCount != 2 || a.Refused != 1 || a.RefusedBy["bad_signature"] != 1 || len(b.got) != 2 {
+		t.Fatalf("audit = %+v, bus got %d", a, len(b.got))
+	}
+	if q.acked["r2"] != 0 || len(q.acked) != 2 {
+		t.Errorf("acknowledged %v, want r1 and r3 only", q.acked)
 	}
 }

@@ -101,6 +101,16 @@ reason, and never sent; refused records do not change the exit code.
 Times (--start, --end) are RFC 3339 or how long ago (90m, 2h, 3d). The
 archive needs --start; its end defaults to the start of the replay.
 
+Where it runs: on a local profile, snavio dispatch serve replays and keeps
+the audits. On an aws profile (with env and control_url set) this command
+replays itself, with your AWS credentials as the operator: it receives
+the DLQ from SQS (each message's delivery signature is verified with its
+target's key from the control API), reads the archive through an
+EventBridge replay into a capture rule and queue it creates and deletes,
+has the control API verify and re-sign each batch (the tenants' keys
+never leave it) and keep the audit, and puts on the env's bus. Flags,
+output and exit codes are the same on both.
+
 Exit codes: 0 the replay finished (or paused at --limit); 1 it was
 interrupted or failed, or the bus refused some commands (they stay in the
 DLQ); 2 a bad flag.`,

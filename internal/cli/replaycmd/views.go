@@ -147,8 +147,10 @@ func NewCmdList(d Deps, runF func(context.Context, *ListOptions) error) *cobra.C
 		Short:   "List the replays audited on the server, newest first",
 		Long: `List every replay the server has audited, newest first: its status
 (running, paused, interrupted, done, failed), origin, counts, operator,
-start and reason. A replay whose server stopped under it shows as
-interrupted; continue it with snavio replay --resume ID.`,
+start and reason. A replay whose server (or, on an aws profile, whose
+CLI) stopped under it shows as interrupted; continue it with snavio
+replay --resume ID. On an aws profile the control API keeps the audits
+(in the env's DynamoDB flow table).`,
 		Example: `  snavio replay list
   snavio replay list --status interrupted -o json`,
 		Args: cmdutil.NoArgs,

@@ -476,6 +476,11 @@ func (x b) statements(key string) []policy.Statement {
 			outbox,
 			// Explain's dispatcher reads the global ban list; it takes no token.
 			policy.Allowing("FlowRead", ddbRead, tableARN("FlowTable", "")),
+			// The replayer writes replay audits and their sent ids, only
+			// in their own partitions (awsstore.ReplayAudits).
+			{Sid: "ReplayAudits", Effect: policy.Allow, Action: []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"},
+				Resource:  []string{tableARN("FlowTable", "")},
+				Condition: policy.Condition{"ForAllValues:StringLike": {"dynamodb:LeadingKeys": {"replay", "replaysent#*"}}}},
 			policy.Allowing("SnapshotWrite", []string{"s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"}, snapshots),
 			policy.Allowing("SnapshotList", []string{"s3:ListBucket"}, GetAtt("SnapshotBucket", "Arn")),
 			// Registration test-routes each route's target queue

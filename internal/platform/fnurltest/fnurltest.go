@@ -67,6 +67,10 @@ type Options struct {
 	Clock clock.Clock
 	// TLS serves https (Client trusts its certificate).
 	TLS bool
+	// API builds the control API the server fronts, given the host's IAM
+	// authenticator (a test's own resources over the emulators); nil
+	// serves the registry over Registry, and whoami.
+	API func(auth controlapi.Authenticator) (http.Handler, error)
 }
 
 // Request is one request the server answered.
@@ -114,22 +118,31 @@ func New(o Options) (*Server, error) {
 		o.Clock = clock.System()
 	}
 	s := &Server{Region: o.Region, Env: o.Env, Registry: memstore.NewRegistry(), clk: o.Clock, signer: v4.NewSigner(), keys: map[string]identity{}}
-	leftOut := map[controlapi.Resource]controlapi.Absence{}
-	for _, r := range controlapi.Resources {
-		if r != controlapi.ResourceRegistry {
-			leftOut[r] = controlapi.Absence{Code: NotServedCode, Why: string(r) + " is not served by this control API host", Instead: "the fake serves the registry and whoami only"}
+	auth := controlapi.IAMAuth{Account: Account, Roles: stack.Names{Env: o.Env}}
+	if o.API != nil {
+		api, err := o.API(auth)
+		if err != nil {
+			return nil, err
 		}
+		s.api = api
+	} else {
+		leftOut := map[controlapi.Resource]controlapi.Absence{}
+		for _, r := range controlapi.Resources {
+			if r != controlapi.ResourceRegistry {
+				leftOut[r] = controlapi.Absence{Code: NotServedCode, Why: string(r) + " is not served by this control API host", Instead: "the fake serves the registry and whoami only"}
+			}
+		}
+		api, err := controlapi.New(controlapi.Config{
+			Auth:     auth,
+			Clock:    o.Clock,
+			Registry: controlapi.RegistryOptions{Registry: s.Registry},
+			LeftOut:  leftOut,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.api = api
 	}
-	api, err := controlapi.New(controlapi.Config{
-		Auth:     controlapi.IAMAuth{Account: Account, Roles: stack.Names{Env: o.Env}},
-		Clock:    o.Clock,
-		Registry: controlapi.RegistryOptions{Registry: s.Registry},
-		LeftOut:  leftOut,
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.api = api
 	if o.TLS {
 		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	} else {
