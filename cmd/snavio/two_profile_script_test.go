@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/snavio/snavio/internal/lambda/awsworld"
+	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 )
 
 // The two-profile suite: testdata/script/two_profile_*.txtar drive the
@@ -43,8 +44,12 @@ type twoProfileRun struct {
 	errs    []string
 }
 
-// twoProfileBootstrap is the Lambda bootstrap, built once per binary.
-var twoProfileBootstrap awsworld.Bootstrap
+// twoProfileBootstrap is the Lambda bootstrap, built once per binary;
+// twoProfileEmu the in-process kumo the aws worlds share.
+var (
+	twoProfileBootstrap awsworld.Bootstrap
+	twoProfileEmu       awstest.Emulators
+)
 
 // twoProfileWorlds numbers the aws worlds: kumo's state outlives each.
 var twoProfileWorlds atomic.Int64
@@ -57,6 +62,7 @@ func TestTwoProfile(t *testing.T) {
 		t.Fatalf("no two-profile scripts in testdata/script: %v", err)
 	}
 	t.Cleanup(twoProfileBootstrap.Close)
+	t.Cleanup(twoProfileEmu.Close)
 	for _, profile := range []string{profileLocal, profileAWS} {
 		t.Run(profile, func(t *testing.T) {
 			run := &twoProfileRun{profile: profile, started: map[string]bool{}, t: map[string]testscript.T{}}
@@ -214,7 +220,7 @@ func twoProfileAWS(ts *testscript.TestScript, run *twoProfileRun, name string) {
 	ts.Check(err)
 	began := time.Now()
 	env := fmt.Sprintf("tp%dx%d", os.Getpid(), twoProfileWorlds.Add(1))
-	w, err := awsworld.Start(context.Background(), awsworld.Options{Env: env, DynamoDB: ddb, Bootstrap: bin, Tenants: []string{"acme"}})
+	w, err := awsworld.Start(context.Background(), awsworld.Options{Env: env, DynamoDB: ddb, Kumo: twoProfileEmu.Kumo(), Bootstrap: bin, Tenants: []string{"acme"}})
 	if err != nil {
 		ts.Fatalf("two-profile start: %v", err)
 	}

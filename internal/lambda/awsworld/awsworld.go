@@ -50,7 +50,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/sivchari/kumo"
 
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/lambda"
@@ -80,6 +79,10 @@ type Options struct {
 	Env string
 	// DynamoDB is the DynamoDB Local the tables go on.
 	DynamoDB *awstest.DynamoDBLocal
+	// Kumo serves SQS, SNS, STS, IAM, Lambda and EventBridge: one per
+	// process (awstest.Emulators.Kumo), since kumo's state is global and
+	// starting servers concurrently races on it.
+	Kumo *awstest.Kumo
 	// Bootstrap is the built bootstrap binary (Bootstrap.Path).
 	Bootstrap string
 	// Tenants are on-boarded: emit role, telemetry topic, and a
@@ -99,7 +102,6 @@ type World struct {
 	TelemetryQueues map[string]string
 
 	names     stack.Names
-	kumo      *kumo.Server
 	s3        *httptest.Server
 	front     *fnurltest.Server
 	tap       *fnurltest.STSTap
@@ -114,6 +116,7 @@ type World struct {
 	bootstrap string
 	kumoURL   string
 	ddbURL    string
+	forwards  sync.WaitGroup // events the rule's target is invoking with
 	// fnMu guards the functions' environments: created, running (their
 	// bootstraps answer), inflight invocations and the last one's end.
 	fnMu       sync.Mutex
@@ -183,8 +186,8 @@ func (b *Bootstrap) Close() {
 // Start brings the world up; Close takes it down. On an error, what was
 // started is stopped.
 func Start(ctx context.Context, o Options) (_ *World, err error) {
-	if o.DynamoDB == nil || o.Bootstrap == "" || o.Env == "" {
-		return nil, errors.New("awsworld: Options.Env, DynamoDB and Bootstrap are required")
+	if o.DynamoDB == nil || o.Kumo == nil || o.Bootstrap == "" || o.Env == "" {
+		return nil, errors.New("awsworld: Options.Env, DynamoDB, Kumo and Bootstrap are required")
 	}
 	w := &World{Env: o.Env, names: stack.Names{Env: o.Env}, TelemetryQueues: map[string]string{}, stop: make(chan struct{})}
 	defer func() {
@@ -193,8 +196,7 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 			w.Close()
 		}
 	}()
-	w.kumo = kumo.NewServer()
-	kumoURL := w.kumo.URL
+	kumoURL := o.Kumo.Endpoint
 	w.cfg = aws.Config{Region: Region, Credentials: credentials.NewStaticCredentialsProvider("snavioTest", "snavioTest", "")}
 	w.sqs = sqs.NewFromConfig(w.cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	w.lambda = awslambda.NewFromConfig(w.cfg, func(o *awslambda.Options) { o.BaseEndpoint = aws.String(kumoURL) })
@@ -304,20 +306,28 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 
 	// The bus and its rule: commands to the ingest function, invoked
 	// asynchronously by the API destination's endpoint.
+	// It accepts the event at once, as Lambda's async invoke does (kumo's
+	// delivery gives up after a few seconds, less than a cold start under
+	// -race), then starts the functions if need be and invokes.
 	w.forward = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = w.begin(context.Background())
-		}
-		if err == nil {
-			_, err = w.lambda.Invoke(context.Background(), &awslambda.InvokeInput{FunctionName: aws.String(ingestFn), InvocationType: lambdatypes.InvocationTypeEvent, Payload: b})
-			w.end()
-		}
 		if err != nil {
-			w.fail(fmt.Errorf("the rule's target, invoking %s: %w", ingestFn, err))
-			rw.WriteHeader(http.StatusBadGateway)
+			w.fail(fmt.Errorf("the rule's target: reading the event: %w", err))
+			rw.WriteHeader(http.StatusBadRequest)
 			return
 		}
+		w.forwards.Add(1)
+		go func() {
+			defer w.forwards.Done()
+			err := w.begin(context.Background())
+			if err == nil {
+				_, err = w.lambda.Invoke(context.Background(), &awslambda.InvokeInput{FunctionName: aws.String(ingestFn), InvocationType: lambdatypes.InvocationTypeEvent, Payload: b})
+				w.end()
+			}
+			if err != nil {
+				w.fail(fmt.Errorf("the rule's target, invoking %s: %w", ingestFn, err))
+			}
+		}()
 		rw.WriteHeader(http.StatusAccepted)
 	}))
 	bus := w.names.Bus()
@@ -633,6 +643,7 @@ func (w *World) Close() error {
 			s.Close() // no new command starts the functions
 		}
 	}
+	w.forwards.Wait()
 	w.bootMu.Lock()
 	for _, c := range w.bootstraps {
 		_ = c.Process.Kill()
@@ -654,9 +665,6 @@ func (w *World) Close() error {
 	}
 	if w.front != nil {
 		w.front.Close()
-	}
-	if w.kumo != nil {
-		w.kumo.Close()
 	}
 	return w.Err()
 }
