@@ -41,6 +41,7 @@ type twoProfileRun struct {
 	t       map[string]testscript.T
 	mu      sync.Mutex
 	started map[string]bool
+	skipped map[string]string // script -> why two-profile start skipped it
 	errs    []string
 }
 
@@ -65,7 +66,7 @@ func TestTwoProfile(t *testing.T) {
 	t.Cleanup(twoProfileEmu.Close)
 	for _, profile := range []string{profileLocal, profileAWS} {
 		t.Run(profile, func(t *testing.T) {
-			run := &twoProfileRun{profile: profile, started: map[string]bool{}, t: map[string]testscript.T{}}
+			run := &twoProfileRun{profile: profile, started: map[string]bool{}, skipped: map[string]string{}, t: map[string]testscript.T{}}
 			began := time.Now()
 			t.Cleanup(func() {
 				for _, e := range run.errs {
@@ -75,6 +76,9 @@ func TestTwoProfile(t *testing.T) {
 				for _, f := range files {
 					name := strings.TrimSuffix(filepath.Base(f), ".txtar")
 					n, why := scriptSteps(t, f, profile)
+					if why == "" {
+						why = run.skipped[name]
+					}
 					switch {
 					case why != "":
 						skipped[name] = why
@@ -205,16 +209,23 @@ func twoProfile(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 func twoProfileAWS(ts *testscript.TestScript, run *twoProfileRun, name string) {
+	skip := func(why string) {
+		run.mu.Lock()
+		t := run.t[ts.Getenv("WORK")]
+		run.started[name] = false
+		run.skipped[name] = why
+		run.mu.Unlock()
+		t.Skip(why)
+	}
+	if testing.Short() {
+		skip("-short: the aws world builds and runs the Lambda bootstrap")
+	}
 	ddb, err := scriptDynamoDB()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			ts.Fatalf("two-profile start: CI=true and DynamoDB Local cannot start: %v", err)
 		}
-		run.mu.Lock()
-		t := run.t[ts.Getenv("WORK")]
-		run.started[name] = false
-		run.mu.Unlock()
-		t.Skip("DynamoDB Local is not available here (CI=true would fail instead): " + err.Error())
+		skip("DynamoDB Local is not available here (CI=true would fail instead): " + err.Error())
 	}
 	bin, err := twoProfileBootstrap.Path()
 	ts.Check(err)
