@@ -418,7 +418,7 @@ func (w *World) shutdownIfIdle() {
 func (w *World) startFunctions(ctx context.Context) error {
 	ingestFn, slowFn := w.names.Function(lambda.FunctionIngest), w.slowFn
 	if !w.created {
-		zipped, err := zipBootstrap(w.bootstrap)
+		zipped, err := ZipBootstrap(w.bootstrap)
 		if err != nil {
 			return err
 		}
@@ -449,7 +449,9 @@ func (w *World) startFunctions(ctx context.Context) error {
 	return nil
 }
 
-func zipBootstrap(bin string) ([]byte, error) {
+// ZipBootstrap is the function code of a built bootstrap: a zip holding
+// it as "bootstrap", executable, as `make lambda` packs it.
+func ZipBootstrap(bin string) ([]byte, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, err
