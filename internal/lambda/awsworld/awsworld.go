@@ -98,7 +98,7 @@ type World struct {
 	Endpoint string
 	// ControlURL is the control API's Function URL front.
 	ControlURL string
-	// TelemetryQueues are the tenants' own telemetry queues (name).
+	// TelemetryQueues are the URLs of the tenants' own telemetry queues.
 	TelemetryQueues map[string]string
 
 	names     stack.Names
