@@ -39,8 +39,12 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs testdata/script/*.txtar. Set SNAVIO_UPDATE_SCRIPTS=1 to
 // rewrite the expected output in the scripts from the actual output.
-func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+func TestScripts(t *testing.T) { testscript.Run(t, scriptParams()) }
+
+// scriptParams are the scripts' commands, conditions and set-up, shared
+// by TestScripts and TestTwoProfile.
+func scriptParams() testscript.Params {
+	return testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testdata", "script"),
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
@@ -56,6 +60,7 @@ func TestScripts(t *testing.T) {
 			"aws-cli":     awsCLI,
 			"aws-emu":     awsEmu,
 			"replay-aws":  replayAWS,
+			"two-profile": twoProfile,
 		},
 		Condition: condition,
 		Setup: func(env *testscript.Env) error {
@@ -67,6 +72,7 @@ func TestScripts(t *testing.T) {
 			env.Values[awsFakeKey{}] = &awsFakeState{}
 			env.Values[fnurlKey{}] = &fnurlState{}
 			env.Values[awsCLIKey{}] = &awsCLIState{}
+			twoProfileSetup(env)
 			for _, k := range []string{"NO_COLOR", "SNAVIO_CONFIG", "SNAVIO_PROFILE", "SNAVIO_OUTPUT", "SNAVIO_ENDPOINT_URL",
 				"SNAVIO_REGION", "SNAVIO_NO_COLOR", "SNAVIO_FORCE_TTY", "SNAVIO_DATA_DIR", "SNAVIO_TOKEN", "SNAVIO_SECRET",
 				"SNAVIO_KEY_VERSION"} {
@@ -74,7 +80,7 @@ func TestScripts(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // serveReady implements the script command

@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -22,7 +21,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +37,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/snavio/snavio/internal/lambda"
+	"github.com/snavio/snavio/internal/lambda/awsworld"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/internal/store/awsstore/awstest"
 	"github.com/snavio/snavio/internal/syncbuf"
@@ -265,13 +264,16 @@ func setUp(t *testing.T) *world {
 	}
 
 	// The bootstrap, built as make lambda builds it, run once per function.
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "github.com/snavio/snavio/cmd/snavio-lambda")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	var boot awsworld.Bootstrap
+	t.Cleanup(boot.Close)
+	bin, err := boot.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
-	zipped := zipBootstrap(t, bin)
+	zipped, err := awsworld.ZipBootstrap(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ingestFn, slowFn := w.env+"-ingest", w.env+"-slow"
 	w.slowFn = slowFn
 	for _, fn := range []struct{ name, function string }{{ingestFn, lambda.FunctionIngest}, {slowFn, lambda.FunctionSlow}} {
@@ -301,29 +303,6 @@ func setUp(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	return w
-}
-
-func zipBootstrap(t *testing.T, bin string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
-	h.SetMode(0o755)
-	f, err := zw.CreateHeader(h)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // start runs the bootstrap for one function against kumo's Runtime API,

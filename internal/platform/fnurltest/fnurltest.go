@@ -10,7 +10,9 @@
 // the request with its verified caller to the real control API with the
 // Lambda host's IAM mapping (controlapi.IAMAuth over stack.Names): the
 // registry over a memory store, and whoami. The other resources are left
-// out and answer 501 with the host's typed code.
+// out and answer 501 with the host's typed code. With Options.Function
+// it hands the verified request, as a Function URL event, to a real
+// control function (lambda.Control.Handle) instead.
 //
 // STSTap is a reverse proxy in front of an STS emulator (kumo): it
 // records each AssumeRole call, refuses one whose external id does not
@@ -23,6 +25,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
@@ -33,10 +36,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
@@ -71,6 +77,11 @@ type Options struct {
 	// authenticator (a test's own resources over the emulators); nil
 	// serves the registry over Registry, and whoami.
 	API func(auth controlapi.Authenticator) (http.Handler, error)
+	// Function, when set, answers each verified request instead of the
+	// memory registry API: the request as Lambda hands a Function URL
+	// event over (payload format 2.0, the verified caller in
+	// requestContext.authorizer.iam), as lambda.Control.Handle takes it.
+	Function func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error)
 }
 
 // Request is one request the server answered.
@@ -94,7 +105,10 @@ type Server struct {
 	clk    clock.Clock
 	srv    *httptest.Server
 	api    http.Handler
+	fn     func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error)
 	signer *v4.Signer
+
+	seq atomic.Int64
 
 	mu       sync.Mutex
 	keys     map[string]identity
@@ -143,6 +157,7 @@ func New(o Options) (*Server, error) {
 		}
 		s.api = api
 	}
+	s.fn = o.Function
 	if o.TLS {
 		s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	} else {
@@ -232,6 +247,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Caller = caller
+	if s.fn != nil {
+		rec.Status = s.invoke(w, r, body, caller)
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	out := httptest.NewRecorder()
 	s.api.ServeHTTP(out, r.WithContext(controlapi.WithIAMCaller(r.Context(), controlapi.IAMCaller{UserARN: caller})))
@@ -241,6 +260,57 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(out.Code)
 	_, _ = w.Write(out.Body.Bytes())
 	rec.Status = out.Code
+}
+
+// invoke passes a verified request to the Function as its Function URL
+// event, writes the function's answer and returns its status.
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request, body []byte, caller string) int {
+	ev := events.LambdaFunctionURLRequest{Version: "2.0", RawPath: r.URL.EscapedPath(), RawQueryString: r.URL.RawQuery,
+		Headers: map[string]string{}, Body: base64.StdEncoding.EncodeToString(body), IsBase64Encoded: true}
+	for k, v := range r.Header {
+		if strings.EqualFold(k, "Cookie") {
+			ev.Cookies = append(ev.Cookies, v...)
+			continue
+		}
+		ev.Headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	ev.Headers["host"] = r.Host
+	ev.Headers["content-length"] = strconv.Itoa(len(body))
+	ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = r.Method, r.URL.Path
+	ev.RequestContext.HTTP.SourceIP, ev.RequestContext.DomainName = r.RemoteAddr, r.Host
+	ev.RequestContext.RequestID = fmt.Sprintf("fnurltest-%d", s.seq.Add(1))
+	account := ""
+	if parts := strings.Split(caller, ":"); len(parts) > 4 {
+		account = parts[4]
+	}
+	ev.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
+		AccountID: account, UserARN: caller}}
+	resp, err := s.fn(r.Context(), ev)
+	if err != nil {
+		// Lambda answers a function's error with a bare 502.
+		writeJSON(w, http.StatusBadGateway, map[string]string{"Message": "Internal Server Error"})
+		return http.StatusBadGateway
+	}
+	out := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if out, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"Message": "the function's body is not base64"})
+			return http.StatusBadGateway
+		}
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for _, c := range resp.Cookies {
+		w.Header().Add("Set-Cookie", c)
+	}
+	status := resp.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+	return status
 }
 
 // verify checks r's SigV4 signature and returns the caller's ARN.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,7 @@ type StreamPoller struct {
 	bodies    *bodyTap
 	iters     map[string]string // shard -> next iterator
 	done      map[string]bool   // closed shards read to their end
+	last      map[string]string // shard -> the last sequence number read
 }
 
 // bodyTap keeps the last response body of the client.
@@ -67,7 +69,7 @@ func NewStreamPoller(ctx context.Context, d *DynamoDBLocal, table string) (*Stre
 	if len(out.Streams) != 1 {
 		return nil, fmt.Errorf("table %s has %d streams, want 1", table, len(out.Streams))
 	}
-	return &StreamPoller{c: c, streamARN: aws.ToString(out.Streams[0].StreamArn), bodies: tap, iters: map[string]string{}, done: map[string]bool{}}, nil
+	return &StreamPoller{c: c, streamARN: aws.ToString(out.Streams[0].StreamArn), bodies: tap, iters: map[string]string{}, done: map[string]bool{}, last: map[string]string{}}, nil
 }
 
 // Poll returns the records written since the last Poll, shard by shard,
@@ -85,14 +87,22 @@ func (p *StreamPoller) Poll(ctx context.Context) (events.DynamoDBEvent, error) {
 		}
 		it, ok := p.iters[id]
 		if !ok {
-			out, err := p.c.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.streamARN), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-			if err != nil {
+			if it, err = p.iterator(ctx, sh.ShardId); err != nil {
 				return ev, err
 			}
-			it = aws.ToString(out.ShardIterator)
 		}
 		for it != "" {
 			out, err := p.c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it)})
+			var trimmed *types.TrimmedDataAccessException
+			var expired *types.ExpiredIteratorException
+			if errors.As(err, &trimmed) || errors.As(err, &expired) {
+				// DynamoDB Local refuses a kept iterator of a shard after a
+				// while: start again after the last record read.
+				if it, err = p.iterator(ctx, sh.ShardId); err != nil {
+					return ev, err
+				}
+				out, err = p.c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(it)})
+			}
 			if err != nil {
 				return ev, err
 			}
@@ -108,6 +118,7 @@ func (p *StreamPoller) Poll(ctx context.Context) (events.DynamoDBEvent, error) {
 			}
 			for i := range page.Records {
 				page.Records[i].EventSourceArn = p.streamARN
+				p.last[id] = page.Records[i].Change.SequenceNumber
 			}
 			ev.Records = append(ev.Records, page.Records...)
 			next := aws.ToString(out.NextShardIterator)
@@ -123,4 +134,18 @@ func (p *StreamPoller) Poll(ctx context.Context) (events.DynamoDBEvent, error) {
 		}
 	}
 	return ev, nil
+}
+
+// iterator is a new iterator of shard: after the last record read, or at
+// its start.
+func (p *StreamPoller) iterator(ctx context.Context, shard *string) (string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.streamARN), ShardId: shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	if seq := p.last[aws.ToString(shard)]; seq != "" {
+		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(seq)
+	}
+	out, err := p.c.GetShardIterator(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ShardIterator), nil
 }
