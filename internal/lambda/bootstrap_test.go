@@ -26,12 +26,12 @@ import (
 )
 
 // fakeRuntime is Lambda's Runtime API as the bootstrap sees it: it hands
-// out one event, then holds the next poll until the test ends, and
-// records the function's answer. It stands in for Lambda, which cannot
-// run here.
+// out its events one poll each (request ids req-1, req-2, ...), then
+// holds the next poll until the test ends, and records the function's
+// answers. It stands in for Lambda, which cannot run here.
 type fakeRuntime struct {
-	event  []byte
-	served atomic.Bool
+	events [][]byte
+	served atomic.Int32
 	answer chan string // "response: ..." or "error: ..."
 	done   chan struct{}
 }
@@ -41,19 +41,21 @@ func (r *fakeRuntime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	path := strings.TrimPrefix(req.URL.Path, prefix)
 	switch {
 	case req.Method == http.MethodGet && path == "invocation/next":
-		if r.served.Swap(true) {
+		n := int(r.served.Add(1))
+		if n > len(r.events) {
 			<-r.done
 			w.WriteHeader(http.StatusGone)
 			return
 		}
-		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-1")
+		w.Header().Set("Lambda-Runtime-Aws-Request-Id", fmt.Sprintf("req-%d", n))
 		w.Header().Set("Lambda-Runtime-Deadline-Ms", "4102444800000")
 		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:000000000000:function:snavio-ingest")
-		_, _ = w.Write(r.event)
-	case req.Method == http.MethodPost && strings.HasPrefix(path, "invocation/req-1/"):
+		_, _ = w.Write(r.events[n-1])
+	case req.Method == http.MethodPost && strings.HasPrefix(path, "invocation/req-"):
 		b, _ := io.ReadAll(req.Body)
 		w.WriteHeader(http.StatusAccepted)
-		r.answer <- strings.TrimPrefix(path, "invocation/req-1/") + ": " + string(b)
+		_, kind, _ := strings.Cut(strings.TrimPrefix(path, "invocation/"), "/")
+		r.answer <- kind + ": " + string(b)
 	case req.Method == http.MethodPost && path == "init/error":
 		b, _ := io.ReadAll(req.Body)
 		w.WriteHeader(http.StatusAccepted)
@@ -65,31 +67,44 @@ func (r *fakeRuntime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // TestBootstrapBinaryDelivers builds cmd/snavio-lambda and runs it as
 // Lambda would, configured by the environment alone, against the
-// emulators: one EventBridge event in, one delivery out. The delivered
-// event is kept in memory until Lambda's SIGTERM at shutdown, when the
-// bootstrap stores it.
+// emulators: two EventBridge events in, back to back, two deliveries out.
+// The first command's delivered event is stored before its answer (a
+// quiet environment keeps nothing); the second's, in a busy one, is kept
+// in memory until Lambda's SIGTERM at shutdown, when the bootstrap
+// stores it.
 func TestBootstrapBinaryDelivers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap binary")
 	}
 	f := newFixture(t)
 	bin := buildBinary(t, "github.com/snavio/snavio/cmd/snavio-lambda")
-	ev, err := json.Marshal(f.event(t, "0f8fad5b-d9cb-469f-a165-000000000200", "mailer", "send"))
-	if err != nil {
-		t.Fatal(err)
+	var evs [][]byte
+	for _, id := range []string{"0f8fad5b-d9cb-469f-a165-000000000200", "0f8fad5b-d9cb-469f-a165-000000000201"} {
+		ev, err := json.Marshal(f.event(t, id, "mailer", "send"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
 	}
-	delivered := func() bool {
+	deliveredN := func() int {
 		recs, err := f.outbox.Read(context.Background(), "acme", 0, awsstore.MaxOutboxRead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.ContainsFunc(recs, func(r awsstore.OutboxRecord) bool { return r.Name == telemetry.NameDelivered })
+		n := 0
+		for _, r := range recs {
+			if r.Name == telemetry.NameDelivered {
+				n++
+			}
+		}
+		return n
 	}
+	delivered := func() bool { return deliveredN() == 2 }
 	began := time.Now()
-	got, _ := runBootstrap(t, bin, f.bootstrapEnv(t), ev, func(cmd *exec.Cmd) {
-		t.Logf("bootstrap: process start to answer %v", time.Since(began).Round(time.Millisecond))
-		if delivered() {
-			t.Error("the delivered event was stored before shutdown; it should be kept")
+	got, _ := runBootstrapEvents(t, bin, f.bootstrapEnv(t), evs, func(cmd *exec.Cmd) {
+		t.Logf("bootstrap: process start to the second answer %v", time.Since(began).Round(time.Millisecond))
+		if n := deliveredN(); n != 1 {
+			t.Errorf("%d delivered events stored before shutdown; want the first command's (a quiet environment stores at once), the second's kept", n)
 		}
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -106,8 +121,8 @@ func TestBootstrapBinaryDelivers(t *testing.T) {
 	if got != "response: null" {
 		t.Fatalf("answer %q, want the response null", got)
 	}
-	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 1 {
-		t.Fatalf("target queue holds %d messages, want 1", n)
+	if n := len(f.receive(t, f.queueURL(t, f.plainARN))); n != 2 {
+		t.Fatalf("target queue holds %d messages, want 2", n)
 	}
 }
 
@@ -152,7 +167,15 @@ func (f *fixture) bootstrapEnv(tb testing.TB) []string {
 // killed.
 func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func(*exec.Cmd)) (answer string, cpu time.Duration) {
 	tb.Helper()
-	rt := &fakeRuntime{event: ev, answer: make(chan string, 2), done: make(chan struct{})}
+	return runBootstrapEvents(tb, bin, env, [][]byte{ev}, after)
+}
+
+// runBootstrapEvents is runBootstrap with several events, invoked one
+// after another as fast as the bootstrap answers; the answer is the last
+// one, or the first that is not a response.
+func runBootstrapEvents(tb testing.TB, bin string, env []string, evs [][]byte, after func(*exec.Cmd)) (answer string, cpu time.Duration) {
+	tb.Helper()
+	rt := &fakeRuntime{events: evs, answer: make(chan string, len(evs)+1), done: make(chan struct{})}
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 	defer close(rt.done)
@@ -174,6 +197,17 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func
 			tb.Logf("stderr:\n%s", stderr.String())
 		}
 	}()
+	timeout := time.After(60 * time.Second)
+	for range len(evs) - 1 {
+		select {
+		case answer = <-rt.answer:
+			if !strings.HasPrefix(answer, "response: ") {
+				return answer, 0
+			}
+		case <-timeout:
+			tb.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
+		}
+	}
 	select {
 	case answer = <-rt.answer:
 		cpu, known = procCPU(cmd.Process.Pid)
@@ -181,7 +215,7 @@ func runBootstrap(tb testing.TB, bin string, env []string, ev []byte, after func
 			after(cmd)
 		}
 		return answer, cpu
-	case <-time.After(60 * time.Second):
+	case <-timeout:
 		tb.Fatalf("no answer within 60 s; stderr:\n%s", stderr.String())
 		return "", 0
 	}

@@ -223,6 +223,9 @@ type outbox struct {
 	// since the time of the oldest (warm.go).
 	keptN int
 	since time.Time
+	// last is when the previous invocation settled (zero before the
+	// first): a quiet environment stores at once (warm.go).
+	last time.Time
 }
 
 var _ telemetry.Sink = (*outbox)(nil)

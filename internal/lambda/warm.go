@@ -22,7 +22,10 @@ import (
 
 // Limits of the kept telemetry: it is stored once it holds keepMaxEvents
 // events (one outbox transaction) or its oldest event is keepMaxAge old,
-// by the next invocation, or at shutdown.
+// by the next invocation, or at shutdown. Only a busy environment keeps:
+// one whose previous invocation settled less than keepMaxAge ago. A
+// quiet one (a lone command, its first) stores at once, since its next
+// invocation may be minutes away and `send --wait` waits for the event.
 const (
 	keepMaxEvents = 99
 	keepMaxAge    = time.Second
@@ -80,7 +83,9 @@ func (o *outbox) settle(ctx context.Context, outcome dispatch.Outcome, handedOff
 	if n > 0 && o.since.IsZero() {
 		o.since = now
 	}
-	due := n >= keepMaxEvents || (n > 0 && now.Sub(o.since) >= keepMaxAge)
+	quiet := o.last.IsZero() || now.Sub(o.last) >= keepMaxAge
+	o.last = now
+	due := quiet || n >= keepMaxEvents || (n > 0 && now.Sub(o.since) >= keepMaxAge)
 	if keeps(outcome) && handedOff && !due {
 		o.keptN = n
 		o.mu.Unlock()

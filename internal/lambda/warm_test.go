@@ -118,13 +118,15 @@ func TestWarmFastPathCallsNothingButTheDelivery(t *testing.T) {
 func TestKeptTelemetrySurvivesAFailedStore(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	for range 3 {
+	// The first invocation of a quiet environment stores its event at
+	// once; the next three, back to back, keep theirs.
+	for range 4 {
 		if err := f.h.Ingest(ctx, f.nextEvent(t, "mailer", "send")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if k := f.h.out.kept(); k != 3 {
-		t.Fatalf("%d events kept after 3 deliveries, want 3", k)
+		t.Fatalf("%d events kept after 3 deliveries in a busy environment, want 3", k)
 	}
 	cfg := f.store
 	cfg.SetDefaults()
@@ -146,6 +148,8 @@ func TestKeptTelemetrySurvivesAFailedStore(t *testing.T) {
 	if err := f.h.Ingest(ctx, invalid); err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
+	// The first command's event went with the deleted table: the three
+	// kept ones and the refusal's are in the new one.
 	names := strings.Join(f.outboxNames(t, "acme"), " ")
 	if d, i := strings.Count(names, telemetry.NameDelivered), strings.Count(names, telemetry.NameInvalid); d != 3 || i != 1 {
 		t.Errorf("acme's outbox: %s; want 3 delivered and 1 invalid", names)
