@@ -94,8 +94,10 @@ func TestWarmFastPathCallsNothingButTheDelivery(t *testing.T) {
 		if f.c.Take()["DynamoDB.TransactWriteItems"] == 0 {
 			continue
 		}
-		if before+1 < keepMaxEvents {
-			t.Errorf("command %d stored the kept events at %d, under the limit of %d", i, before+1, keepMaxEvents)
+		// The invocation adds its delivered event and, for 1% of commands,
+		// the shield's skew sample: two at most.
+		if before+2 < keepMaxEvents {
+			t.Errorf("command %d stored the kept events at %d or %d, under the limit of %d", i, before+1, before+2, keepMaxEvents)
 		}
 		stored = true
 		break
