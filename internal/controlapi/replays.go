@@ -222,16 +222,23 @@ func (a *ReplayAPI) source(p prepared, lease time.Duration, view *replay.Registr
 	return newDLQ(a.o.Queues, p.origin.Queue, lease, &deliveryCheck{signer: a.o.Delivery, reg: a.o.Registry, queues: a.o.Queues, clk: a.o.Clock}), nil
 }
 
-func (a *ReplayAPI) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
+// begin reads a plan's or a run's request and loads the engine over the
+// registry as it is now.
+func (a *ReplayAPI) begin(r *http.Request, who server.Principal) (prepared, *replay.Engine, *replay.RegistryView, error) {
 	var req wire.ReplayRequest
 	if err := decodeReplay(r, &req); err != nil {
-		return err
+		return prepared{}, nil, nil, err
 	}
 	p, err := a.prepare(r.Context(), req, who.String())
 	if err != nil {
-		return err
+		return prepared{}, nil, nil, err
 	}
 	e, view, err := a.engine(r.Context())
+	return p, e, view, err
+}
+
+func (a *ReplayAPI) plan(w http.ResponseWriter, r *http.Request, who server.Principal) error {
+	p, e, view, err := a.begin(r, who)
 	if err != nil {
 		return err
 	}
@@ -300,15 +307,7 @@ func stream(w http.ResponseWriter) func(wire.ReplayUpdate) {
 }
 
 func (a *ReplayAPI) start(w http.ResponseWriter, r *http.Request, who server.Principal) error {
-	var req wire.ReplayRequest
-	if err := decodeReplay(r, &req); err != nil {
-		return err
-	}
-	p, err := a.prepare(r.Context(), req, who.String())
-	if err != nil {
-		return err
-	}
-	e, view, err := a.engine(r.Context())
+	p, e, view, err := a.begin(r, who)
 	if err != nil {
 		return err
 	}
@@ -432,13 +431,18 @@ func (a *ReplayAPI) view(au wire.ReplayAudit) wire.ReplayAudit {
 }
 
 func (a *ReplayAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	all, err := a.o.Audits.List(r.Context())
+	return writeReplayList(w, r, a.o.Audits.List, a.view)
+}
+
+// writeReplayList answers a list of replay audits, each as view shows it.
+func writeReplayList(w http.ResponseWriter, r *http.Request, list func(context.Context) ([]wire.ReplayAudit, error), view func(wire.ReplayAudit) wire.ReplayAudit) error {
+	all, err := list(r.Context())
 	if err != nil {
 		return err
 	}
 	out := wire.ReplayList{Replays: make([]wire.ReplayAudit, 0, len(all))}
 	for _, au := range all {
-		out.Replays = append(out.Replays, a.view(au))
+		out.Replays = append(out.Replays, view(au))
 	}
 	WriteJSON(w, http.StatusOK, out)
 	return nil

@@ -138,16 +138,7 @@ func (a *ReplayerAPI) registryView(ctx context.Context) (*replay.RegistryView, e
 }
 
 func (a *ReplayerAPI) list(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
-	all, err := a.o.Audits.List(r.Context())
-	if err != nil {
-		return err
-	}
-	out := wire.ReplayList{Replays: make([]wire.ReplayAudit, 0, len(all))}
-	for _, au := range all {
-		out.Replays = append(out.Replays, replay.Shown(au))
-	}
-	WriteJSON(w, http.StatusOK, out)
-	return nil
+	return writeReplayList(w, r, a.o.Audits.List, replay.Shown)
 }
 
 func (a *ReplayerAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
