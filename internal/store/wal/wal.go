@@ -549,16 +549,18 @@ func (w *Log[M]) flush(g *Group[M]) {
 		close(g.done)
 		return
 	}
-	close(g.written)
 	if w.onDemand() {
 		w.mu.Lock()
 		w.pending = append(w.pending, g)
 		w.mu.Unlock()
 		// After pending: the sync loop's round syncs the newest group
-		// pending once it has taken this signal.
+		// pending once it has taken this signal. Its writers return only
+		// after it, so a write they saw return is one the loop knows of.
 		w.signalUnsynced()
+		close(g.written)
 		return
 	}
+	close(g.written)
 	w.signalUnsynced() // after write, which added g's segments to dirty
 	w.onCommitted(g.frames)
 	// After the callback, which counts the group's messages in their
