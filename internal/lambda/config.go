@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -168,6 +169,7 @@ func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	sdkbody.Use(&awsCfg)
 	cfg, err := FromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/snavio/snavio/internal/controlapi"
+	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -231,6 +232,7 @@ func ControlHandler(ctx context.Context, getenv func(string) string, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	sdkbody.Use(&awsCfg)
 	cfg, err := ControlConfigFromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err

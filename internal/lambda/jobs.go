@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
+	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -175,6 +176,7 @@ func JobHandler(ctx context.Context, getenv func(string) string, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	sdkbody.Use(&awsCfg)
 	cfg, err := JobConfigFromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -158,7 +159,8 @@ func TestOutboxDrainOnStreams(t *testing.T) {
 	bus := newTelemetryBus(t, store, "acme", "globex", telemetry.PlatformTenant)
 	var metrics bytes.Buffer
 	emf := NewEMF(FunctionOutbox, clk)
-	drain := NewOutboxDrain(bus.pub, ob, OutboxConfig{Sleep: noWait, Clock: clk, Metrics: emf})
+	var logs bytes.Buffer
+	drain := NewOutboxDrain(bus.pub, ob, OutboxConfig{Sleep: noWait, Clock: clk, Metrics: emf, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	var entries []awsstore.OutboxEntry
 	for i := range 12 {
@@ -184,7 +186,11 @@ func TestOutboxDrainOnStreams(t *testing.T) {
 	}
 	acme := bus.read(t, "acme")
 	if len(acme) != 12 {
-		t.Fatalf("acme's telemetry queue holds %d events, want 12", len(acme))
+		seqs := make([]int, len(acme))
+		for i, p := range acme {
+			seqs[i] = p.Seq
+		}
+		t.Fatalf("acme's telemetry queue holds %d events (seq %v), want 12; PublishBatch sizes %v; the drain logged:\n%s", len(acme), seqs, bus.batch.Batches(), logs.String())
 	}
 	for i, p := range acme {
 		if p.Seq != i+1 || p.Name != telemetry.NameSkewSample || p.Event["skew_seconds"] != float64(i) {

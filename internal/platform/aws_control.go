@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/snavio/snavio/internal/config"
+	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -195,6 +196,7 @@ func AWSConfig(ctx context.Context, t Target, region string, extra ...func(*awsc
 	if err != nil {
 		return awssdk.Config{}, &CredentialsError{Step: StepConfig, Profile: t.AWSProfile, Err: err}
 	}
+	sdkbody.Use(&cfg)
 	if cfg.Region == "" {
 		return awssdk.Config{}, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/snavio/snavio/internal/deploy/lambdazip"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/output"
+	"github.com/snavio/snavio/internal/sdkbody"
 )
 
 // DeployOptions are the inputs of `snavio dispatch deploy`.
@@ -197,6 +198,7 @@ func awsClients(ctx context.Context, region string) (*deploy.Deployer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
+	sdkbody.Use(&cfg)
 	if cfg.Region == "" {
 		return nil, cmdutil.Usagef("no AWS region: pass --region or set AWS_REGION")
 	}

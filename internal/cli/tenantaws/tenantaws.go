@@ -25,6 +25,7 @@ import (
 	"github.com/snavio/snavio/internal/deploy/policy"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/deploy/tenant"
+	"github.com/snavio/snavio/internal/sdkbody"
 )
 
 // LocalCreate is `tenant create` on a local profile, which another
@@ -75,6 +76,7 @@ func onboarder(ctx context.Context, c *common) (*tenant.Onboarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)
 	}
+	sdkbody.Use(&cfg)
 	if cfg.Region == "" {
 		return nil, cmdutil.Usagef("no AWS region: pass --region or set AWS_REGION")
 	}

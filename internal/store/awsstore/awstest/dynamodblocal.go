@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 )
@@ -172,13 +171,8 @@ func (d *DynamoDBLocal) waitAnswers(ctx context.Context) error {
 
 // Config is an aws.Config for the emulator: fixed test credentials (it
 // checks no signature, but accepts only letters and digits in the key id)
-// and a region. Point a client at it with ClientOptions.
-func (d *DynamoDBLocal) Config() aws.Config {
-	return aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("snavioTest", "snavioTest", ""),
-	}
-}
+// and a region (staticConfig). Point a client at it with ClientOptions.
+func (d *DynamoDBLocal) Config() aws.Config { return staticConfig.Copy() }
 
 // ClientOptions point a dynamodb client at the emulator.
 func (d *DynamoDBLocal) ClientOptions() []func(*dynamodb.Options) {

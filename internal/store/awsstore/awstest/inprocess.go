@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -14,6 +15,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/sivchari/kumo"
+
+	"github.com/snavio/snavio/internal/sdkbody"
 )
 
 // The in-process emulators: gofakes3 for S3 and kumo for SQS and SNS. Both
@@ -35,9 +38,13 @@ type Kumo struct {
 	srv      *kumo.Server
 }
 
+// staticConfig is every emulator's aws.Config: fixed test credentials
+// (DynamoDB Local accepts only letters and digits in the key id), a
+// region, and the HTTP client the product's configurations use.
 var staticConfig = aws.Config{
 	Region:      "us-east-1",
 	Credentials: credentials.NewStaticCredentialsProvider("snavioTest", "snavioTest", ""),
+	HTTPClient:  sdkbody.Client{Next: awshttp.NewBuildableClient()},
 }
 
 // S3 returns the binary's gofakes3 server, starting it on first use.
