@@ -58,17 +58,18 @@ import (
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
 // QueueStore is the port the API serves: the embedded store implements it.
 // Implementations must be safe for concurrent use; the errors wrap
-// embedded.ErrQueueNotFound, ErrQueueExists, ErrStaleReceipt and
+// localqueue.ErrQueueNotFound, ErrQueueExists, ErrStaleReceipt and
 // ErrTooManyQueues where those apply.
 type QueueStore interface {
-	ListQueues(ctx context.Context) ([]embedded.QueueStats, error)
-	CreateQueue(ctx context.Context, cfg embedded.QueueConfig) (embedded.Queue, error)
-	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
+	ListQueues(ctx context.Context) ([]localqueue.QueueStats, error)
+	CreateQueue(ctx context.Context, cfg localqueue.QueueConfig) (localqueue.Queue, error)
+	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]localqueue.Received, error)
 	DeleteMessage(ctx context.Context, queue, receipt string) error
 	PurgeQueue(ctx context.Context, queue string) (int, error)
 }
@@ -153,12 +154,12 @@ var ErrTooManyWaiters = errors.New("too many receives waiting")
 // queueErrors maps the store's queue errors to refusals.
 func queueErrors(err error) *Error {
 	switch {
-	case errors.Is(err, embedded.ErrQueueNotFound):
+	case errors.Is(err, localqueue.ErrQueueNotFound):
 		return Refuse(http.StatusNotFound, err.Error(), "list the queues with `snavio queue list`, or create it with `snavio queue create`")
-	case errors.Is(err, embedded.ErrQueueExists):
+	case errors.Is(err, localqueue.ErrQueueExists):
 		return Refuse(http.StatusConflict, err.Error(), "create it with the same settings, or use another name")
-	case errors.Is(err, embedded.ErrTooManyQueues):
-		return Refuse(http.StatusConflict, err.Error(), "a local server holds at most "+strconv.Itoa(embedded.MaxQueues)+" queues; reuse one")
+	case errors.Is(err, localqueue.ErrTooManyQueues):
+		return Refuse(http.StatusConflict, err.Error(), "a local server holds at most "+strconv.Itoa(localqueue.MaxQueues)+" queues; reuse one")
 	case errors.Is(err, embedded.ErrClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Msg: "the store is closed: the server is shutting down", Fix: "retry once the server is back", RetryAfter: time.Second}
 	}
@@ -175,7 +176,7 @@ func (a *QueueAPI) decode(r *http.Request, v any) error {
 	return DecodeJSON(b, v, "send the JSON object this endpoint documents")
 }
 
-func (a *QueueAPI) info(s embedded.QueueStats) wire.QueueInfo {
+func (a *QueueAPI) info(s localqueue.QueueStats) wire.QueueInfo {
 	return wire.QueueInfo{Reserved: a.reserved(s.Name),
 		Name: s.Name, ARN: s.ARN, DeadLetterQueue: s.DeadLetterQueue, MaxReceives: s.MaxReceives,
 		VisibilityTimeoutSeconds: s.VisibilityTimeout.Seconds(), MaxDepth: s.MaxDepth, CreatedAt: s.CreatedAt,
@@ -194,7 +195,7 @@ func (a *QueueAPI) list(w http.ResponseWriter, r *http.Request, _ server.Princip
 		limit = n
 	}
 	after := q.Get("after")
-	if len(after) > embedded.MaxQueueNameLen {
+	if len(after) > localqueue.MaxQueueNameLen {
 		return BadRequest("after is longer than a queue name", "pass the next value of the previous page")
 	}
 	all, err := a.o.Queues.ListQueues(r.Context())
@@ -232,7 +233,7 @@ func (a *QueueAPI) stats(ctx context.Context, name string) (wire.QueueInfo, erro
 			return a.info(s), nil
 		}
 	}
-	return wire.QueueInfo{}, fmt.Errorf("queue %s: %w", name, embedded.ErrQueueNotFound)
+	return wire.QueueInfo{}, fmt.Errorf("queue %s: %w", name, localqueue.ErrQueueNotFound)
 }
 
 func (a *QueueAPI) get(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
@@ -256,12 +257,12 @@ func (a *QueueAPI) refuseReserved(name string) error {
 }
 
 // storeConfig checks every field of c and returns the store configuration.
-func storeConfig(c wire.QueueCreateRequest) (embedded.QueueConfig, error) {
+func storeConfig(c wire.QueueCreateRequest) (localqueue.QueueConfig, error) {
 	c, err := c.Normalize()
 	if err != nil {
-		return embedded.QueueConfig{}, err
+		return localqueue.QueueConfig{}, err
 	}
-	return embedded.QueueConfig{
+	return localqueue.QueueConfig{
 		Name: c.Name, DeadLetterQueue: c.DeadLetterQueue, MaxReceives: c.MaxReceives,
 		VisibilityTimeout: time.Duration(c.VisibilityTimeoutSeconds) * time.Second, MaxDepth: c.MaxDepth,
 	}, nil
@@ -302,7 +303,7 @@ func (a *QueueAPI) create(w http.ResponseWriter, r *http.Request, _ server.Princ
 	return nil
 }
 
-func message(m embedded.Received) wire.QueueMessage {
+func message(m localqueue.Received) wire.QueueMessage {
 	out := wire.QueueMessage{ID: m.ID, Attributes: m.Attributes, SentAt: m.SentAt, ReceiptHandle: m.ReceiptHandle,
 		ReceiveCount: m.ReceiveCount, FirstReceivedAt: m.FirstReceivedAt}
 	if utf8.Valid(m.Body) {
@@ -328,10 +329,10 @@ func (a *QueueAPI) receive(w http.ResponseWriter, r *http.Request, _ server.Prin
 	if req.Max == 0 {
 		req.Max = 1
 	}
-	if req.Max < 1 || req.Max > embedded.MaxReceiveBatch {
-		return BadRequest(fmt.Sprintf("max %d: must be 1 to %d", req.Max, embedded.MaxReceiveBatch), "ask for at most 10 messages per receive, as SQS")
+	if req.Max < 1 || req.Max > localqueue.MaxReceiveBatch {
+		return BadRequest(fmt.Sprintf("max %d: must be 1 to %d", req.Max, localqueue.MaxReceiveBatch), "ask for at most 10 messages per receive, as SQS")
 	}
-	maxVT := int(embedded.MaxVisibilityTimeout / time.Second)
+	maxVT := int(localqueue.MaxVisibilityTimeout / time.Second)
 	if req.VisibilityTimeoutSeconds < 0 || req.VisibilityTimeoutSeconds > maxVT {
 		return BadRequest(fmt.Sprintf("visibility timeout %d s: must be 0 to %d s", req.VisibilityTimeoutSeconds, maxVT), "pass 0 for the queue's own timeout")
 	}
@@ -354,7 +355,7 @@ func (a *QueueAPI) receive(w http.ResponseWriter, r *http.Request, _ server.Prin
 // visible (the SQS API's ReceiveMessage shares it). It runs on the request's goroutine: between checks it pauses
 // on a timer, with a backoff from PollInterval to MaxPollInterval, and
 // returns as soon as a check finds messages, the wait ends, or ctx ends.
-func (a *QueueAPI) Poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error) {
+func (a *QueueAPI) Poll(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]localqueue.Received, error) {
 	// The change channel is taken before each check, so a send between
 	// the check and the pause still wakes the pause.
 	changed := a.changed()
@@ -428,9 +429,9 @@ func (a *QueueAPI) deleteMessages(w http.ResponseWriter, r *http.Request, _ serv
 		o := wire.QueueDeleteOutcome{ReceiptHandle: h, Deleted: err == nil}
 		switch {
 		case err == nil:
-		case errors.Is(err, embedded.ErrStaleReceipt):
+		case errors.Is(err, localqueue.ErrStaleReceipt):
 			o.Code, o.Error = "stale_receipt", err.Error()
-		case errors.Is(err, embedded.ErrQueueNotFound), errors.Is(err, embedded.ErrClosed),
+		case errors.Is(err, localqueue.ErrQueueNotFound), errors.Is(err, embedded.ErrClosed),
 			errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			return err
 		case strings.Contains(err.Error(), "malformed"):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // FuzzCreateRequest: whatever JSON body a client sends, Validate never
@@ -35,7 +36,7 @@ func FuzzCreateRequest(f *testing.F) {
 		}
 		defer st.Close()
 		if cfg.DeadLetterQueue != "" {
-			if _, err := st.CreateQueue(t.Context(), embedded.QueueConfig{Name: cfg.DeadLetterQueue}); err != nil {
+			if _, err := st.CreateQueue(t.Context(), localqueue.QueueConfig{Name: cfg.DeadLetterQueue}); err != nil {
 				t.Fatalf("the store refused the DLQ %q that Validate accepted: %v", cfg.DeadLetterQueue, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // The queue limits the API documents (and the CLI checks before it calls)
@@ -14,13 +15,13 @@ func TestWireLimitsAreTheStores(t *testing.T) {
 		name       string
 		wire, real int64
 	}{
-		{"QueueMaxNameLen", wire.QueueMaxNameLen, embedded.MaxQueueNameLen},
-		{"QueueMaxReceiveBatch", wire.QueueMaxReceiveBatch, embedded.MaxReceiveBatch},
-		{"QueueMaxVisibilityTimeout", int64(wire.QueueMaxVisibilityTimeout), int64(embedded.MaxVisibilityTimeout)},
-		{"QueueMaxMaxReceives", wire.QueueMaxMaxReceives, embedded.MaxMaxReceives},
-		{"QueueDefaultMaxDepth", wire.QueueDefaultMaxDepth, embedded.DefaultMaxDepth},
-		{"QueueMaxMaxDepth", wire.QueueMaxMaxDepth, embedded.MaxMaxDepth},
-		{"QueueMaxCount", wire.QueueMaxCount, embedded.MaxQueues},
+		{"QueueMaxNameLen", wire.QueueMaxNameLen, localqueue.MaxQueueNameLen},
+		{"QueueMaxReceiveBatch", wire.QueueMaxReceiveBatch, localqueue.MaxReceiveBatch},
+		{"QueueMaxVisibilityTimeout", int64(wire.QueueMaxVisibilityTimeout), int64(localqueue.MaxVisibilityTimeout)},
+		{"QueueMaxMaxReceives", wire.QueueMaxMaxReceives, localqueue.MaxMaxReceives},
+		{"QueueDefaultMaxDepth", wire.QueueDefaultMaxDepth, localqueue.DefaultMaxDepth},
+		{"QueueMaxMaxDepth", wire.QueueMaxMaxDepth, localqueue.MaxMaxDepth},
+		{"QueueMaxCount", wire.QueueMaxCount, localqueue.MaxQueues},
 		{"TelemetryMaxLimit", wire.TelemetryMaxLimit, embedded.MaxReadPage},
 	} {
 		if c.wire != c.real {

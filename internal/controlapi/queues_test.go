@@ -17,6 +17,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
 
@@ -137,7 +138,7 @@ func TestCreateListGet(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("create = %d %s", status, b)
 	}
-	if err := json.Unmarshal(b, &dlq); err != nil || !dlq.Created || dlq.VisibilityTimeoutSeconds != 30 || dlq.MaxDepth != embedded.DefaultMaxDepth {
+	if err := json.Unmarshal(b, &dlq); err != nil || !dlq.Created || dlq.VisibilityTimeoutSeconds != 30 || dlq.MaxDepth != localqueue.DefaultMaxDepth {
 		t.Fatalf("dlq = %+v (%v)", dlq, err)
 	}
 	req := wire.QueueCreateRequest{Name: "orders", DeadLetterQueue: "orders-dlq", MaxReceives: 3, VisibilityTimeoutSeconds: 10, MaxDepth: 50}
@@ -280,7 +281,7 @@ func TestReceiveDeletePurge(t *testing.T) {
 		t.Fatalf("received %d after redrive, want 0", len(got.Messages))
 	}
 	fx.ok(t, "POST", "/v1/queues/dlq/receive", wire.QueueReceiveRequest{Max: 1}, &got)
-	if len(got.Messages) != 1 || got.Messages[0].Attributes[embedded.AttrDLQReason] != embedded.DLQReasonMaxReceives {
+	if len(got.Messages) != 1 || got.Messages[0].Attributes[localqueue.AttrDLQReason] != localqueue.DLQReasonMaxReceives {
 		t.Fatalf("dlq receive = %+v", got)
 	}
 	var p wire.QueuePurgeResult
@@ -441,7 +442,7 @@ func TestLongPollWakesOnChange(t *testing.T) {
 
 func TestReservedQueuesAreReadOnly(t *testing.T) {
 	fx := newQueueFixture(t, func(o *QueueOptions) { o.Reserved = func(n string) bool { return n == "handoff" } })
-	if _, err := fx.store.CreateQueue(context.Background(), embedded.QueueConfig{Name: "handoff"}); err != nil {
+	if _, err := fx.store.CreateQueue(context.Background(), localqueue.QueueConfig{Name: "handoff"}); err != nil {
 		t.Fatal(err)
 	}
 	var in wire.QueueInfo
@@ -464,7 +465,7 @@ func TestReservedQueuesAreReadOnly(t *testing.T) {
 }
 
 func TestOldestAgeIsMilliseconds(t *testing.T) {
-	in := (&QueueAPI{}).info(embedded.QueueStats{Queue: embedded.Queue{QueueConfig: embedded.QueueConfig{Name: "q"}}, OldestAge: 3940121915 * time.Nanosecond})
+	in := (&QueueAPI{}).info(localqueue.QueueStats{Queue: localqueue.Queue{QueueConfig: localqueue.QueueConfig{Name: "q"}}, OldestAge: 3940121915 * time.Nanosecond})
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // EmbeddedRouteQueues is the Queues port over the local queues of the embedded
@@ -19,7 +20,7 @@ func EmbeddedRouteQueues(s *embedded.Store) RouteQueues {
 			return QueueInfo{}, fmt.Errorf("%w: %v", ErrNoQueue, err)
 		}
 		q, err := s.GetQueue(ctx, name)
-		if errors.Is(err, embedded.ErrQueueNotFound) {
+		if errors.Is(err, localqueue.ErrQueueNotFound) {
 			return QueueInfo{}, fmt.Errorf("%w: %v", ErrNoQueue, err)
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
@@ -29,7 +30,7 @@ func newQueueEnv(t *testing.T) *registryEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	for _, q := range []embedded.QueueConfig{{Name: "mailer-dlq"}, {Name: "mailer", DeadLetterQueue: "mailer-dlq", MaxReceives: 5}, {Name: "lonely"}, {Name: "other-dlq"}} {
+	for _, q := range []localqueue.QueueConfig{{Name: "mailer-dlq"}, {Name: "mailer", DeadLetterQueue: "mailer-dlq", MaxReceives: 5}, {Name: "lonely"}, {Name: "other-dlq"}} {
 		if _, err := st.CreateQueue(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/keys"
@@ -168,7 +169,7 @@ func replayErrors(err error) *Error {
 	switch {
 	case errors.Is(err, replay.ErrNotFound):
 		return Refuse(http.StatusNotFound, err.Error(), "list the replays with `snavio replay list`")
-	case errors.Is(err, embedded.ErrQueueNotFound):
+	case errors.Is(err, localqueue.ErrQueueNotFound):
 		return Refuse(http.StatusNotFound, err.Error(), "name an existing dead-letter queue: `snavio queue list` shows them")
 	}
 	return nil

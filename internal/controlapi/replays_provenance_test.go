@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -25,7 +26,7 @@ func TestDLQSourceRefusesPlantedMessages(t *testing.T) {
 		if attrs == nil {
 			attrs = m.Attributes()
 		}
-		attrs[embedded.AttrDLQReason] = embedded.DLQReasonMaxReceives
+		attrs[localqueue.AttrDLQReason] = localqueue.DLQReasonMaxReceives
 		if _, err := e.store.Send(ctx, dlq, m.Body, attrs); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/snavio/snavio/internal/replay"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 )
 
@@ -19,8 +20,8 @@ type ReplayArchive interface {
 
 // ReplayQueues is what a DLQ replay needs of the embedded store's queues.
 type ReplayQueues interface {
-	GetQueue(ctx context.Context, name string) (embedded.Queue, error)
-	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]embedded.Received, error)
+	GetQueue(ctx context.Context, name string) (localqueue.Queue, error)
+	Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]localqueue.Received, error)
 	DeleteMessage(ctx context.Context, queue, receipt string) error
 }
 
@@ -115,7 +116,7 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 			return nil, cursor, err
 		}
 	}
-	got, err := s.q.Receive(ctx, s.queue, min(max(limit, 1), embedded.MaxReceiveBatch), s.lease)
+	got, err := s.q.Receive(ctx, s.queue, min(max(limit, 1), localqueue.MaxReceiveBatch), s.lease)
 	if err != nil {
 		return nil, dlqCursor, err
 	}
@@ -128,7 +129,7 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 		s.ids[m.ReceiptHandle] = m.ID
 		out = append(out, replay.Record{
 			Ref: m.ReceiptHandle, Source: m.Attributes[attrSource], Detail: m.Body, At: m.SentAt,
-			Reason: m.Attributes[embedded.AttrDLQReason], Refusal: s.check.refusal(m.Attributes, m.Body),
+			Reason: m.Attributes[localqueue.AttrDLQReason], Refusal: s.check.refusal(m.Attributes, m.Body),
 		})
 	}
 	return out, dlqCursor, nil
@@ -139,7 +140,7 @@ func (s *dlqSource) Next(ctx context.Context, cursor string, limit int) ([]repla
 // again; the engine then finds it sent and acks it with the new receipt.
 func (s *dlqSource) Ack(ctx context.Context, r replay.Record) error {
 	err := s.q.DeleteMessage(ctx, s.queue, r.Ref)
-	if errors.Is(err, embedded.ErrStaleReceipt) {
+	if errors.Is(err, localqueue.ErrStaleReceipt) {
 		delete(s.seen, s.ids[r.Ref])
 		err = nil
 	}

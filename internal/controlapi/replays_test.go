@@ -19,6 +19,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
@@ -132,7 +133,7 @@ func newReplayEnv(t *testing.T) *replayEnv {
 			t.Fatal(err)
 		}
 	}
-	for _, q := range []embedded.QueueConfig{{Name: dlq}, {Name: "empty-dlq"}} {
+	for _, q := range []localqueue.QueueConfig{{Name: dlq}, {Name: "empty-dlq"}} {
 		if _, err := st.CreateQueue(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +210,7 @@ func (e *replayEnv) delivered(id, target string, body []byte) provenance.Message
 func (e *replayEnv) deadLetter(q string, m provenance.Message) {
 	e.t.Helper()
 	attrs := m.Attributes()
-	attrs[embedded.AttrDLQReason] = embedded.DLQReasonMaxReceives
+	attrs[localqueue.AttrDLQReason] = localqueue.DLQReasonMaxReceives
 	if _, err := e.store.Send(context.Background(), q, m.Body, attrs); err != nil {
 		e.t.Fatal(err)
 	}

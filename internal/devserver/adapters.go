@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -55,7 +56,7 @@ func (x sender) Send(ctx context.Context, d *dispatch.Delivery) error {
 		del.Claim = &embedded.ClaimCompletion{ID: c.Key, Owner: c.Owner, ExpiresAt: c.ExpiresAt, Now: x.clk.Now()}
 	}
 	if _, err := x.s.Deliver(ctx, del); err != nil {
-		if errors.Is(err, embedded.ErrQueueFull) {
+		if errors.Is(err, localqueue.ErrQueueFull) {
 			return fmt.Errorf("%w: %w", dispatch.ErrTargetFull, err)
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
@@ -28,7 +29,7 @@ func benchStore(tb testing.TB, clk clock.Clock) *embedded.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
-	if _, err := st.CreateQueue(context.Background(), embedded.QueueConfig{Name: benchQueue, MaxDepth: embedded.MaxMaxDepth}); err != nil {
+	if _, err := st.CreateQueue(context.Background(), localqueue.QueueConfig{Name: benchQueue, MaxDepth: localqueue.MaxMaxDepth}); err != nil {
 		tb.Fatal(err)
 	}
 	return st
@@ -154,10 +155,10 @@ func TestDeadLetteredMessageKeepsItsSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: "orders-dlq"}); err != nil {
+	if _, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: "orders-dlq"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: benchQueue, DeadLetterQueue: "orders-dlq", MaxReceives: 1}); err != nil {
+	if _, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: benchQueue, DeadLetterQueue: "orders-dlq", MaxReceives: 1}); err != nil {
 		t.Fatal(err)
 	}
 	x := newBenchSender(t, st, clk)
@@ -175,7 +176,7 @@ func TestDeadLetteredMessageKeepsItsSignature(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("DLQ receive: %v %v", got, err)
 	}
-	if got[0].Attributes[embedded.AttrDLQReason] != embedded.DLQReasonMaxReceives || !bytes.Equal(got[0].Body, d.Body) {
+	if got[0].Attributes[localqueue.AttrDLQReason] != localqueue.DLQReasonMaxReceives || !bytes.Equal(got[0].Body, d.Body) {
 		t.Fatalf("dead-lettered message: %v", got[0].Attributes)
 	}
 	m := provenance.FromAttributes(got[0].Attributes, got[0].Body)

@@ -12,6 +12,7 @@ import (
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -63,11 +64,11 @@ type demoKey struct {
 // --demo keeps what an earlier start seeded (and the key file stays
 // valid).
 func seedDemo(ctx context.Context, st *embedded.Store, dataDir string, clk clock.Clock) (*DemoInfo, error) {
-	dlq, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: DemoDLQ})
+	dlq, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: DemoDLQ})
 	if err != nil {
 		return nil, err
 	}
-	q, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: DemoQueue, DeadLetterQueue: DemoDLQ, MaxReceives: 5})
+	q, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: DemoQueue, DeadLetterQueue: DemoDLQ, MaxReceives: 5})
 	if err != nil {
 		return nil, err
 	}

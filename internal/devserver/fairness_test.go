@@ -18,7 +18,7 @@ import (
 
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
-	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/provenance"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
@@ -82,11 +82,11 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlqA, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueA + "-dlq"})
+	dlqA, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: fairQueueA + "-dlq"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	qa, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueA, MaxDepth: depth, DeadLetterQueue: dlqA.QueueConfig.Name, MaxReceives: 5})
+	qa, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: fairQueueA, MaxDepth: depth, DeadLetterQueue: dlqA.QueueConfig.Name, MaxReceives: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +281,11 @@ func noisyNeighbour(t *testing.T, secs, depth int) {
 func seedTenantB(t *testing.T, s *Serve) *signing.Key {
 	t.Helper()
 	ctx := context.Background()
-	dlq, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueB + "-dlq"})
+	dlq, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: fairQueueB + "-dlq"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: fairQueueB, DeadLetterQueue: dlq.QueueConfig.Name, MaxReceives: 5})
+	q, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: fairQueueB, DeadLetterQueue: dlq.QueueConfig.Name, MaxReceives: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/snavio/snavio/internal/atomicfile"
 	"github.com/snavio/snavio/internal/monitor"
-	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -149,7 +149,7 @@ func (s *Serve) monitorQueues(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byARN := make(map[string]embedded.QueueStats, len(stats))
+	byARN := make(map[string]localqueue.QueueStats, len(stats))
 	for _, q := range stats {
 		byARN[q.ARN] = q
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // TestMemoryBudgetRefusesAtTheIngress: an in-memory store whose queued
@@ -35,14 +36,14 @@ func TestMemoryBudgetRefusesAtTheIngress(t *testing.T) {
 	if code, reason := readyz(t, url); code != 200 {
 		t.Fatalf("/readyz at start: %d %s", code, reason)
 	}
-	if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: "backlog"}); err != nil {
+	if _, err := s.store.CreateQueue(ctx, localqueue.QueueConfig{Name: "backlog"}); err != nil {
 		t.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("x"), 1024)
 	sent := 0
 	for {
 		if _, err := s.store.Send(ctx, "backlog", body, nil); err != nil {
-			if !errors.Is(err, embedded.ErrMemoryBudget) {
+			if !errors.Is(err, localqueue.ErrMemoryBudget) {
 				t.Fatal(err)
 			}
 			break
@@ -90,7 +91,7 @@ func TestMillionQueuedRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: "backlog", MaxDepth: embedded.MaxMaxDepth}); err != nil {
+	if _, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: "backlog", MaxDepth: localqueue.MaxMaxDepth}); err != nil {
 		t.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("x"), 1024)
@@ -147,7 +148,7 @@ func TestMillionQueuedRSS(t *testing.T) {
 
 	// Drained, the heap comes back to the empty store's level.
 	for got := 0; got < n; {
-		rs, err := st.Receive(ctx, "backlog", embedded.MaxReceiveBatch, 0)
+		rs, err := st.Receive(ctx, "backlog", localqueue.MaxReceiveBatch, 0)
 		if err != nil || len(rs) == 0 {
 			t.Fatalf("drained %d of %d: %v", got, n, err)
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
-	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 )
@@ -73,11 +73,11 @@ func TestOverloadLogsStaySmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(ctx)
-	dlq, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: "flood-dlq"})
+	dlq, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: "flood-dlq"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := s.Store().CreateQueue(ctx, embedded.QueueConfig{Name: "flood-q", MaxDepth: 10, DeadLetterQueue: "flood-dlq", MaxReceives: 5})
+	q, err := s.Store().CreateQueue(ctx, localqueue.QueueConfig{Name: "flood-q", MaxDepth: 10, DeadLetterQueue: "flood-dlq", MaxReceives: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

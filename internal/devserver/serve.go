@@ -33,6 +33,7 @@ import (
 	"github.com/snavio/snavio/internal/pipeline"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/cache"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -310,7 +311,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 	s.caches, s.flow = asm.Caches, asm.Deps.Flow
 	d := asm.Dispatcher
 	s.node, err = pipeline.New(pipeline.Options{Dispatcher: d, Handoff: embedded.Handoff{S: st, Queue: HandoffQueue}, Light: embedded.Handoff{S: st, Queue: LightHandoffQueue}, Archive: embedded.DispatchArchive{S: st}, Clock: o.Clock, Logger: o.Logger, SlowWorkers: o.SlowWorkers, Visibility: o.HandoffVisibility,
-		Room: queueRoom(st), HandoffCapacity: embedded.DefaultMaxDepth,
+		Room: queueRoom(st), HandoffCapacity: localqueue.DefaultMaxDepth,
 		Defer: func(ctx context.Context) (context.Context, func() error) {
 			ctx, d := embedded.DeferSync(ctx)
 			return ctx, d.Wait
@@ -406,7 +407,7 @@ func Start(ctx context.Context, o Options) (_ *Serve, err error) {
 func (s *Serve) ensureInternalQueues(ctx context.Context) error {
 	for _, q := range handoffQueues {
 		// CreateQueue is idempotent for the same configuration.
-		if _, err := s.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+		if _, err := s.store.CreateQueue(ctx, localqueue.QueueConfig{Name: q}); err != nil {
 			return fmt.Errorf("creating the slow-stage hand-off queue %s: %w", q, err)
 		}
 		// The store's file lock makes this process its only user: hand-offs

@@ -24,6 +24,7 @@ import (
 
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // The target-team tests run the real aws-sdk-go-v2 SQS client against a
@@ -286,7 +287,7 @@ func TestSQSDeadLetterAndRedrive(t *testing.T) {
 	dead := receive(t, c, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlq), MessageAttributeNames: []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameDeadLetterQueueSourceArn}})
 	if len(dead) != 1 || aws.ToString(dead[0].MessageId) != id || dead[0].Attributes["DeadLetterQueueSourceArn"] != embedded.QueueARN(DemoQueue) ||
-		aws.ToString(dead[0].MessageAttributes[embedded.AttrDLQReason].StringValue) != embedded.DLQReasonMaxReceives {
+		aws.ToString(dead[0].MessageAttributes[localqueue.AttrDLQReason].StringValue) != localqueue.DLQReasonMaxReceives {
 		t.Fatalf("DLQ message = %+v", dead)
 	}
 	attrs := map[string]types.MessageAttributeValue{"redriven": {DataType: aws.String("Number"), StringValue: aws.String("1")}}
@@ -387,7 +388,7 @@ func rawSQS(t *testing.T, s *Serve, target, body string) string {
 // is refused with AccessDenied and does not see them in ListQueues.
 func TestSQSTenantScope(t *testing.T) {
 	s, demo, _ := demoSQS(t)
-	if _, err := s.Store().CreateQueue(t.Context(), embedded.QueueConfig{Name: "other-jobs"}); err != nil {
+	if _, err := s.Store().CreateQueue(t.Context(), localqueue.QueueConfig{Name: "other-jobs"}); err != nil {
 		t.Fatal(err)
 	}
 	cred, err := s.Credentials().Create("other")

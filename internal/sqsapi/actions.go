@@ -18,6 +18,7 @@ import (
 	"github.com/snavio/snavio/internal/controlapi"
 	"github.com/snavio/snavio/internal/controlapi/wire"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // Limits of the actions, as SQS's.
@@ -29,7 +30,7 @@ const (
 	// MaxListResults is the most queue URLs one ListQueues returns.
 	MaxListResults = 1000
 	// maxVisibility is the longest visibility timeout in seconds.
-	maxVisibility = int(embedded.MaxVisibilityTimeout / time.Second)
+	maxVisibility = int(localqueue.MaxVisibilityTimeout / time.Second)
 	// maxReceiptLen bounds one receipt handle.
 	maxReceiptLen = wire.QueueMaxReceiptLen
 )
@@ -80,8 +81,8 @@ func (a *API) listQueues(c *call, in *ListQueuesInput) (any, error) {
 		}
 		limit = *in.MaxResults
 	}
-	if len(in.QueueNamePrefix) > embedded.MaxQueueNameLen {
-		return nil, invalidParam("QueueNamePrefix is longer than a queue name (%d characters)", embedded.MaxQueueNameLen)
+	if len(in.QueueNamePrefix) > localqueue.MaxQueueNameLen {
+		return nil, invalidParam("QueueNamePrefix is longer than a queue name (%d characters)", localqueue.MaxQueueNameLen)
 	}
 	if in.NextToken != "" {
 		if err := checkName(in.NextToken); err != nil {
@@ -158,7 +159,7 @@ func (a *API) getQueueAttributes(c *call, in *GetQueueAttributesInput) (any, err
 }
 
 // QueueAttributes returns the SQS attributes of a local queue.
-func QueueAttributes(s embedded.QueueStats) map[string]string {
+func QueueAttributes(s localqueue.QueueStats) map[string]string {
 	created := strconv.FormatInt(s.CreatedAt.Unix(), 10)
 	out := map[string]string{
 		"ApproximateNumberOfMessages":           itoa(s.Visible),
@@ -168,7 +169,7 @@ func QueueAttributes(s embedded.QueueStats) map[string]string {
 		"CreatedTimestamp":                      created,
 		"LastModifiedTimestamp":                 created,
 		"QueueArn":                              s.ARN,
-		"MaximumMessageSize":                    itoa(embedded.MaxMessageBytes),
+		"MaximumMessageSize":                    itoa(localqueue.MaxMessageBytes),
 		"DelaySeconds":                          "0",
 		"ReceiveMessageWaitTimeSeconds":         "0",
 	}
@@ -225,8 +226,8 @@ func (a *API) receiveMessage(c *call, in *ReceiveMessageInput) (any, error) {
 	n := 1
 	if in.MaxNumberOfMessages != nil {
 		n = *in.MaxNumberOfMessages
-		if n < 1 || n > embedded.MaxReceiveBatch {
-			return nil, invalidParam("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and %d, if provided.", n, embedded.MaxReceiveBatch)
+		if n < 1 || n > localqueue.MaxReceiveBatch {
+			return nil, invalidParam("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and %d, if provided.", n, localqueue.MaxReceiveBatch)
 		}
 	}
 	var vt time.Duration // zero: the queue's own timeout
@@ -275,7 +276,7 @@ func (a *API) receiveMessage(c *call, in *ReceiveMessageInput) (any, error) {
 
 // toMessage renders m with the system attributes sys and the message
 // attributes names ask for.
-func toMessage(m embedded.Received, sys, names []string) message {
+func toMessage(m localqueue.Received, sys, names []string) message {
 	body := strings.ToValidUTF8(string(m.Body), "\uFFFD")
 	sum := md5.Sum([]byte(body))
 	out := message{MessageId: m.ID, ReceiptHandle: m.ReceiptHandle, MD5OfBody: hex.EncodeToString(sum[:]), Body: body}
@@ -291,7 +292,7 @@ func toMessage(m embedded.Received, sys, names []string) message {
 	put("SentTimestamp", strconv.FormatInt(m.SentAt.UnixMilli(), 10))
 	put("ApproximateReceiveCount", itoa(m.ReceiveCount))
 	put("ApproximateFirstReceiveTimestamp", strconv.FormatInt(m.FirstReceivedAt.UnixMilli(), 10))
-	if src, ok := m.Attributes[embedded.AttrDLQSourceQueue]; ok {
+	if src, ok := m.Attributes[localqueue.AttrDLQSourceQueue]; ok {
 		put("DeadLetterQueueSourceArn", src)
 	}
 	for k, v := range m.Attributes {
@@ -534,7 +535,7 @@ func (a *API) changeOne(c *call, queue string, receipt *string, vt *int) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, embedded.ErrStaleReceipt), strings.Contains(err.Error(), "malformed"):
+	case errors.Is(err, localqueue.ErrStaleReceipt), strings.Contains(err.Error(), "malformed"):
 		return receiptInvalid("The input receipt handle " + truncate(*receipt, 80) + " is not valid: " + err.Error())
 	}
 	return err
@@ -586,8 +587,8 @@ func (a *API) sendMessage(c *call, in *SendMessageInput) (any, error) {
 		return nil, invalidParam("MessageGroupId and MessageDeduplicationId are for FIFO queues; local queues are standard queues: leave them out")
 	case len(in.MessageSystemAttributes) > 0:
 		return nil, invalidParam("MessageSystemAttributes are not kept by local queues: leave them out")
-	case len(in.MessageAttributes) > embedded.MaxMessageAttributes:
-		return nil, invalidParam("%d message attributes: a message carries at most %d", len(in.MessageAttributes), embedded.MaxMessageAttributes)
+	case len(in.MessageAttributes) > localqueue.MaxMessageAttributes:
+		return nil, invalidParam("%d message attributes: a message carries at most %d", len(in.MessageAttributes), localqueue.MaxMessageAttributes)
 	}
 	body := *in.MessageBody
 	if err := checkBody(body); err != nil {
@@ -602,8 +603,8 @@ func (a *API) sendMessage(c *call, in *SendMessageInput) (any, error) {
 		attrs[k] = *v.StringValue
 		size += len(k) + len(*v.StringValue)
 	}
-	if size > embedded.MaxMessageBytes {
-		return nil, invalidParam("the message is %d bytes (body and attributes), over the limit of %d", size, embedded.MaxMessageBytes)
+	if size > localqueue.MaxMessageBytes {
+		return nil, invalidParam("the message is %d bytes (body and attributes), over the limit of %d", size, localqueue.MaxMessageBytes)
 	}
 	id, err := a.o.Queues.Send(c.r.Context(), name, []byte(body), attrs)
 	if err != nil {

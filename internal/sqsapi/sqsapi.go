@@ -30,6 +30,7 @@ import (
 
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // ContentType is the content type of SQS JSON requests and responses.
@@ -43,7 +44,7 @@ const AccountID = "000000000000"
 
 // Queues is the store port: the embedded store implements it.
 type Queues interface {
-	ListQueues(ctx context.Context) ([]embedded.QueueStats, error)
+	ListQueues(ctx context.Context) ([]localqueue.QueueStats, error)
 	DeleteMessageBatch(ctx context.Context, queue string, receipts []string) ([]error, error)
 	ChangeMessageVisibility(ctx context.Context, queue, receipt string, visibility time.Duration) error
 	Send(ctx context.Context, queue string, body []byte, attrs map[string]string) (string, error)
@@ -54,7 +55,7 @@ var _ Queues = (*embedded.Store)(nil)
 // Poll receives up to n messages of queue, waiting up to wait for one
 // (controlapi.QueueAPI.Poll: the control API's long poll, woken by the store's
 // change notification).
-type Poll func(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]embedded.Received, error)
+type Poll func(ctx context.Context, queue string, n int, vt, wait time.Duration) ([]localqueue.Received, error)
 
 // Options configure New.
 type Options struct {
@@ -97,7 +98,7 @@ func New(o Options) (*API, error) {
 		return nil, errors.New("sqsapi: Options.Verifier is nil; pass the server's SigV4 verifier for service sqs")
 	}
 	if o.MaxBody <= 0 {
-		o.MaxBody = 2*embedded.MaxMessageBytes + 64<<10
+		o.MaxBody = 2*localqueue.MaxMessageBytes + 64<<10
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -255,26 +256,26 @@ func (c *call) url(name string) string {
 }
 
 // stats returns the queue's configuration and counts.
-func (a *API) stats(ctx context.Context, name string) (embedded.QueueStats, error) {
+func (a *API) stats(ctx context.Context, name string) (localqueue.QueueStats, error) {
 	all, err := a.o.Queues.ListQueues(ctx)
 	if err != nil {
-		return embedded.QueueStats{}, err
+		return localqueue.QueueStats{}, err
 	}
 	for _, s := range all {
 		if s.Name == name {
 			return s, nil
 		}
 	}
-	return embedded.QueueStats{}, queueNotFound(name)
+	return localqueue.QueueStats{}, queueNotFound(name)
 }
 
 func (a *API) fail(w http.ResponseWriter, r *http.Request, rid string, err error) {
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-	case errors.Is(err, embedded.ErrQueueNotFound):
+	case errors.Is(err, localqueue.ErrQueueNotFound):
 		e = &Error{Status: http.StatusBadRequest, Type: "QueueDoesNotExist", Query: "AWS.SimpleQueueService.NonExistentQueue", Message: err.Error()}
-	case errors.Is(err, embedded.ErrQueueFull):
+	case errors.Is(err, localqueue.ErrQueueFull):
 		e = &Error{Status: http.StatusForbidden, Type: "OverLimit", Query: "OverLimit", Message: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, embedded.ErrClosed):
 		e = &Error{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailable", Query: "ServiceUnavailable", Receiver: true, Message: "the server is shutting down or the request was cancelled: " + err.Error(), RetryAfter: time.Second}

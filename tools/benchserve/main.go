@@ -37,6 +37,7 @@ import (
 	"github.com/snavio/snavio/internal/ingresscred"
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/registry"
 	"github.com/snavio/snavio/pkg/dispatch/signing"
@@ -367,11 +368,11 @@ func mergeHalves(h [2]sinkHalf) (rate float64, cpu time.Duration, res results) {
 
 // seed registers the bench route, its queues, ACL and key.
 func seed(ctx context.Context, st *embedded.Store, reg registry.Store, secret []byte) error {
-	d, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: dlq})
+	d, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: dlq})
 	if err != nil {
 		return err
 	}
-	q, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: queue, DeadLetterQueue: dlq, MaxReceives: 5, MaxDepth: 1_000_000})
+	q, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: queue, DeadLetterQueue: dlq, MaxReceives: 5, MaxDepth: 1_000_000})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/snavio/snavio/internal/platform"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 type fixture struct {
@@ -128,7 +129,7 @@ func TestCreateListReceiveDelete(t *testing.T) {
 func TestReceiveTablePrintsAttributesAndHandles(t *testing.T) {
 	fx := newFixture(t, output.Table)
 	ctx := context.Background()
-	if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: "mailer"}); err != nil {
+	if _, err := fx.store.CreateQueue(ctx, localqueue.QueueConfig{Name: "mailer"}); err != nil {
 		t.Fatal(err)
 	}
 	recv := func() {
@@ -206,7 +207,7 @@ func TestReceiveTableFitsATerminalOf160Columns(t *testing.T) {
 func TestPurgeConfirmation(t *testing.T) {
 	fx := newFixture(t, output.JSON)
 	ctx := context.Background()
-	if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: "dlq"}); err != nil {
+	if _, err := fx.store.CreateQueue(ctx, localqueue.QueueConfig{Name: "dlq"}); err != nil {
 		t.Fatal(err)
 	}
 	send := func() {
@@ -321,7 +322,7 @@ func TestQueueNamesComplete(t *testing.T) {
 	fx := newFixture(t, output.JSON)
 	ctx := context.Background()
 	for _, q := range []string{"mailer", "mailer-dlq", "orders"} {
-		if _, err := fx.store.CreateQueue(ctx, embedded.QueueConfig{Name: q}); err != nil {
+		if _, err := fx.store.CreateQueue(ctx, localqueue.QueueConfig{Name: q}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/snavio/snavio/internal/server"
 	"github.com/snavio/snavio/internal/server/servertest"
 	"github.com/snavio/snavio/internal/store/embedded"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/envelope"
 	"github.com/snavio/snavio/pkg/dispatch/memstore"
@@ -144,7 +145,7 @@ func newFixture(t *testing.T, n int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.CreateQueue(ctx, embedded.QueueConfig{Name: "mailer-dlq"}); err != nil {
+	if _, err := st.CreateQueue(ctx, localqueue.QueueConfig{Name: "mailer-dlq"}); err != nil {
 		t.Fatal(err)
 	}
 	secret := []byte("0123456789abcdef0123456789abcdef")

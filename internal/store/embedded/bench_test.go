@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/snavio/snavio/internal/store/localqueue"
 )
 
 // Micro-benchmarks of the write paths `dispatch serve` puts under load
@@ -36,7 +38,7 @@ func benchStore(b *testing.B, file bool) *Store {
 			b.Error(err)
 		}
 	})
-	if _, err := s.CreateQueue(context.Background(), QueueConfig{Name: "q", MaxDepth: MaxMaxDepth}); err != nil {
+	if _, err := s.CreateQueue(context.Background(), localqueue.QueueConfig{Name: "q", MaxDepth: localqueue.MaxMaxDepth}); err != nil {
 		b.Fatal(err)
 	}
 	return s

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/internal/store/wal"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
 )
@@ -65,7 +66,7 @@ func crashChild(path string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q", MaxDepth: MaxMaxDepth}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q", MaxDepth: localqueue.MaxMaxDepth}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -86,7 +87,7 @@ func crashChild(path string) int {
 				body := fmt.Sprintf("g%d-%d", g, i)
 				switch g {
 				case 4:
-					got, err := s.Receive(ctx, "q", MaxReceiveBatch, MaxVisibilityTimeout)
+					got, err := s.Receive(ctx, "q", localqueue.MaxReceiveBatch, localqueue.MaxVisibilityTimeout)
 					if err != nil {
 						fmt.Fprintln(os.Stderr, err)
 						os.Exit(1)
@@ -239,7 +240,7 @@ func testCrash(t *testing.T, syncEvery, segmentBytes string) {
 		}
 		found := map[string]string{}
 		for {
-			got, err := s.Receive(ctx, "q", MaxReceiveBatch, MaxVisibilityTimeout)
+			got, err := s.Receive(ctx, "q", localqueue.MaxReceiveBatch, localqueue.MaxVisibilityTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}

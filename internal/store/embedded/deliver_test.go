@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 	"github.com/snavio/snavio/pkg/dispatch/flow"
 	"github.com/snavio/snavio/pkg/dispatch/telemetry"
@@ -20,7 +21,7 @@ func fakeStore(t *testing.T) (*Store, *clock.Fake) {
 	return openTest(t, Options{Ephemeral: true, Clock: clk}), clk
 }
 
-func mustQueue(t *testing.T, s *Store, cfg QueueConfig) Queue {
+func mustQueue(t *testing.T, s *Store, cfg localqueue.QueueConfig) localqueue.Queue {
 	t.Helper()
 	q, err := s.CreateQueue(context.Background(), cfg)
 	if err != nil {
@@ -32,7 +33,7 @@ func mustQueue(t *testing.T, s *Store, cfg QueueConfig) Queue {
 func TestSendAndComplete(t *testing.T) {
 	ctx := context.Background()
 	s, clk := fakeStore(t)
-	mustQueue(t, s, QueueConfig{Name: "q"})
+	mustQueue(t, s, localqueue.QueueConfig{Name: "q"})
 	now := clk.Now()
 	rec := flow.DedupeRecord{Tenant: "t", ID: "cmd-1", PayloadHash: "h", State: flow.ClaimInProgress, Owner: "o1", ExpiresAt: now.Add(30 * time.Second)}
 	if ok, _, err := s.Claim(ctx, rec, now); !ok || err != nil {
@@ -43,7 +44,7 @@ func TestSendAndComplete(t *testing.T) {
 		t.Fatalf("stranger: %v", err)
 	}
 	// A refused send leaves the claim in progress.
-	if _, err := s.SendAndComplete(ctx, "nope", []byte("x"), nil, rec.Key(), "o1", now.Add(5*time.Minute), now); !errors.Is(err, ErrQueueNotFound) {
+	if _, err := s.SendAndComplete(ctx, "nope", []byte("x"), nil, rec.Key(), "o1", now.Add(5*time.Minute), now); !errors.Is(err, localqueue.ErrQueueNotFound) {
 		t.Fatalf("missing queue: %v", err)
 	}
 	if stats, _ := s.ListQueues(ctx); stats[0].Visible != 0 {
@@ -73,7 +74,7 @@ func TestSendAndComplete(t *testing.T) {
 func TestDeliverWritesTheMessageAndItsEventTogether(t *testing.T) {
 	ctx := context.Background()
 	s, _ := fakeStore(t)
-	mustQueue(t, s, QueueConfig{Name: "q", MaxDepth: 1})
+	mustQueue(t, s, localqueue.QueueConfig{Name: "q", MaxDepth: 1})
 	ev := func(id string) *OutboxEntry {
 		return &OutboxEntry{Tenant: "acme", Event: telemetry.Delivered{CommandID: id, Source: "acme/app", Target: "t", CommandName: "c", Path: telemetry.PathFast}}
 	}
@@ -82,7 +83,7 @@ func TestDeliverWritesTheMessageAndItsEventTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The queue is full: neither the message nor its event.
-	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("two"), Event: ev("cmd-2")}); !errors.Is(err, ErrQueueFull) {
+	if _, err := s.Deliver(ctx, Delivery{Queue: "q", Body: []byte("two"), Event: ev("cmd-2")}); !errors.Is(err, localqueue.ErrQueueFull) {
 		t.Fatalf("full queue: %v", err)
 	}
 	// No tenant to file the event under: refused before anything is written.

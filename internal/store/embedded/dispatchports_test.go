@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/dispatchtest"
 )
@@ -13,7 +14,7 @@ import (
 // fresh hand-off queue.
 func durability(t *testing.T, s *Store) dispatchtest.Durability {
 	t.Helper()
-	if _, err := s.CreateQueue(context.Background(), QueueConfig{Name: "handoff"}); err != nil {
+	if _, err := s.CreateQueue(context.Background(), localqueue.QueueConfig{Name: "handoff"}); err != nil {
 		t.Fatal(err)
 	}
 	return dispatchtest.Durability{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snavio/snavio/internal/smallfs"
+	"github.com/snavio/snavio/internal/store/localqueue"
 	"github.com/snavio/snavio/internal/store/wal"
 )
 
@@ -59,7 +60,7 @@ func TestDiskFullFailsTheLogAndHealthSaysSo(t *testing.T) {
 	if err := s.Health(); err != nil {
 		t.Fatalf("a new store's health: %v", err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
@@ -123,7 +124,7 @@ func TestNothingWrittenAfterAFailedGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
@@ -181,7 +182,7 @@ func TestSmallDiskFillsAndRecovers(t *testing.T) {
 	}
 	first := s
 	t.Cleanup(func() { _ = first.Close() }) // before the unmount, if the test fails early
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	body := make([]byte, 4<<10)
@@ -235,7 +236,7 @@ func TestSmallDiskFillsAndRecovers(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{Ephemeral: true})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q", MaxDepth: 2}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q", MaxDepth: 2}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -243,11 +244,11 @@ func TestQueueFull(t *testing.T) {
 		if err != nil || full != (i == 2) {
 			t.Fatalf("after %d sends: full %v, %v", i, full, err)
 		}
-		if _, err := s.Send(ctx, "q", []byte("m"), nil); (err != nil) != (i == 2) || i == 2 && !errors.Is(err, ErrQueueFull) {
+		if _, err := s.Send(ctx, "q", []byte("m"), nil); (err != nil) != (i == 2) || i == 2 && !errors.Is(err, localqueue.ErrQueueFull) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	if _, err := s.QueueFull("nope"); !errors.Is(err, ErrQueueNotFound) {
+	if _, err := s.QueueFull("nope"); !errors.Is(err, localqueue.ErrQueueNotFound) {
 		t.Fatalf("QueueFull of a missing queue: %v", err)
 	}
 }

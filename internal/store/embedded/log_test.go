@@ -26,11 +26,11 @@ import (
 
 // receiveAll receives every visible message of queue (holding them for an
 // hour), by id.
-func receiveAll(t testing.TB, s *Store, queue string) map[string]Received {
+func receiveAll(t testing.TB, s *Store, queue string) map[string]localqueue.Received {
 	t.Helper()
-	out := map[string]Received{}
+	out := map[string]localqueue.Received{}
 	for {
-		got, err := s.Receive(context.Background(), queue, MaxReceiveBatch, time.Hour)
+		got, err := s.Receive(context.Background(), queue, localqueue.MaxReceiveBatch, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func testReopenKeepsQueueState(t *testing.T, syncEvery time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []QueueConfig{{Name: "dlq"}, {Name: "q", DeadLetterQueue: "dlq", MaxReceives: 1}, {Name: "p"}} {
+	for _, c := range []localqueue.QueueConfig{{Name: "dlq"}, {Name: "q", DeadLetterQueue: "dlq", MaxReceives: 1}, {Name: "p"}} {
 		if _, err := s.CreateQueue(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func testReopenKeepsQueueState(t *testing.T, syncEvery time.Duration) {
 	}
 	dl := receiveAll(t, s, "dlq")
 	m, ok := dl[ids[1]]
-	if !ok || string(m.Body) != "body-1" || m.Attributes["n"] != "1" || m.Attributes[AttrDLQReason] != DLQReasonMaxReceives {
+	if !ok || string(m.Body) != "body-1" || m.Attributes["n"] != "1" || m.Attributes[localqueue.AttrDLQReason] != localqueue.DLQReasonMaxReceives {
 		t.Fatalf("dead-letter queue after reopen: %+v", dl)
 	}
 	if p := receiveAll(t, s, "p"); len(p) != 1 || string(p[survivor].Body) != "after purge" {
@@ -164,7 +164,7 @@ func TestLogSegmentsAreDeletedAndCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	// The first message stays in the queue throughout.
@@ -253,7 +253,7 @@ func TestLogTornTailIsCutAndDamageRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := s.Send(ctx, "q", []byte("kept"), nil)
@@ -312,7 +312,7 @@ func TestLogFailureStopsWrites(t *testing.T) {
 	ctx := context.Background()
 	disk := &failingDisk{}
 	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), logIO: disk.io()})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	disk.failed.Store(true)
@@ -340,7 +340,7 @@ func FuzzRecoverSegment(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		f.Fatal(err)
 	}
 	now := time.Now()
@@ -419,7 +419,7 @@ func TestDeferredWritesSettleOnWait(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "snavio.db")
 	disk := &failingDisk{}
 	s := openTest(t, Options{Path: path, logIO: disk.io()})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	dctx, d := DeferSync(ctx)
@@ -497,7 +497,7 @@ func TestQueueMethodsAfterCloseAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -560,7 +560,7 @@ func TestRecoveryAppliesWhatTheFileMissed(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(now)
 	s := openTest(t, Options{Path: path, Clock: clk, applyEvery: time.Hour})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	// The first apply runs at once; after it, nothing more is applied
@@ -679,7 +679,7 @@ func TestSyncIntervalAcknowledgesOnceWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -781,7 +781,7 @@ func TestLogSyncsAreTimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -814,7 +814,7 @@ func TestLogSyncsAreTimed(t *testing.T) {
 func TestMaintainReturnsWhenNothingCanMove(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), segmentBytes: 4 << 10})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	// A read in progress on the first segment, as msgRef.load holds one.
@@ -855,7 +855,7 @@ func TestSpareSegmentsAreReused(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "snavio.db")
 	s := openTest(t, Options{Path: path, segmentBytes: 4 << 10})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	const markAt = 1 << 20
@@ -960,7 +960,7 @@ func closedLogOfTenMessages(t *testing.T, path string) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("x"), 1000)
@@ -1044,7 +1044,7 @@ func TestSparesFoundAtOpenAreDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	next := s.wal.Stats().Last + 1
@@ -1141,7 +1141,7 @@ func TestSyncOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	durable := func(what string) {
@@ -1158,7 +1158,7 @@ func TestSyncOnDemand(t *testing.T) {
 	}
 	// A deferred send asks for no sync until its Wait, and its message is
 	// not receivable before it is durable.
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "d"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	dctx, d := DeferSync(ctx)
@@ -1292,7 +1292,7 @@ func TestSyncOnDemandFailure(t *testing.T) {
 	ctx := context.Background()
 	disk := &failingDisk{}
 	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), syncTicks: make(chan time.Time), logIO: disk.io()})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Send(ctx, "q", []byte("a"), nil); err != nil {
@@ -1358,7 +1358,7 @@ func openTickedWithASend(t *testing.T, every time.Duration, disk *failingDisk) (
 	ctx := context.Background()
 	ticks := make(chan time.Time)
 	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), SyncEvery: every, syncTicks: ticks, logIO: disk.io()})
-	if _, err := s.CreateQueue(ctx, QueueConfig{Name: "q"}); err != nil {
+	if _, err := s.CreateQueue(ctx, localqueue.QueueConfig{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Send(ctx, "q", []byte("m"), nil); err != nil {

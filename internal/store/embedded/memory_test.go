@@ -97,7 +97,7 @@ func TestQueuedMessageHeapCost(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTest(t, c.opts(t))
-			mustQueue(t, s, QueueConfig{Name: "big", MaxDepth: MaxMaxDepth})
+			mustQueue(t, s, localqueue.QueueConfig{Name: "big", MaxDepth: localqueue.MaxMaxDepth})
 			// Warm up what is not per message (segments, bbolt, the log's buffers).
 			fillQueue(t, s, "big", 1000, body)
 			drain(t, s, "big", 1000)
@@ -127,7 +127,7 @@ func drain(t testing.TB, s *Store, queue string, n int) {
 	t.Helper()
 	ctx := context.Background()
 	for got := 0; got < n; {
-		rs, err := s.Receive(ctx, queue, MaxReceiveBatch, 0)
+		rs, err := s.Receive(ctx, queue, localqueue.MaxReceiveBatch, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,12 +163,12 @@ func TestEphemeralMemoryBudget(t *testing.T) {
 	}
 	const budget = 100 * (1024 + localqueue.MsgOverhead + 100)
 	s := openTest(t, Options{Ephemeral: true, MemoryBudget: budget})
-	mustQueue(t, s, QueueConfig{Name: "q", MaxDepth: MaxMaxDepth})
+	mustQueue(t, s, localqueue.QueueConfig{Name: "q", MaxDepth: localqueue.MaxMaxDepth})
 	body := make([]byte, 1024)
 	sent := 0
 	for ; ; sent++ {
 		if _, err := s.Send(ctx, "q", body, nil); err != nil {
-			if !errors.Is(err, ErrMemoryBudget) {
+			if !errors.Is(err, localqueue.ErrMemoryBudget) {
 				t.Fatalf("send %d: %v, want ErrMemoryBudget", sent, err)
 			}
 			break
@@ -202,7 +202,7 @@ func TestReceiveOrderAcrossFreshAndReceived(t *testing.T) {
 		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
 			opts.Path = filepath.Join(t.TempDir(), "snavio.db")
 			s := openTest(t, opts)
-			mustQueue(t, s, QueueConfig{Name: "q"})
+			mustQueue(t, s, localqueue.QueueConfig{Name: "q"})
 			var ids []string
 			for i := range 6 {
 				clk.Advance(time.Second)
@@ -231,7 +231,7 @@ func TestReceiveOrderAcrossFreshAndReceived(t *testing.T) {
 				s = openTest(t, opts)
 			}
 			clk.Advance(time.Second)
-			got, err = s.Receive(ctx, "q", MaxReceiveBatch, time.Minute)
+			got, err = s.Receive(ctx, "q", localqueue.MaxReceiveBatch, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestReceiveOrderAcrossFreshAndReceived(t *testing.T) {
 func TestABacklogIsNotCompacted(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{Path: filepath.Join(t.TempDir(), "snavio.db"), segmentBytes: 16 << 10})
-	mustQueue(t, s, QueueConfig{Name: "q"})
+	mustQueue(t, s, localqueue.QueueConfig{Name: "q"})
 	body := make([]byte, 1024)
 	for range 200 {
 		if _, err := s.Send(ctx, "q", body, nil); err != nil {

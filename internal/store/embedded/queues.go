@@ -13,17 +13,17 @@ import (
 
 // CreateQueue creates a queue, or returns the existing one if its
 // configuration is the same; a different configuration is ErrQueueExists.
-func (s *Store) CreateQueue(ctx context.Context, cfg QueueConfig) (Queue, error) {
+func (s *Store) CreateQueue(ctx context.Context, cfg localqueue.QueueConfig) (localqueue.Queue, error) {
 	return s.queues.CreateQueue(ctx, cfg)
 }
 
 // GetQueue returns the queue name.
-func (s *Store) GetQueue(ctx context.Context, name string) (Queue, error) {
+func (s *Store) GetQueue(ctx context.Context, name string) (localqueue.Queue, error) {
 	return s.queues.GetQueue(ctx, name)
 }
 
 // ListQueues returns every queue with its counts, in name order.
-func (s *Store) ListQueues(ctx context.Context) ([]QueueStats, error) {
+func (s *Store) ListQueues(ctx context.Context) ([]localqueue.QueueStats, error) {
 	return s.queues.ListQueues(ctx)
 }
 
@@ -36,7 +36,7 @@ func (s *Store) Send(ctx context.Context, queue string, body []byte, attrs map[s
 // Receive returns up to max visible messages of queue and makes them
 // invisible for visibility (0: the queue's timeout); localqueue's Receive
 // says how redrive works.
-func (s *Store) Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]Received, error) {
+func (s *Store) Receive(ctx context.Context, queue string, max int, visibility time.Duration) ([]localqueue.Received, error) {
 	return s.queues.Receive(ctx, queue, max, visibility)
 }
 
@@ -81,52 +81,6 @@ func (s *Store) QueueFull(queue string) (bool, error) { return s.queues.QueueFul
 // MemoryUse returns the bytes an ephemeral store's queued messages hold
 // and its budget (Options.MemoryBudget); both 0 on file.
 func (s *Store) MemoryUse() (used, budget int64) { return s.queues.MemoryUse() }
-
-type (
-	// QueueConfig is a queue's configuration.
-	QueueConfig = localqueue.QueueConfig
-	// Queue is a queue as stored.
-	Queue = localqueue.Queue
-	// QueueStats is a queue with its current counts.
-	QueueStats = localqueue.QueueStats
-	// Message is a message to send or as sent.
-	Message = localqueue.Message
-	// Received is a message as a Receive returns it.
-	Received = localqueue.Received
-)
-
-// Queue limits (localqueue's).
-const (
-	MaxQueueNameLen          = localqueue.MaxQueueNameLen
-	MaxReceiveBatch          = localqueue.MaxReceiveBatch
-	MaxMessageBytes          = localqueue.MaxMessageBytes
-	MaxMessageAttributes     = localqueue.MaxMessageAttributes
-	MaxVisibilityTimeout     = localqueue.MaxVisibilityTimeout
-	DefaultVisibilityTimeout = localqueue.DefaultVisibilityTimeout
-	MaxMaxReceives           = localqueue.MaxMaxReceives
-	DefaultMaxDepth          = localqueue.DefaultMaxDepth
-	MaxMaxDepth              = localqueue.MaxMaxDepth
-	MaxQueues                = localqueue.MaxQueues
-	MaxDeleteBatch           = localqueue.MaxDeleteBatch
-)
-
-// Attributes set on a message moved to a dead-letter queue (localqueue's).
-const (
-	AttrDLQReason        = localqueue.AttrDLQReason
-	AttrDLQSourceQueue   = localqueue.AttrDLQSourceQueue
-	AttrDLQReceiveCount  = localqueue.AttrDLQReceiveCount
-	DLQReasonMaxReceives = localqueue.DLQReasonMaxReceives
-)
-
-// Queue errors (localqueue's).
-var (
-	ErrQueueNotFound = localqueue.ErrQueueNotFound
-	ErrQueueExists   = localqueue.ErrQueueExists
-	ErrQueueFull     = localqueue.ErrQueueFull
-	ErrStaleReceipt  = localqueue.ErrStaleReceipt
-	ErrTooManyQueues = localqueue.ErrTooManyQueues
-	ErrMemoryBudget  = localqueue.ErrMemoryBudget
-)
 
 // QueueARN returns the ARN of the local queue name.
 func QueueARN(name string) string { return localqueue.QueueARN(name) }
