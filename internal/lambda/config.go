@@ -159,17 +159,27 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// loadAWSConfig is the SDK's default configuration (region and
+// credentials from Lambda's environment) with sdkbody's HTTP client.
+func loadAWSConfig(ctx context.Context) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	sdkbody.Use(&cfg)
+	return cfg, nil
+}
+
 // Handler builds the host from the environment (getenv, with the SDK's
 // default configuration: region and credentials from Lambda's
 // environment) and returns the handler SNAVIO_FUNCTION names, for
 // aws-lambda-go's lambda.StartWithOptions with WithEnableSIGTERM (the
 // host stores its kept telemetry at SIGTERM).
 func Handler(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := loadAWSConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		return nil, err
 	}
-	sdkbody.Use(&awsCfg)
 	cfg, err := FromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err

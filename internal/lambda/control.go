@@ -12,11 +12,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/snavio/snavio/internal/controlapi"
-	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
@@ -228,11 +226,10 @@ func DispatcherRoles(n ControlNames, region, account string) controlapi.Dispatch
 // ControlHandler builds the control function from the environment, with
 // names(env) as the naming rule, for aws-lambda-go's lambda.Start.
 func ControlHandler(ctx context.Context, getenv func(string) string, log *slog.Logger, names func(env string) ControlNames) (any, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := loadAWSConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		return nil, err
 	}
-	sdkbody.Use(&awsCfg)
 	cfg, err := ControlConfigFromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err

@@ -14,10 +14,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
-	"github.com/snavio/snavio/internal/sdkbody"
 	"github.com/snavio/snavio/internal/store/awsstore"
 	"github.com/snavio/snavio/pkg/dispatch/clock"
 )
@@ -172,11 +170,10 @@ func (c *JobConfig) validate() error {
 // JobHandler builds the job function SNAVIO_FUNCTION names from the
 // environment, for aws-lambda-go's lambda.Start.
 func JobHandler(ctx context.Context, getenv func(string) string, log *slog.Logger) (any, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := loadAWSConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		return nil, err
 	}
-	sdkbody.Use(&awsCfg)
 	cfg, err := JobConfigFromEnv(getenv, awsCfg)
 	if err != nil {
 		return nil, err
