@@ -391,6 +391,10 @@ func (a *QueueAPI) Poll(ctx context.Context, queue string, n int, vt, wait time.
 	}
 }
 
+// Waiting reports how many receives are waiting now, each holding one of
+// Options.MaxWaiters.
+func (a *QueueAPI) Waiting() int { return int(a.waiting.Load()) }
+
 // changed returns the wake-up channel of the next send, or nil (never
 // ready) without Options.Changed.
 func (a *QueueAPI) changed() <-chan struct{} {

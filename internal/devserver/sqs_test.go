@@ -565,9 +565,9 @@ func TestSQSLongPollBound(t *testing.T) {
 			done <- err
 		}()
 	}
-	waitFor(t, "8 waiting receives", func() bool {
-		return strings.Contains(metricsText(t, s), `snavio_http_requests_in_flight{handler="sqs"} 8`)
-	})
+	// In flight is not yet waiting: a receive holds its place only once
+	// its first check found nothing.
+	waitFor(t, "8 waiting receives", func() bool { return s.queues.Waiting() == 8 })
 	_, err := c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
 	wantCode(t, "a ninth long poll", err, "RequestThrottled")
 	if got := receive(t, c, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url)}); len(got) != 0 {
