@@ -174,6 +174,9 @@ func (s *sigV4) check(ctx context.Context) error {
 	return err
 }
 
+// ErrNoRegion: AWSConfig found no region to call AWS in.
+var ErrNoRegion = errors.New("no AWS region")
+
 // AWSConfig loads the SDK configuration of aws target t: the default
 // credential chain (or the AWS profile aws_profile), region (else the
 // SDK's), t.Endpoint as every service's endpoint when set, and, when role_arn is set, that role's credentials assumed
@@ -198,7 +201,7 @@ func AWSConfig(ctx context.Context, t Target, region string, extra ...func(*awsc
 	}
 	sdkbody.Use(&cfg)
 	if cfg.Region == "" {
-		return awssdk.Config{}, errors.New("no AWS region: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region")
+		return awssdk.Config{}, fmt.Errorf("%w: set one with --region, SNAVIO_REGION, the profile's region, or the AWS profile's region", ErrNoRegion)
 	}
 	p := &stepCredentials{base: cfg.Credentials, profile: t.AWSProfile}
 	if t.RoleARN != "" {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/spf13/cobra"
@@ -25,7 +24,7 @@ import (
 	"github.com/snavio/snavio/internal/deploy/lambdazip"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/output"
-	"github.com/snavio/snavio/internal/sdkbody"
+	"github.com/snavio/snavio/internal/platform"
 )
 
 // DeployOptions are the inputs of `snavio dispatch deploy`.
@@ -190,17 +189,12 @@ func changeAction(c deploy.Change) string {
 
 // awsClients builds the deployer's clients from the SDK's configuration.
 func awsClients(ctx context.Context, region string) (*deploy.Deployer, error) {
-	var lo []func(*awsconfig.LoadOptions) error
-	if region != "" {
-		lo = append(lo, awsconfig.WithRegion(region))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, lo...)
-	if err != nil {
-		return nil, fmt.Errorf("AWS configuration: %w", err)
-	}
-	sdkbody.Use(&cfg)
-	if cfg.Region == "" {
+	cfg, err := platform.AWSConfig(ctx, platform.Target{}, region)
+	if errors.Is(err, platform.ErrNoRegion) {
 		return nil, cmdutil.Usagef("no AWS region: pass --region or set AWS_REGION")
+	}
+	if err != nil {
+		return nil, err
 	}
 	pathStyle := cfg.BaseEndpoint != nil
 	return &deploy.Deployer{

@@ -6,13 +6,13 @@ package tenantaws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,7 +25,7 @@ import (
 	"github.com/snavio/snavio/internal/deploy/policy"
 	"github.com/snavio/snavio/internal/deploy/stack"
 	"github.com/snavio/snavio/internal/deploy/tenant"
-	"github.com/snavio/snavio/internal/sdkbody"
+	"github.com/snavio/snavio/internal/platform"
 )
 
 // LocalCreate is `tenant create` on a local profile, which another
@@ -68,17 +68,12 @@ platform stack "snavio dispatch deploy" made (docs/deploy.md).`
 
 // onboarder builds the clients and finds the account (STS).
 func onboarder(ctx context.Context, c *common) (*tenant.Onboarder, error) {
-	var lo []func(*awsconfig.LoadOptions) error
-	if c.Region != "" {
-		lo = append(lo, awsconfig.WithRegion(c.Region))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, lo...)
-	if err != nil {
-		return nil, fmt.Errorf("AWS configuration: %w", err)
-	}
-	sdkbody.Use(&cfg)
-	if cfg.Region == "" {
+	cfg, err := platform.AWSConfig(ctx, platform.Target{}, c.Region)
+	if errors.Is(err, platform.ErrNoRegion) {
 		return nil, cmdutil.Usagef("no AWS region: pass --region or set AWS_REGION")
+	}
+	if err != nil {
+		return nil, err
 	}
 	id, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
